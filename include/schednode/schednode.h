@@ -1,0 +1,379 @@
+/* schednode.h - the public API of the schednode scheduler.
+ *
+ * A process is a step-driven state machine described by a type (a vtable,
+ * sn_type_t). The scheduler runs processes on a pool of workers; a process
+ * talks to the world only through events it receives and yields it emits.
+ *
+ * THE OWNERSHIP RULE (one rule for every payload in this API):
+ *   A payload (sn_payload_t) has exactly one owner at a time. Functions that
+ *   take ownership take a `sn_payload_t **` and set the caller's pointer to
+ *   NULL; after that the caller must not touch the payload. When the runtime
+ *   hands a payload to your code through a pointer it owns (an event's `data`,
+ *   init's `*input`, a command's `req->data`), the runtime frees whatever is
+ *   still there after your callback returns: to keep it, move it out and set
+ *   the pointer to NULL (sn_take does exactly that). Payloads are never copied
+ *   on the local message path: a Send moves the buffer to the receiver.
+ */
+#ifndef SCHEDNODE_H
+#define SCHEDNODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SN_VERSION_MAJOR 0
+#define SN_VERSION_MINOR 1
+#define SN_VERSION_PATCH 0
+#define SN_VERSION_STRING "0.1.0"
+/* Plugins record the API version they were built against; a node refuses a
+ * plugin whose API version differs from its own. */
+#define SN_API_VERSION 1u
+
+/* ---------------------------------------------------------------- errors */
+/* Every function that can fail returns 0 or one of these negative codes.
+ * sn_strerror() gives the short reason text ("noproc", "nodedown", ...). */
+#define SN_ERRORS(X)                                                          \
+    X(SN_ENOMEM, -1, "out of memory")                                         \
+    X(SN_EINVAL, -2, "invalid argument")                                      \
+    X(SN_ENOPROC, -3, "noproc")                                               \
+    X(SN_ENODEDOWN, -4, "nodedown")                                           \
+    X(SN_EUNREACHABLE, -5, "unreachable")                                     \
+    X(SN_ENOMETHOD, -6, "unknown method")                                     \
+    X(SN_ENOTYPE, -7, "unknown process type")                                 \
+    X(SN_ENOCMD, -8, "unknown command")                                       \
+    X(SN_ECANCELED, -9, "canceled")                                           \
+    X(SN_ESHUTDOWN, -10, "scheduler is shutting down")                        \
+    X(SN_EFAILED, -11, "process failed")                                      \
+    X(SN_ETIMEDOUT, -12, "timed out")                                         \
+    X(SN_EPLUGIN, -13, "bad plugin")                                          \
+    X(SN_EEXIST, -14, "already registered")                                   \
+    X(SN_EBADWAIT, -15, "WAIT with no pending yields")                        \
+    X(SN_EKILLED, -16, "killed at shutdown")                                  \
+    X(SN_EPROTO, -17, "protocol error")
+
+enum {
+#define SN__ERR_ENUM(name, code, text) name = code,
+    SN_ERRORS(SN__ERR_ENUM)
+#undef SN__ERR_ENUM
+};
+
+/* Short, static text for an error code (never NULL). */
+const char *sn_strerror(int err);
+
+/* ------------------------------------------------------------------ PIDs */
+/* A PID names a process cluster-wide: the node that created it (its home)
+ * and a per-node serial. Text form "<node>.<serial>", e.g. "3.1042". */
+typedef struct sn_pid {
+    uint32_t node;
+    uint64_t serial;
+} sn_pid_t;
+
+#define SN_PID_NONE ((sn_pid_t){0, 0})
+/* Longest text form including the terminating NUL. */
+#define SN_PID_STRLEN 32
+
+/* Writes the text form of pid into buf (at least SN_PID_STRLEN bytes);
+ * returns buf. */
+char *sn_pid_format(sn_pid_t pid, char *buf, size_t len);
+/* Parses exactly "<node>.<serial>" (decimal, no sign, no spaces, no overflow).
+ * Returns 0 and fills *out, or SN_EINVAL. */
+int sn_pid_parse(const char *text, sn_pid_t *out);
+static inline int sn_pid_eq(sn_pid_t a, sn_pid_t b) { return a.node == b.node && a.serial == b.serial; }
+static inline int sn_pid_is_none(sn_pid_t p) { return p.serial == 0; }
+
+/* -------------------------------------------------------------- payloads */
+/* Content-type tags. Values below SN_CT_USER are reserved by schednode. */
+enum {
+    SN_CT_BYTES = 0,  /* opaque bytes */
+    SN_CT_TEXT = 1,   /* UTF-8 text, not NUL-terminated in len */
+    SN_CT_U64 = 2,    /* one uint64_t, host byte order, 8 bytes */
+    SN_CT_PID = 3,    /* one sn_pid_t */
+    SN_CT_ERROR = 4,  /* UTF-8 reason text attached to an error */
+    SN_CT_USER = 0x10000
+};
+
+/* An owned byte buffer with a content-type tag. `data` holds `len` bytes and
+ * one extra NUL byte (so text payloads can be printed directly). */
+typedef struct sn_payload {
+    uint32_t ctype;
+    uint32_t len;
+    unsigned char data[];
+} sn_payload_t;
+
+/* New payload holding a copy of len bytes (bytes may be NULL for zeroed
+ * contents). Caller owns the return value; NULL on out-of-memory. */
+sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len);
+/* Convenience constructors; caller owns the return value. */
+sn_payload_t *sn_payload_text(const char *text);
+sn_payload_t *sn_payload_printf(uint32_t ctype, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+sn_payload_t *sn_payload_u64(uint64_t value);
+sn_payload_t *sn_payload_pid(sn_pid_t pid);
+/* Reads an SN_CT_U64 / SN_CT_PID payload; returns 0 or SN_EINVAL. */
+int sn_payload_get_u64(const sn_payload_t *p, uint64_t *out);
+int sn_payload_get_pid(const sn_payload_t *p, sn_pid_t *out);
+/* Frees *p and sets it to NULL; safe on NULL and twice. */
+void sn_payload_destroy(sn_payload_t **p);
+/* Moves a payload out of a slot the runtime owns: returns *slot and sets
+ * *slot to NULL. Caller owns the return value. */
+static inline sn_payload_t *sn_take(sn_payload_t **slot)
+{
+    sn_payload_t *p = *slot;
+    *slot = NULL;
+    return p;
+}
+
+/* ---------------------------------------------------------------- events */
+typedef enum sn_event_type {
+    SN_EV_YIELD_COMPLETE = 1, /* a yield finished: tag is the yield's tag */
+    SN_EV_MESSAGE = 2,        /* a message from `from` */
+    SN_EV_CANCEL = 3          /* please finish: shutdown or terminate */
+} sn_event_type_t;
+
+typedef struct sn_event {
+    sn_event_type_t type;
+    int error;          /* 0, or an SN_E* code (e.g. SN_ENOPROC for a failed send) */
+    uint64_t tag;       /* correlation tag of the yield this completes */
+    sn_pid_t from;      /* sender of a message; SN_PID_NONE if none */
+    sn_payload_t *data; /* result, message or reason; owned by the runtime
+                           unless moved out with sn_take() during step */
+} sn_event_t;
+
+/* ------------------------------------------------------------ step output */
+typedef enum sn_status {
+    SN_CONTINUE = 0, /* run me again soon (a long job cut in slices) */
+    SN_IDLE = 1,     /* wait for any event (messages, completions, cancel) */
+    SN_WAIT = 2,     /* wait for a yield completion (or cancel); messages
+                        queue up and are delivered with the next step */
+    SN_DONE = 3,     /* finished; `result` goes to whoever awaits it */
+    SN_FAIL = 4      /* failed; `error` (and `result` as reason) go to the awaiter */
+} sn_status_t;
+
+/* Yield flags. */
+#define SN_YIELD_NOREPLY 0x1u /* no event on success (errors still come back);
+                                 does not count as pending for SN_WAIT */
+#define SN_YIELD_AWAIT 0x2u   /* spawn: complete when the child finishes, with
+                                 its result or error (default: at once, with
+                                 the child's PID as an SN_CT_PID payload) */
+
+/* A command for a handler, emitted by a step. Built-in commands: "send",
+ * "spawn", "sleep", "terminate"; more are registered by name. */
+typedef struct sn_yield {
+    uint32_t cmd;        /* command id, or 0 to resolve `name` at dispatch */
+    uint32_t flags;      /* SN_YIELD_* */
+    uint64_t tag;        /* echoed in the SN_EV_YIELD_COMPLETE event */
+    sn_pid_t target;     /* send, terminate: the process addressed */
+    uint64_t arg;        /* sleep: milliseconds; free for user commands */
+    sn_payload_t *data;  /* owned by the yield until dispatched */
+    const char *name;    /* command name (cmd == 0); spawn: the type name */
+    const char *method;  /* spawn: the entry point */
+} sn_yield_t;
+
+#define SN_OUT_INLINE_YIELDS 2
+
+/* What a step writes. The runtime resets it before each step; use the
+ * sn_out_* helpers to fill it. Strings referenced by yields (name, method)
+ * must stay valid until the step has returned and its yields have been
+ * dispatched: literals, or memory in the process state. */
+typedef struct sn_step_out {
+    sn_status_t status;
+    int error;               /* SN_FAIL: an SN_E* code or a negative user code */
+    sn_payload_t *result;    /* SN_DONE: the result; SN_FAIL: the reason */
+    uint32_t nyields;
+    uint32_t cap;            /* capacity of `overflow` (runtime-managed) */
+    sn_yield_t inline_yields[SN_OUT_INLINE_YIELDS];
+    sn_yield_t *overflow;    /* yields beyond the inline ones (runtime-managed) */
+} sn_step_out_t;
+
+/* Appends a yield; returns it zeroed with tag set, or NULL on out-of-memory. */
+sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uint64_t tag);
+/* Sends msg to `to` (takes ownership of *msg). No event on success; a failed
+ * send comes back as SN_EV_YIELD_COMPLETE with `tag`, the error (noproc,
+ * nodedown, unreachable) and the undelivered payload as data. */
+int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msg);
+/* Spawns a process of `type` at entry point `method` with *input (taken).
+ * flags: SN_YIELD_AWAIT, SN_YIELD_NOREPLY. An unknown type or method fails
+ * the spawn: the completion carries the error and a reason text. */
+int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method,
+                 sn_payload_t **input, uint32_t flags);
+/* Completes with `tag` after `ms` milliseconds. */
+int sn_out_sleep(sn_step_out_t *out, uint64_t tag, uint64_t ms);
+/* Sends SN_EV_CANCEL to `pid`; completes at once (or with SN_ENOPROC). */
+int sn_out_terminate(sn_step_out_t *out, uint64_t tag, sn_pid_t pid);
+/* Finish with a result (takes ownership of *result, may be NULL). */
+void sn_out_done(sn_step_out_t *out, sn_payload_t **result);
+/* Fail with an error code and a reason (printf-style). */
+void sn_out_fail(sn_step_out_t *out, int error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The i-th yield (0 <= i < out->nyields). */
+sn_yield_t *sn_out_at(sn_step_out_t *out, uint32_t i);
+
+/* ------------------------------------------------------------- processes */
+typedef struct sn_sched sn_sched_t;
+/* The context of one process: who it is, where it runs. Valid during
+ * init, step and close of that process. */
+typedef struct sn_ctx sn_ctx_t;
+
+sn_pid_t sn_ctx_self(const sn_ctx_t *ctx);
+sn_pid_t sn_ctx_parent(const sn_ctx_t *ctx);
+sn_sched_t *sn_ctx_sched(const sn_ctx_t *ctx);
+
+/* A process type. The scheduler allocates `state_size` bytes of zeroed,
+ * 16-byte aligned state with each process and passes it to every callback.
+ * The type must stay valid as long as the scheduler lives. */
+typedef struct sn_type {
+    const char *name;
+    uint32_t version;
+    size_t state_size;
+    /* Prepare a new process for entry point `method` with *input (the rule:
+     * take it with sn_take or leave it to be freed). Return 0, or an error:
+     * SN_ENOMETHOD for an unknown method fails the spawn with that error. */
+    int (*init)(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input);
+    /* Advance with `n` events; write status, result and yields to `out`.
+     * Events' data belong to the runtime unless taken. Called by one worker
+     * at a time, never concurrently for one process. */
+    void (*step)(sn_ctx_t *ctx, void *state, sn_event_t *events, size_t n, sn_step_out_t *out);
+    /* Release resources held in state (optional). Called once. */
+    void (*close)(sn_ctx_t *ctx, void *state);
+    /* Optional, for migration between nodes: serialize state into a new
+     * payload (*out, caller owns) / rebuild state from one. */
+    int (*marshal)(sn_ctx_t *ctx, void *state, sn_payload_t **out);
+    int (*unmarshal)(sn_ctx_t *ctx, void *state, const sn_payload_t *in);
+} sn_type_t;
+
+/* ------------------------------------------------------------- scheduler */
+/* Where messages for PIDs of other nodes go, and where idle workers look for
+ * remote work. node/sched/ calls these; the relay implements them. */
+typedef struct sn_relay {
+    void *arg;
+    /* Deliver a message to a non-local PID. Takes ownership of *msg on
+     * success (return 0); on error *msg is left with the caller, which
+     * returns it to the sender with the error. */
+    int (*deliver)(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg);
+    /* Called by a worker that found no local work, before it parks. Returns
+     * how many processes it made Ready here (0 if none). May be NULL. */
+    int (*remote_work)(void *arg, sn_sched_t *sched);
+} sn_relay_t;
+
+typedef struct sn_sched_config {
+    uint32_t node_id;        /* this node's id in PIDs (default 1) */
+    int workers;             /* 0 = one per online CPU */
+    uint64_t first_serial;   /* first PID serial (default 1) */
+} sn_sched_config_t;
+
+/* Creates and starts a scheduler (workers and timer running). `config` may
+ * be NULL for defaults. Caller owns the return value; NULL on failure. */
+sn_sched_t *sn_sched_new(const sn_sched_config_t *config);
+/* Shuts down (if not done) and frees the scheduler; sets *self_p to NULL. */
+void sn_sched_destroy(sn_sched_t **self_p);
+/* Orderly shutdown: CANCEL to every live process, wait up to timeout_ms for
+ * them to finish, then close the rest (their awaiters get SN_EKILLED),
+ * stop the workers. Returns how many processes were force-closed. Later
+ * spawns and sends fail with SN_ESHUTDOWN. Idempotent. */
+int sn_sched_shutdown(sn_sched_t *sched, int timeout_ms);
+/* Sets the relay hook (before traffic starts). */
+void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_t *relay);
+
+int sn_sched_workers(const sn_sched_t *sched);
+uint32_t sn_sched_node_id(const sn_sched_t *sched);
+
+typedef struct sn_stats {
+    uint64_t spawned;     /* processes created */
+    uint64_t completed;   /* processes finished (done, failed or killed) */
+    uint64_t live;        /* processes in the PID table now */
+    uint64_t steps;       /* step calls */
+    uint64_t messages;    /* messages delivered to local processes */
+    uint64_t steals;      /* successful steal_half operations */
+    uint64_t stolen;      /* processes moved by those steals */
+    uint64_t parks;       /* times a worker went to sleep */
+    uint64_t remote_out;  /* messages handed to the relay */
+    uint64_t noproc;      /* sends answered with noproc */
+} sn_stats_t;
+/* Snapshot of the counters (relaxed reads: consistent enough to print). */
+void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out);
+
+/* Registers a process type (the pointer is kept, not copied). Returns 0,
+ * SN_EEXIST if the name is taken, SN_EINVAL if incomplete. */
+int sn_type_register(sn_sched_t *sched, const sn_type_t *type);
+const sn_type_t *sn_type_find(sn_sched_t *sched, const char *name);
+
+/* Called when a process finishes: status is SN_DONE or SN_FAIL; *result
+ * follows the ownership rule. Runs on a worker thread (or the shutdown
+ * caller): keep it short, never block. */
+typedef void (*sn_result_fn)(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error,
+                             sn_payload_t **result, void *arg);
+
+/* Spawns a process from outside any process (any thread). Takes ownership
+ * of *input (may be NULL). If `on_result` is set it is called once with the
+ * outcome. Returns 0 and the new PID in *pid_out (may be NULL), or an error:
+ * SN_ENOTYPE, the init error (e.g. SN_ENOMETHOD), SN_ESHUTDOWN. On error
+ * on_result is not called. */
+int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
+             sn_result_fn on_result, void *arg, sn_pid_t *pid_out);
+/* Spawns and blocks the calling (non-worker) thread until the process ends
+ * or timeout_ms passes (< 0: forever). On return *result (caller owns) holds
+ * the result or reason; the return value is 0 for DONE, the process's error
+ * for FAIL, or the spawn error / SN_ETIMEDOUT. */
+int sn_call(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
+            int timeout_ms, sn_payload_t **result);
+/* Sends a message from outside any process (from = SN_PID_NONE). Takes
+ * ownership of *msg on success; on error *msg stays with the caller. */
+int sn_send(sn_sched_t *sched, sn_pid_t to, sn_payload_t **msg);
+/* Delivers a message on behalf of `from` (the relay uses this for inbound
+ * traffic). Same ownership as sn_send. */
+int sn_send_from(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg);
+/* Sends SN_EV_CANCEL to a local process. 0 or SN_ENOPROC. */
+int sn_cancel(sn_sched_t *sched, sn_pid_t pid);
+
+/* ------------------------------------------------------------- commands */
+/* A yield as a command handler sees it. The handler owns `data`. */
+typedef struct sn_request {
+    sn_pid_t from;       /* the yielding process */
+    uint64_t tag;
+    uint32_t cmd;
+    uint32_t flags;
+    sn_pid_t target;
+    uint64_t arg;
+    sn_payload_t *data;  /* handler owns it (the rule applies) */
+} sn_request_t;
+
+/* A command handler. Called on the worker that ran the step: it must not
+ * block. It (or any thread it hands the request to) completes the yield
+ * exactly once with sn_complete_yield. */
+typedef void (*sn_command_fn)(sn_sched_t *sched, sn_request_t *req, void *arg);
+
+/* Registers a command by name. Returns its id (> 0) or SN_EEXIST/SN_EINVAL. */
+int sn_command_register(sn_sched_t *sched, const char *name, sn_command_fn fn, void *arg);
+/* Id of a registered command, or SN_ENOCMD. */
+int sn_command_id(sn_sched_t *sched, const char *name);
+
+/* Completes the yield `tag` of process `pid`, from any thread: the process
+ * gets SN_EV_YIELD_COMPLETE with `error` and *result (taken; may be NULL).
+ * Returns 0, or SN_ENOPROC if the process is gone (the result is freed). */
+int sn_complete_yield(sn_sched_t *sched, sn_pid_t pid, uint64_t tag, int error, sn_payload_t **result);
+
+/* --------------------------------------------------------------- plugins */
+/* A plugin is a shared object exporting one symbol, `schednode_plugin`, of
+ * this type (use SN_PLUGIN_DEFINE). Its init registers types and commands. */
+typedef struct sn_plugin {
+    uint32_t api_version; /* SN_API_VERSION at build time */
+    const char *name;
+    int (*init)(sn_sched_t *sched);
+} sn_plugin_t;
+
+#define SN_PLUGIN_SYMBOL "schednode_plugin"
+#define SN_PLUGIN_DEFINE(name_, init_)                                         \
+    __attribute__((visibility("default"))) const sn_plugin_t schednode_plugin = \
+        {SN_API_VERSION, name_, init_}
+
+/* Loads a plugin and runs its init. On failure returns SN_EPLUGIN (or the
+ * init's error) and writes a one-line reason naming the file into err. */
+int sn_plugin_load(sn_sched_t *sched, const char *path, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

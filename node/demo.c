@@ -1,0 +1,283 @@
+/* demo.c - a demo workload: a fork-join tree (spawn + await), a token
+ * ring (messages), timers, and an error path (an unknown command), with
+ * the node's counters printed at the end.
+ */
+#include "demo.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- tree: sums 0..n-1 by splitting ranges 10 ways; children awaited */
+typedef struct range {
+    uint64_t lo, hi;
+} range_t;
+
+typedef struct tree {
+    range_t r;
+    uint64_t sum;
+    uint32_t waiting;
+} tree_t;
+
+static int tree_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    tree_t *t = state;
+    if (strcmp(method, "sum") != 0)
+        return SN_ENOMETHOD;
+    if (!*input || (*input)->len != sizeof(range_t))
+        return SN_EINVAL;
+    memcpy(&t->r, (*input)->data, sizeof t->r);
+    return 0;
+}
+
+static void tree_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    tree_t *t = state;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            sn_out_fail(out, SN_ECANCELED, "canceled");
+            return;
+        }
+        uint64_t v;
+        if (ev[i].type != SN_EV_YIELD_COMPLETE || ev[i].error || sn_payload_get_u64(ev[i].data, &v) != 0) {
+            sn_out_fail(out, ev[i].error ? ev[i].error : SN_EINVAL, "child failed: %s", sn_strerror(ev[i].error));
+            return;
+        }
+        t->sum += v;
+        t->waiting--;
+    }
+    if (n == 0) { /* first step */
+        uint64_t len = t->r.hi - t->r.lo;
+        if (len <= 10) {
+            for (uint64_t x = t->r.lo; x < t->r.hi; x++)
+                t->sum += x;
+        } else {
+            uint64_t chunk = (len + 9) / 10;
+            for (uint64_t lo = t->r.lo; lo < t->r.hi; lo += chunk) {
+                range_t c = {lo, lo + chunk < t->r.hi ? lo + chunk : t->r.hi};
+                sn_payload_t *in = sn_payload_new(SN_CT_USER, &c, sizeof c);
+                sn_out_spawn(out, t->waiting++, "tree", "sum", &in, SN_YIELD_AWAIT);
+            }
+        }
+    }
+    if (t->waiting) {
+        out->status = SN_WAIT;
+        return;
+    }
+    sn_payload_t *res = sn_payload_u64(t->sum);
+    sn_out_done(out, &res);
+}
+
+static const sn_type_t tree_type = {"tree", 1, sizeof(tree_t), tree_init, tree_step, NULL, NULL, NULL};
+
+/* ---- ring: a coordinator and N members pass a token around M times */
+typedef struct ring {
+    sn_pid_t next;
+    uint64_t members, laps, hops;
+    int coordinator;
+} ring_t;
+
+static int ring_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    ring_t *r = state;
+    if (strcmp(method, "coordinator") == 0) {
+        uint64_t cfg[2];
+        if (!*input || (*input)->len != sizeof cfg)
+            return SN_EINVAL;
+        memcpy(cfg, (*input)->data, sizeof cfg);
+        r->members = cfg[0];
+        r->laps = cfg[1];
+        r->coordinator = 1;
+        r->next = sn_ctx_self(ctx);
+        return 0;
+    }
+    if (strcmp(method, "member") == 0)
+        return sn_payload_get_pid(*input, &r->next) == 0 ? 0 : SN_EINVAL;
+    return SN_ENOMETHOD;
+}
+
+static void ring_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    ring_t *r = state;
+    out->status = SN_IDLE;
+    if (r->coordinator && n == 0) {
+        /* members are spawned one at a time, each pointing at the previous */
+        sn_out_spawn(out, 0, "ring", "member", &(sn_payload_t *){sn_payload_pid(r->next)}, 0);
+        out->status = SN_WAIT;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            if (!r->coordinator) /* stop the rest of the ring too */
+                sn_out_terminate(out, 0, r->next);
+            sn_out_done(out, NULL);
+            return;
+        }
+        if (ev[i].error) {
+            sn_out_fail(out, ev[i].error, "ring: %s", sn_strerror(ev[i].error));
+            return;
+        }
+        if (r->coordinator && ev[i].type == SN_EV_YIELD_COMPLETE) {
+            sn_payload_get_pid(ev[i].data, &r->next); /* the newest member */
+            if (++r->hops < r->members) {
+                sn_out_spawn(out, r->hops, "ring", "member", &(sn_payload_t *){sn_payload_pid(r->next)}, 0);
+                out->status = SN_WAIT;
+            } else {
+                r->hops = 0;
+                sn_out_send(out, r->next, 0, &(sn_payload_t *){sn_payload_u64(0)});
+            }
+            continue;
+        }
+        if (ev[i].type != SN_EV_MESSAGE)
+            continue;
+        uint64_t lap = 0;
+        sn_payload_get_u64(ev[i].data, &lap);
+        if (r->coordinator) {
+            r->hops += r->members;
+            if (++lap == r->laps) {
+                sn_out_terminate(out, 0, r->next); /* members stop in a chain */
+                sn_payload_t *res = sn_payload_u64(r->hops);
+                sn_out_done(out, &res);
+                return;
+            }
+        }
+        sn_payload_t *tok = sn_take(&ev[i].data); /* forward the same buffer */
+        memcpy(tok->data, &lap, sizeof lap);
+        sn_out_send(out, r->next, 0, &tok);
+    }
+}
+
+static const sn_type_t ring_type = {"ring", 1, sizeof(ring_t), ring_init, ring_step, NULL, NULL, NULL};
+
+/* ---- sleeper: sleeps, then reports how long it slept */
+typedef struct sleeper {
+    uint64_t ms, start;
+} sleeper_t;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int sleeper_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    sleeper_t *s = state;
+    if (strcmp(method, "nap") != 0)
+        return SN_ENOMETHOD;
+    return sn_payload_get_u64(*input, &s->ms) == 0 ? 0 : SN_EINVAL;
+}
+
+static void sleeper_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    sleeper_t *s = state;
+    if (n == 0) {
+        s->start = now_ms();
+        sn_out_sleep(out, 1, s->ms);
+        out->status = SN_WAIT;
+        return;
+    }
+    sn_payload_t *res = sn_payload_u64(now_ms() - s->start);
+    sn_out_done(out, &res);
+}
+
+static const sn_type_t sleeper_type = {"sleeper", 1, sizeof(sleeper_t), sleeper_init, sleeper_step, NULL, NULL,
+                                       NULL};
+
+/* ---- oops: yields a command nobody registered and reports the error */
+static int oops_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    return strcmp(method, "try") == 0 ? 0 : SN_ENOMETHOD;
+}
+
+static void oops_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    if (n == 0) {
+        sn_out_yield(out, 0, "no-such-command", 7);
+        out->status = SN_WAIT;
+        return;
+    }
+    sn_out_fail(out, ev[0].error, "%s", ev[0].data ? (const char *)ev[0].data->data : sn_strerror(ev[0].error));
+}
+
+static const sn_type_t oops_type = {"oops", 1, 0, oops_init, oops_step, NULL, NULL, NULL};
+
+int sn_demo_register(sn_sched_t *sched)
+{
+    int rc;
+    if ((rc = sn_type_register(sched, &tree_type)) || (rc = sn_type_register(sched, &ring_type)) ||
+        (rc = sn_type_register(sched, &sleeper_type)) || (rc = sn_type_register(sched, &oops_type)))
+        return rc;
+    return 0;
+}
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+int sn_demo_run(sn_sched_t *sched)
+{
+    int failures = 0;
+    struct timespec t0;
+    sn_payload_t *res = NULL;
+    uint64_t v = 0;
+
+    printf("schednode demo: node %u, %d workers\n\n", sn_sched_node_id(sched), sn_sched_workers(sched));
+
+    /* 1. fork-join */
+    range_t r = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = sn_call(sched, "tree", "sum", &(sn_payload_t *){sn_payload_new(SN_CT_USER, &r, sizeof r)}, 60000, &res);
+    sn_payload_get_u64(res, &v);
+    printf("1. fork-join tree  sum(0..999999) = %" PRIu64 " (expected 499999500000) in %.1f ms: %s\n", v,
+           since(&t0), rc == 0 && v == 499999500000ull ? "ok" : "WRONG");
+    failures += !(rc == 0 && v == 499999500000ull);
+    sn_payload_destroy(&res);
+
+    /* 2. token ring */
+    uint64_t cfg[2] = {1000, 100};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = sn_call(sched, "ring", "coordinator",
+                 &(sn_payload_t *){sn_payload_new(SN_CT_USER, cfg, sizeof cfg)}, 60000, &res);
+    v = 0;
+    sn_payload_get_u64(res, &v);
+    double ms = since(&t0);
+    printf("2. token ring      %" PRIu64 " members x %" PRIu64 " laps = %" PRIu64 " hops in %.1f ms (%.2f M msgs/s): %s\n",
+           cfg[0], cfg[1], v, ms, (double)v / ms / 1e3, rc == 0 && v == cfg[0] * cfg[1] ? "ok" : "WRONG");
+    failures += !(rc == 0 && v == cfg[0] * cfg[1]);
+    sn_payload_destroy(&res);
+
+    /* 3. timers */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = sn_call(sched, "sleeper", "nap", &(sn_payload_t *){sn_payload_u64(50)}, 10000, &res);
+    v = 0;
+    sn_payload_get_u64(res, &v);
+    printf("3. timer           slept %" PRIu64 " ms for a 50 ms sleep: %s\n", v, rc == 0 && v >= 50 ? "ok" : "WRONG");
+    failures += !(rc == 0 && v >= 50);
+    sn_payload_destroy(&res);
+
+    /* 4. errors come back with a reason */
+    rc = sn_call(sched, "oops", "try", NULL, 10000, &res);
+    printf("4. unknown command the process failed with '%s': %s\n", res ? (const char *)res->data : "(no reason)",
+           rc == SN_ENOCMD ? "ok" : "WRONG");
+    failures += rc != SN_ENOCMD;
+    sn_payload_destroy(&res);
+    rc = sn_call(sched, "tree", "no-such-method", NULL, 10000, &res);
+    printf("5. unknown method  spawn refused: %s: %s\n", sn_strerror(rc), rc == SN_ENOMETHOD ? "ok" : "WRONG");
+    failures += rc != SN_ENOMETHOD;
+
+    sn_stats_t st;
+    sn_sched_stats(sched, &st);
+    printf("\nnode %u counters\n", sn_sched_node_id(sched));
+    printf("  %-22s %" PRIu64 "\n  %-22s %" PRIu64 "\n  %-22s %" PRIu64 "\n  %-22s %" PRIu64 "\n"
+           "  %-22s %" PRIu64 " (%" PRIu64 " processes moved)\n  %-22s %" PRIu64 "\n",
+           "processes spawned", st.spawned, "processes completed", st.completed, "steps run", st.steps,
+           "messages delivered", st.messages, "worker steals", st.steals, st.stolen, "worker parks", st.parks);
+    printf("\n%s\n", failures ? "demo FAILED" : "demo ok");
+    return failures ? 1 : 0;
+}

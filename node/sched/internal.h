@@ -1,0 +1,279 @@
+/* internal.h - internals shared by the files of node/sched/ (sn__ prefix).
+ * Nothing outside node/sched/ and its tests includes this.
+ */
+#ifndef SN_INTERNAL_H
+#define SN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "deque.h"
+#include "mpsc.h"
+#include "schednode/schednode.h"
+
+/* ---------------------------------------------------------------- events */
+/* An event in a process's queue. A payload is allocated with one of these
+ * in front of it (see payload.c), so sending a payload allocates nothing
+ * more; events without a payload allocate a bare node. */
+typedef struct sn__evnode {
+    sn__mpsc_node_t link;
+    uint8_t type;      /* sn_event_type_t */
+    uint8_t counted;   /* completes a yield counted in proc->pending */
+    uint8_t bare;      /* not inside a payload: free on drain */
+    int error;
+    uint64_t tag;
+    sn_pid_t from;
+    sn_payload_t *data;
+} sn__evnode_t;
+
+/* The event node that lives in front of payload p. */
+sn__evnode_t *sn__payload_node(sn_payload_t *p);
+/* A node for an event: p's own node, or a bare one when p is NULL. NULL on
+ * out-of-memory (p is then untouched). */
+sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p,
+                              bool counted);
+/* Frees a node and its payload (if any). */
+void sn__evnode_free(sn__evnode_t *n);
+
+/* ------------------------------------------------------------- processes */
+/* Process states (low bits of sn_ctx.state). */
+enum {
+    SN__INIT = 0,     /* being created; not runnable yet */
+    SN__READY = 1,    /* in exactly one run queue */
+    SN__RUNNING = 2,  /* owned by the worker running it */
+    SN__IDLE = 3,     /* waiting for any event */
+    SN__BLOCKED = 4,  /* waiting for a yield completion or cancel */
+    SN__COMPLETE = 5  /* finished; out of the PID table */
+};
+#define SN__STATE_MASK 0x0fu
+/* Set by a producer whose event arrived while the process was RUNNING; the
+ * worker re-checks the queue before letting the process sleep. */
+#define SN__WAKE 0x10u
+
+/* A process; sn_ctx_t is its public face. Fields are grouped by writer. */
+struct sn_ctx {
+    /* guarded by the PID-table shard lock */
+    struct sn_ctx *hnext;
+    /* immutable after spawn */
+    sn_pid_t pid;
+    sn_pid_t parent;
+    const sn_type_t *type;
+    sn_sched_t *sched;
+    struct sn__waiter *cb; /* C result callback (sn_spawn), or NULL */
+    uint64_t await_tag;    /* parent's spawn tag when awaited */
+    /* CAS by producers (wake) and the owning worker */
+    _Atomic uint32_t state;
+    /* owned by whichever worker is running the process */
+    uint32_t pending;      /* counted yields not yet completed */
+    uint8_t awaited;       /* the parent awaits our result */
+    uint8_t wait_status;   /* what it slept on (0: step must run) */
+    sn__mpsc_t q;          /* producers push, the running worker pops */
+    alignas(16) unsigned char user[];
+};
+typedef struct sn_ctx sn__proc_t;
+
+/* ---------------------------------------------------------------- queues */
+/* The global FIFO: new submissions from outside the workers, processes
+ * that asked to CONTINUE, and wakeups from non-worker threads. */
+typedef struct sn__gqueue {
+    pthread_mutex_t mu;
+    void **ring;
+    size_t cap, head, count; /* guarded by mu */
+    alignas(64) _Atomic size_t size; /* mirror of count for lock-free peeks */
+} sn__gqueue_t;
+
+int sn__gqueue_init(sn__gqueue_t *q);
+void sn__gqueue_fini(sn__gqueue_t *q);
+int sn__gqueue_push(sn__gqueue_t *q, void *item);
+/* Pops up to max items (oldest first); returns the count. */
+size_t sn__gqueue_pop(sn__gqueue_t *q, void **out, size_t max);
+static inline size_t sn__gqueue_size(sn__gqueue_t *q)
+{
+    return atomic_load_explicit(&q->size, memory_order_seq_cst);
+}
+
+/* ------------------------------------------------------------- PID table */
+#define SN__SHARDS 256
+typedef struct sn__shard {
+    alignas(64) atomic_flag lock;
+    sn__proc_t **buckets;
+    size_t nbuckets, count;
+} sn__shard_t;
+
+typedef struct sn__ptable {
+    sn__shard_t shards[SN__SHARDS];
+} sn__ptable_t;
+
+int sn__ptable_init(sn__ptable_t *t);
+void sn__ptable_fini(sn__ptable_t *t);
+sn__shard_t *sn__ptable_shard(sn__ptable_t *t, uint64_t serial);
+void sn__shard_lock(sn__shard_t *s);
+void sn__shard_unlock(sn__shard_t *s);
+/* With the shard locked: */
+sn__proc_t *sn__shard_find(sn__shard_t *s, uint64_t serial);
+int sn__shard_insert(sn__shard_t *s, sn__proc_t *p);
+void sn__shard_remove(sn__shard_t *s, sn__proc_t *p);
+
+/* --------------------------------------------------------------- workers */
+typedef struct sn__wstats {
+    _Atomic uint64_t steps, steals, stolen, parks, messages, spawned, completed, noproc, remote_out;
+} sn__wstats_t;
+
+typedef struct sn__worker {
+    /* touched by thieves */
+    alignas(64) sn__deque_t deque;
+    alignas(64) _Atomic(sn__proc_t *) next; /* run-next slot (see worker.c) */
+    /* owner-private */
+    alignas(64) sn_sched_t *sched;
+    int index;
+    bool spinning;
+    uint64_t rng;
+    uint64_t serial_next, serial_end; /* block of PID serials */
+    sn_event_t *events;               /* step input buffer */
+    size_t events_cap;
+    sn_step_out_t out;
+    pthread_t thread;
+    /* owner-written, read by stats */
+    alignas(64) sn__wstats_t st;
+} sn__worker_t;
+
+/* ---------------------------------------------------------------- timers */
+typedef struct sn__timer_entry {
+    uint64_t deadline_ns;
+    sn_pid_t pid;
+    uint64_t tag;
+} sn__timer_entry_t;
+
+typedef struct sn__timer {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sn__timer_entry_t *heap;
+    size_t n, cap;
+    bool stop;
+    bool running;
+    pthread_t thread;
+} sn__timer_t;
+
+/* ---------------------------------------------------------- registries */
+typedef struct sn__command {
+    const char *name; /* owned copy */
+    sn_command_fn fn;
+    void *arg;
+} sn__command_t;
+
+typedef struct sn__plugin_handle {
+    void *dl;
+    struct sn__plugin_handle *next;
+} sn__plugin_handle_t;
+
+/* Built-in command ids. */
+enum { SN__CMD_SEND = 1, SN__CMD_SPAWN = 2, SN__CMD_SLEEP = 3, SN__CMD_TERMINATE = 4, SN__CMD_FIRST_USER = 5 };
+
+/* Result waiter for sn_spawn callbacks and sn_call. */
+typedef struct sn__waiter {
+    sn_result_fn fn;
+    void *arg;
+} sn__waiter_t;
+
+/* -------------------------------------------------------------- scheduler */
+struct sn_sched {
+    uint32_t node_id;
+    int nworkers;
+    sn__worker_t *workers;
+    sn__gqueue_t global;
+    sn__ptable_t table;
+    sn__timer_t timer;
+    sn_relay_t relay;
+
+    /* parking: see worker.c for the protocol */
+    alignas(64) _Atomic int nspinning;
+    _Atomic int nparked;
+    pthread_mutex_t park_mu;
+    pthread_cond_t park_cv;
+    uint64_t park_gen; /* guarded by park_mu */
+    _Atomic bool stop;  /* workers exit */
+    _Atomic bool shutting_down;
+    _Atomic int shutdown_done;
+
+    alignas(64) _Atomic uint64_t serial_next; /* blocks of serials */
+    /* counters for work done off the workers */
+    _Atomic uint64_t ext_spawned, ext_completed, ext_messages, ext_noproc, ext_remote_out;
+
+    /* registries: copy-on-write arrays published with release stores;
+     * retired arrays are freed with the scheduler */
+    pthread_mutex_t reg_mu;
+    _Atomic(const sn_type_t **) types;
+    _Atomic size_t ntypes;
+    _Atomic(sn__command_t *) cmds; /* index = id - SN__CMD_FIRST_USER */
+    _Atomic size_t ncmds;
+    void *retired; /* singly linked list of retired arrays (first word = next) */
+    sn__plugin_handle_t *plugins;
+};
+
+/* The worker the calling thread is, if it is one of sched's. */
+sn__worker_t *sn__self_worker(sn_sched_t *sched);
+
+/* Makes a READY process runnable: on the calling worker (run-next slot or
+ * deque) or, from other threads, the global queue. Wakes a parked worker
+ * when one is needed. */
+void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next);
+/* Producer side of the wake protocol: after pushing an event (shard lock
+ * held), moves an IDLE/BLOCKED process to READY. Returns true when the
+ * caller must sn__schedule it (after unlocking). */
+bool sn__wake(sn__proc_t *p, uint8_t event_type);
+/* Pushes an event to a local process (node must be built); on SN_ENOPROC
+ * the node is left to the caller. */
+int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node);
+/* Posts an event to `to`, local or (messages only) remote. On failure the
+ * payload goes back in *data when data != NULL. */
+int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
+                sn_payload_t **data, bool counted);
+/* Creates, inits and schedules a process. On failure *reason may get a
+ * text payload (caller owns). */
+int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
+              sn_pid_t parent, bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out,
+              sn_payload_t **reason);
+/* Runs one process (worker.c). */
+void sn__run(sn__worker_t *w, sn__proc_t *p);
+/* Dispatches the yields of a finished step (dispatch.c). */
+void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out);
+/* Ends a process: out of the table, bounce leftovers, result, close, free. */
+void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t status, int error,
+                  sn_payload_t **result);
+void *sn__worker_main(void *arg);
+void sn__notify(sn_sched_t *sched);
+void sn__wake_all(sn_sched_t *sched);
+
+/* registry.c */
+const sn_type_t *sn__type_find(sn_sched_t *sched, const char *name);
+const sn__command_t *sn__command_get(sn_sched_t *sched, uint32_t id);
+void sn__registry_fini(sn_sched_t *sched);
+
+/* timer.c */
+int sn__timer_start(sn_sched_t *sched);
+void sn__timer_stop(sn_sched_t *sched);
+int sn__timer_add(sn_sched_t *sched, uint64_t ms, sn_pid_t pid, uint64_t tag);
+uint64_t sn__now_ns(void);
+
+/* out.c */
+void sn__out_reset(sn_step_out_t *out);
+void sn__out_fini(sn_step_out_t *out);
+
+static inline void sn__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Owner-only counter bump (single writer: no locked instruction). */
+#define SN__STAT_ADD(field, n)                                                                  \
+    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), \
+                          memory_order_relaxed)
+
+#endif

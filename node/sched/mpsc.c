@@ -1,0 +1,80 @@
+/* mpsc.c - intrusive MPSC queue (see mpsc.h).
+ *
+ * Invariant: the nodes from tail to head form a singly linked list in push
+ * order, except that the last link written by a producer may still be
+ * missing (its exchange on head is done, its store to prev->next not yet).
+ * The stub node is re-pushed by the consumer whenever it would otherwise
+ * have to pop the last real node, so tail always has a successor to move to.
+ */
+#include "mpsc.h"
+
+void sn__mpsc_init(sn__mpsc_t *q)
+{
+    atomic_init(&q->stub.next, NULL);
+    atomic_init(&q->head, &q->stub);
+    q->tail = &q->stub;
+}
+
+void sn__mpsc_push(sn__mpsc_t *q, sn__mpsc_node_t *n)
+{
+    atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+    /* acq_rel: release publishes n's contents to the consumer via the link
+     * below; acquire orders us after the previous producer's exchange */
+    sn__mpsc_node_t *prev = atomic_exchange_explicit(&q->head, n, memory_order_acq_rel);
+    /* release: the consumer's acquire load of next sees n initialised */
+    atomic_store_explicit(&prev->next, n, memory_order_release);
+}
+
+sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q)
+{
+    sn__mpsc_node_t *tail = q->tail;
+    sn__mpsc_node_t *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (tail == &q->stub) {
+        if (!next)
+            return NULL;
+        q->tail = next;
+        tail = next;
+        next = atomic_load_explicit(&next->next, memory_order_acquire);
+    }
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    /* tail is the last linked node: pop it only if no push is in flight */
+    sn__mpsc_node_t *head = atomic_load_explicit(&q->head, memory_order_acquire);
+    if (tail != head)
+        return NULL; /* a producer is between its exchange and its link */
+    sn__mpsc_push(q, &q->stub);
+    next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    return NULL;
+}
+
+bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q)
+{
+    sn__mpsc_node_t *tail = q->tail;
+    if (tail != &q->stub)
+        return true;
+    if (atomic_load_explicit(&tail->next, memory_order_acquire))
+        return true;
+    return atomic_load_explicit(&q->head, memory_order_acquire) != tail;
+}
+
+bool sn__mpsc_scan(sn__mpsc_t *q, bool (*fn)(sn__mpsc_node_t *n, void *arg), void *arg, bool *in_flight)
+{
+    *in_flight = false;
+    sn__mpsc_node_t *n = q->tail;
+    for (;;) {
+        if (n != &q->stub && fn(n, arg))
+            return true;
+        sn__mpsc_node_t *next = atomic_load_explicit(&n->next, memory_order_acquire);
+        if (!next) {
+            *in_flight = atomic_load_explicit(&q->head, memory_order_acquire) != n;
+            return false;
+        }
+        n = next;
+    }
+}

@@ -1,0 +1,39 @@
+/* mpsc.h - intrusive lock-free multi-producer single-consumer queue (after
+ * Vyukov's node-based design): one per process, for its events.
+ *
+ * Producers: any thread (senders, command handlers, timers). Consumer: the
+ * one worker currently running the process. A push is one atomic exchange;
+ * a pop never blocks. Between a producer's exchange and its link store the
+ * queue looks empty to the consumer ("in flight"): callers that must not
+ * miss an event ask sn__mpsc_maybe_nonempty, which counts that case.
+ */
+#ifndef SN_MPSC_H
+#define SN_MPSC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct sn__mpsc_node {
+    _Atomic(struct sn__mpsc_node *) next;
+} sn__mpsc_node_t;
+
+typedef struct sn__mpsc {
+    _Atomic(sn__mpsc_node_t *) head; /* producers exchange here */
+    sn__mpsc_node_t *tail;           /* consumer-private */
+    sn__mpsc_node_t stub;
+} sn__mpsc_t;
+
+void sn__mpsc_init(sn__mpsc_t *q);
+/* Any thread. The node must not be in any queue. */
+void sn__mpsc_push(sn__mpsc_t *q, sn__mpsc_node_t *n);
+/* Consumer only. NULL when empty or when the next node is still in flight. */
+sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q);
+/* Consumer only. False only if the queue is certainly empty. */
+bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q);
+/* Consumer only: calls fn on each queued node, oldest first, without
+ * removing it, stopping early when fn returns true (returns that). Nodes in
+ * flight are not visited; *in_flight tells whether one was seen. */
+bool sn__mpsc_scan(sn__mpsc_t *q, bool (*fn)(sn__mpsc_node_t *n, void *arg), void *arg, bool *in_flight);
+
+#endif

@@ -1,0 +1,113 @@
+/* out.c - filling a step's output: yields (two inline, the rest in a
+ * per-worker overflow array reused across steps), result and status.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void sn__out_reset(sn_step_out_t *out)
+{
+    out->status = SN_IDLE;
+    out->error = 0;
+    out->result = NULL;
+    out->nyields = 0;
+}
+
+void sn__out_fini(sn_step_out_t *out)
+{
+    free(out->overflow);
+    out->overflow = NULL;
+    out->cap = 0;
+}
+
+sn_yield_t *sn_out_at(sn_step_out_t *out, uint32_t i)
+{
+    return i < SN_OUT_INLINE_YIELDS ? &out->inline_yields[i] : &out->overflow[i - SN_OUT_INLINE_YIELDS];
+}
+
+sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uint64_t tag)
+{
+    uint32_t i = out->nyields;
+    if (i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap) {
+        uint32_t cap = out->cap ? out->cap * 2 : 8;
+        sn_yield_t *y = realloc(out->overflow, cap * sizeof *y);
+        if (!y)
+            return NULL;
+        out->overflow = y;
+        out->cap = cap;
+    }
+    sn_yield_t *y = sn_out_at(out, i);
+    memset(y, 0, sizeof *y);
+    y->cmd = cmd;
+    y->name = name;
+    y->tag = tag;
+    out->nyields = i + 1;
+    return y;
+}
+
+int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msg)
+{
+    sn_yield_t *y = sn_out_yield(out, SN__CMD_SEND, "send", tag);
+    if (!y)
+        return SN_ENOMEM;
+    y->target = to;
+    y->data = msg ? sn_take(msg) : NULL;
+    return 0;
+}
+
+int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method,
+                 sn_payload_t **input, uint32_t flags)
+{
+    if (!type || !method)
+        return SN_EINVAL;
+    sn_yield_t *y = sn_out_yield(out, SN__CMD_SPAWN, type, tag);
+    if (!y)
+        return SN_ENOMEM;
+    y->method = method;
+    y->flags = flags;
+    y->data = input ? sn_take(input) : NULL;
+    return 0;
+}
+
+int sn_out_sleep(sn_step_out_t *out, uint64_t tag, uint64_t ms)
+{
+    sn_yield_t *y = sn_out_yield(out, SN__CMD_SLEEP, "sleep", tag);
+    if (!y)
+        return SN_ENOMEM;
+    y->arg = ms;
+    return 0;
+}
+
+int sn_out_terminate(sn_step_out_t *out, uint64_t tag, sn_pid_t pid)
+{
+    sn_yield_t *y = sn_out_yield(out, SN__CMD_TERMINATE, "terminate", tag);
+    if (!y)
+        return SN_ENOMEM;
+    y->target = pid;
+    return 0;
+}
+
+void sn_out_done(sn_step_out_t *out, sn_payload_t **result)
+{
+    out->status = SN_DONE;
+    sn_payload_destroy(&out->result);
+    out->result = result ? sn_take(result) : NULL;
+}
+
+void sn_out_fail(sn_step_out_t *out, int error, const char *fmt, ...)
+{
+    out->status = SN_FAIL;
+    out->error = error ? error : SN_EFAILED;
+    sn_payload_destroy(&out->result);
+    if (fmt) {
+        char buf[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+        out->result = sn_payload_new(SN_CT_ERROR, buf, strlen(buf));
+    }
+}

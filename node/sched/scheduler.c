@@ -1,0 +1,593 @@
+/* scheduler.c - the scheduler object: start and stop, spawning, routing
+ * events to processes (the relay.Receiver side), completion, shutdown.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define SERIAL_BLOCK 1024
+
+/* ------------------------------------------------------------- routing */
+
+bool sn__wake(sn__proc_t *p, uint8_t event_type)
+{
+    uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    for (;;) {
+        uint32_t st = s & SN__STATE_MASK;
+        if (st == SN__IDLE || (st == SN__BLOCKED && event_type != SN_EV_MESSAGE)) {
+            /* acq_rel: we take the process out of its sleep, seeing the
+             * writes of the step that put it there */
+            if (atomic_compare_exchange_weak_explicit(&p->state, &s, SN__READY, memory_order_acq_rel,
+                                                      memory_order_acquire))
+                return true;
+        } else if (st == SN__RUNNING && !(s & SN__WAKE)) {
+            /* release: the worker that sees the flag sees our event linked */
+            if (atomic_compare_exchange_weak_explicit(&p->state, &s, s | SN__WAKE, memory_order_release,
+                                                      memory_order_acquire))
+                return false;
+        } else {
+            return false; /* Ready, Blocked on a message, Init, Complete */
+        }
+    }
+}
+
+static void count(sn_sched_t *sched, int which)
+{
+    sn__worker_t *w = sn__self_worker(sched);
+    switch (which) {
+    case 0:
+        if (w)
+            SN__STAT_ADD(w->st.messages, 1);
+        else
+            atomic_fetch_add_explicit(&sched->ext_messages, 1, memory_order_relaxed);
+        break;
+    case 1:
+        if (w)
+            SN__STAT_ADD(w->st.noproc, 1);
+        else
+            atomic_fetch_add_explicit(&sched->ext_noproc, 1, memory_order_relaxed);
+        break;
+    default:
+        if (w)
+            SN__STAT_ADD(w->st.remote_out, 1);
+        else
+            atomic_fetch_add_explicit(&sched->ext_remote_out, 1, memory_order_relaxed);
+        break;
+    }
+}
+
+int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node)
+{
+    sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, to.serial);
+    if (!p) {
+        sn__shard_unlock(s);
+        return SN_ENOPROC;
+    }
+    /* Under the shard lock the process cannot leave the table, so it is
+     * alive for the push and the wake CAS. */
+    sn__mpsc_push(&p->q, &node->link);
+    bool woke = sn__wake(p, node->type);
+    sn__shard_unlock(s);
+    if (woke)
+        sn__schedule(sched, p, true);
+    return 0;
+}
+
+int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
+                sn_payload_t **data, bool counted)
+{
+    sn_payload_t *payload = data ? *data : NULL;
+    if (to.node != sched->node_id) {
+        if (type == SN_EV_MESSAGE && sched->relay.deliver) {
+            int rc = sched->relay.deliver(sched->relay.arg, to, from, tag, data);
+            if (rc == 0)
+                count(sched, 2);
+            return rc;
+        }
+        if (type == SN_EV_MESSAGE)
+            count(sched, 1);
+        return SN_ENOPROC;
+    }
+    sn__evnode_t *n = sn__evnode_make(type, error, tag, from, payload, counted);
+    if (!n)
+        return SN_ENOMEM;
+    int rc = sn__post_local(sched, to, n);
+    if (rc != 0) {
+        if (!payload)
+            free(n);
+        if (type == SN_EV_MESSAGE)
+            count(sched, 1);
+        return rc;
+    }
+    if (type == SN_EV_MESSAGE)
+        count(sched, 0);
+    if (data)
+        *data = NULL;
+    return 0;
+}
+
+int sn_send(sn_sched_t *sched, sn_pid_t to, sn_payload_t **msg)
+{
+    return sn_send_from(sched, to, SN_PID_NONE, 0, msg);
+}
+
+int sn_send_from(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg)
+{
+    if (!msg || !*msg) {
+        /* an empty message is still a message: give it an empty payload */
+        sn_payload_t *empty = sn_payload_new(SN_CT_BYTES, NULL, 0);
+        if (!empty)
+            return SN_ENOMEM;
+        int rc = sn__deliver(sched, to, SN_EV_MESSAGE, 0, tag, from, &empty, false);
+        sn_payload_destroy(&empty);
+        return rc;
+    }
+    return sn__deliver(sched, to, SN_EV_MESSAGE, 0, tag, from, msg, false);
+}
+
+int sn_cancel(sn_sched_t *sched, sn_pid_t pid)
+{
+    return sn__deliver(sched, pid, SN_EV_CANCEL, 0, 0, SN_PID_NONE, NULL, false);
+}
+
+int sn_complete_yield(sn_sched_t *sched, sn_pid_t pid, uint64_t tag, int error, sn_payload_t **result)
+{
+    int rc = sn__deliver(sched, pid, SN_EV_YIELD_COMPLETE, error, tag, SN_PID_NONE, result, true);
+    if (rc != 0 && result)
+        sn_payload_destroy(result);
+    return rc;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static uint64_t next_serial(sn_sched_t *sched)
+{
+    sn__worker_t *w = sn__self_worker(sched);
+    if (!w)
+        return atomic_fetch_add_explicit(&sched->serial_next, 1, memory_order_relaxed);
+    if (w->serial_next == w->serial_end) {
+        w->serial_next = atomic_fetch_add_explicit(&sched->serial_next, SERIAL_BLOCK, memory_order_relaxed);
+        w->serial_end = w->serial_next + SERIAL_BLOCK;
+    }
+    return w->serial_next++;
+}
+
+int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
+              sn_pid_t parent, bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out,
+              sn_payload_t **reason)
+{
+    if (atomic_load_explicit(&sched->shutting_down, memory_order_acquire)) {
+        if (reason)
+            *reason = sn_payload_text("the scheduler is shutting down");
+        return SN_ESHUTDOWN;
+    }
+    const sn_type_t *t = type ? sn__type_find(sched, type) : NULL;
+    if (!t) {
+        if (reason)
+            *reason = sn_payload_printf(SN_CT_ERROR, "unknown process type '%s'", type ? type : "(null)");
+        return SN_ENOTYPE;
+    }
+    if (!method)
+        method = "";
+    sn__proc_t *p = calloc(1, sizeof *p + ((t->state_size + 15) & ~(size_t)15));
+    if (!p)
+        return SN_ENOMEM;
+    p->pid = (sn_pid_t){sched->node_id, next_serial(sched)};
+    p->parent = parent;
+    p->type = t;
+    p->sched = sched;
+    p->cb = cb;
+    p->awaited = awaited;
+    p->await_tag = await_tag;
+    atomic_init(&p->state, SN__INIT);
+    sn__mpsc_init(&p->q);
+
+    sn_payload_t *in = input ? sn_take(input) : NULL;
+    int rc = t->init(p, p->user, method, &in);
+    sn_payload_destroy(&in);
+    if (rc != 0) {
+        if (reason)
+            *reason = rc == SN_ENOMETHOD
+                          ? sn_payload_printf(SN_CT_ERROR, "process type '%s' has no method '%s'", t->name, method)
+                          : sn_payload_printf(SN_CT_ERROR, "process type '%s' failed to start method '%s': %s",
+                                              t->name, method, sn_strerror(rc));
+        free(p);
+        return rc;
+    }
+
+    sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
+    sn__shard_lock(s);
+    sn__shard_insert(s, p);
+    sn__shard_unlock(s);
+    sn__worker_t *w = sn__self_worker(sched);
+    if (w)
+        SN__STAT_ADD(w->st.spawned, 1);
+    else
+        atomic_fetch_add_explicit(&sched->ext_spawned, 1, memory_order_relaxed);
+    if (pid_out)
+        *pid_out = p->pid;
+    /* release: the worker that runs it sees it initialised */
+    atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+    sn__schedule(sched, p, false);
+    return 0;
+}
+
+void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t status, int error,
+                  sn_payload_t **result)
+{
+    sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
+    sn__shard_lock(s);
+    sn__shard_remove(s, p);
+    atomic_store_explicit(&p->state, SN__COMPLETE, memory_order_relaxed);
+    sn__shard_unlock(s);
+
+    /* No producer can reach it now, and every push made under the lock is
+     * fully linked: drain what is left. Messages go back to their senders
+     * as noproc errors, with the payload. */
+    sn__mpsc_node_t *node;
+    while ((node = sn__mpsc_pop(&p->q))) {
+        sn__evnode_t *e = (sn__evnode_t *)node;
+        if (e->type == SN_EV_MESSAGE && !sn_pid_is_none(e->from) && e->data) {
+            sn_payload_t *data = e->data;
+            if (sn__deliver(sched, e->from, SN_EV_YIELD_COMPLETE, SN_ENOPROC, e->tag, p->pid, &data, false) != 0)
+                sn_payload_destroy(&data);
+        } else {
+            sn__evnode_free(e);
+        }
+    }
+
+    if (p->type->close)
+        p->type->close(p, p->user);
+
+    if (p->awaited) {
+        if (sn__deliver(sched, p->parent, SN_EV_YIELD_COMPLETE, error, p->await_tag, p->pid, result, true) != 0)
+            sn_payload_destroy(result);
+    } else if (p->cb) {
+        p->cb->fn(sched, p->pid, status, error, result, p->cb->arg);
+    }
+    sn_payload_destroy(result);
+    free(p->cb);
+    free(p);
+    if (w)
+        SN__STAT_ADD(w->st.completed, 1);
+    else
+        atomic_fetch_add_explicit(&sched->ext_completed, 1, memory_order_relaxed);
+}
+
+int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
+             sn_result_fn on_result, void *arg, sn_pid_t *pid_out)
+{
+    sn__waiter_t *cb = NULL;
+    if (on_result) {
+        cb = malloc(sizeof *cb);
+        if (!cb)
+            return SN_ENOMEM;
+        *cb = (sn__waiter_t){on_result, arg};
+    }
+    int rc = sn__spawn(sched, type, method, input, SN_PID_NONE, false, 0, cb, pid_out, NULL);
+    if (rc != 0)
+        free(cb);
+    return rc;
+}
+
+/* sn_call: the waiting thread and the result callback share this; the
+ * last of the two to let go frees it (so a timed-out call is safe). */
+typedef struct call {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    bool done;
+    int error;
+    sn_status_t status;
+    sn_payload_t *result;
+} call_t;
+
+static void call_release(call_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int left = --c->refs;
+    pthread_mutex_unlock(&c->mu);
+    if (left == 0) {
+        sn_payload_destroy(&c->result);
+        pthread_cond_destroy(&c->cv);
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+    }
+}
+
+static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
+                      void *arg)
+{
+    (void)sched;
+    (void)pid;
+    call_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    c->done = true;
+    c->status = status;
+    c->error = error;
+    c->result = sn_take(result);
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    call_release(c);
+}
+
+int sn_call(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, int timeout_ms,
+            sn_payload_t **result)
+{
+    if (result)
+        *result = NULL;
+    call_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return SN_ENOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    c->refs = 2;
+    int rc = sn_spawn(sched, type, method, input, call_done, c, NULL);
+    if (rc != 0) {
+        c->refs = 1;
+        call_release(c);
+        return rc;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    if (timeout_ms >= 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    while (!c->done) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&c->cv, &c->mu);
+        else if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT)
+            break;
+    }
+    if (c->done) {
+        rc = c->status == SN_DONE ? 0 : c->error;
+        if (result)
+            *result = sn_take(&c->result);
+    } else {
+        rc = SN_ETIMEDOUT;
+    }
+    pthread_mutex_unlock(&c->mu);
+    call_release(c);
+    return rc;
+}
+
+/* --------------------------------------------------------------- object */
+
+sn_pid_t sn_ctx_self(const sn_ctx_t *ctx) { return ctx->pid; }
+sn_pid_t sn_ctx_parent(const sn_ctx_t *ctx) { return ctx->parent; }
+sn_sched_t *sn_ctx_sched(const sn_ctx_t *ctx) { return ctx->sched; }
+
+void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_t *relay)
+{
+    if (relay)
+        sched->relay = *relay;
+    else
+        memset(&sched->relay, 0, sizeof sched->relay);
+}
+
+int sn_sched_workers(const sn_sched_t *sched) { return sched->nworkers; }
+uint32_t sn_sched_node_id(const sn_sched_t *sched) { return sched->node_id; }
+
+static uint64_t ld(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+
+void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < sched->nworkers; i++) {
+        sn__wstats_t *st = &sched->workers[i].st;
+        out->spawned += ld(&st->spawned);
+        out->completed += ld(&st->completed);
+        out->steps += ld(&st->steps);
+        out->messages += ld(&st->messages);
+        out->steals += ld(&st->steals);
+        out->stolen += ld(&st->stolen);
+        out->parks += ld(&st->parks);
+        out->noproc += ld(&st->noproc);
+        out->remote_out += ld(&st->remote_out);
+    }
+    out->spawned += ld(&sched->ext_spawned);
+    out->completed += ld(&sched->ext_completed);
+    out->messages += ld(&sched->ext_messages);
+    out->noproc += ld(&sched->ext_noproc);
+    out->remote_out += ld(&sched->ext_remote_out);
+    out->live = out->spawned >= out->completed ? out->spawned - out->completed : 0;
+}
+
+static uint64_t live_count(sn_sched_t *sched)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < SN__SHARDS; i++) {
+        sn__shard_t *s = &sched->table.shards[i];
+        sn__shard_lock(s);
+        n += s->count;
+        sn__shard_unlock(s);
+    }
+    return n;
+}
+
+sn_sched_t *sn_sched_new(const sn_sched_config_t *config)
+{
+    sn_sched_config_t cfg = {1, 0, 1};
+    if (config)
+        cfg = *config;
+    if (cfg.node_id == 0)
+        cfg.node_id = 1;
+    if (cfg.first_serial == 0)
+        cfg.first_serial = 1;
+    if (cfg.workers <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg.workers = n > 0 ? (int)n : 1;
+    }
+    if (cfg.workers > 1024)
+        return NULL;
+
+    sn_sched_t *sched = calloc(1, sizeof *sched);
+    if (!sched)
+        return NULL;
+    sched->node_id = cfg.node_id;
+    sched->nworkers = cfg.workers;
+    atomic_init(&sched->serial_next, cfg.first_serial);
+    pthread_mutex_init(&sched->park_mu, NULL);
+    pthread_cond_init(&sched->park_cv, NULL);
+    pthread_mutex_init(&sched->reg_mu, NULL);
+    if (sn__gqueue_init(&sched->global) != 0 || sn__ptable_init(&sched->table) != 0)
+        goto fail;
+    sched->workers = aligned_alloc(64, sizeof(sn__worker_t) * (size_t)cfg.workers);
+    if (!sched->workers)
+        goto fail;
+    memset(sched->workers, 0, sizeof(sn__worker_t) * (size_t)cfg.workers);
+    for (int i = 0; i < cfg.workers; i++) {
+        sn__worker_t *w = &sched->workers[i];
+        w->sched = sched;
+        w->index = i;
+        w->rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1) ^ (uint64_t)(uintptr_t)sched;
+        if (w->rng == 0)
+            w->rng = 1;
+        w->events_cap = 128;
+        w->events = malloc(w->events_cap * sizeof *w->events);
+        if (!w->events || sn__deque_init(&w->deque, 256) != 0)
+            goto fail; /* nothing started yet: fini below copes with partial */
+        atomic_init(&w->next, NULL);
+    }
+    if (sn__timer_start(sched) != 0)
+        goto fail;
+    for (int i = 0; i < cfg.workers; i++) {
+        if (pthread_create(&sched->workers[i].thread, NULL, sn__worker_main, &sched->workers[i]) != 0) {
+            /* stop what started, then free */
+            atomic_store(&sched->stop, true);
+            sn__wake_all(sched);
+            for (int j = 0; j < i; j++)
+                pthread_join(sched->workers[j].thread, NULL);
+            sn__timer_stop(sched);
+            goto fail;
+        }
+    }
+    return sched;
+fail:
+    if (sched->workers) {
+        for (int i = 0; i < cfg.workers; i++) {
+            free(sched->workers[i].events);
+            if (atomic_load(&sched->workers[i].deque.ring))
+                sn__deque_fini(&sched->workers[i].deque);
+        }
+        free(sched->workers);
+    }
+    sn__ptable_fini(&sched->table);
+    if (sched->global.ring)
+        sn__gqueue_fini(&sched->global);
+    free(sched);
+    return NULL;
+}
+
+/* Collects every process in the table (caller frees the array). */
+static sn__proc_t **collect(sn_sched_t *sched, size_t *n_out)
+{
+    size_t n = 0, cap = 0;
+    sn__proc_t **all = NULL;
+    for (int i = 0; i < SN__SHARDS; i++) {
+        sn__shard_t *s = &sched->table.shards[i];
+        sn__shard_lock(s);
+        if (n + s->count > cap) {
+            size_t nc = (n + s->count) * 2 + 16;
+            sn__proc_t **a = realloc(all, nc * sizeof *a);
+            if (!a) {
+                sn__shard_unlock(s);
+                break;
+            }
+            all = a;
+            cap = nc;
+        }
+        for (size_t b = 0; b < s->nbuckets; b++)
+            for (sn__proc_t *p = s->buckets[b]; p; p = p->hnext)
+                all[n++] = p;
+        sn__shard_unlock(s);
+    }
+    *n_out = n;
+    return all;
+}
+
+int sn_sched_shutdown(sn_sched_t *sched, int timeout_ms)
+{
+    int expect = 0;
+    if (!atomic_compare_exchange_strong(&sched->shutdown_done, &expect, 1))
+        return 0;
+    atomic_store_explicit(&sched->shutting_down, true, memory_order_release);
+
+    /* 1. CANCEL to every live process (pids first: posting takes locks). */
+    size_t n = 0;
+    sn__proc_t **all = collect(sched, &n);
+    sn_pid_t *pids = malloc((n ? n : 1) * sizeof *pids);
+    if (pids)
+        for (size_t i = 0; i < n; i++)
+            pids[i] = all[i]->pid;
+    free(all);
+    if (pids) {
+        for (size_t i = 0; i < n; i++)
+            (void)sn_cancel(sched, pids[i]);
+        free(pids);
+    }
+
+    /* 2. Bounded wait for them to finish. */
+    uint64_t deadline = sn__now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+    while (live_count(sched) > 0 && sn__now_ns() < deadline) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+
+    /* 3. Stop timers and workers (each finishes the step it is in). */
+    sn__timer_stop(sched);
+    atomic_store_explicit(&sched->stop, true, memory_order_release);
+    sn__wake_all(sched);
+    for (int i = 0; i < sched->nworkers; i++)
+        pthread_join(sched->workers[i].thread, NULL);
+
+    /* 4. Force-close the rest; awaiters learn they were killed. */
+    int forced = 0;
+    all = collect(sched, &n);
+    for (size_t i = 0; i < n; i++) {
+        sn_payload_t *why = sn_payload_text("killed: still running when the shutdown timeout expired");
+        sn__complete(sched, NULL, all[i], SN_FAIL, SN_EKILLED, &why);
+        forced++;
+    }
+    free(all);
+    return forced;
+}
+
+void sn_sched_destroy(sn_sched_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    sn_sched_t *sched = *self_p;
+    sn_sched_shutdown(sched, 2000);
+    for (int i = 0; i < sched->nworkers; i++) {
+        sn__worker_t *w = &sched->workers[i];
+        sn__deque_fini(&w->deque);
+        free(w->events);
+        sn__out_fini(&w->out);
+    }
+    free(sched->workers);
+    sn__gqueue_fini(&sched->global);
+    sn__ptable_fini(&sched->table);
+    sn__registry_fini(sched);
+    pthread_mutex_destroy(&sched->park_mu);
+    pthread_cond_destroy(&sched->park_cv);
+    pthread_mutex_destroy(&sched->reg_mu);
+    free(sched);
+    *self_p = NULL;
+}

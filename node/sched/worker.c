@@ -1,0 +1,340 @@
+/* worker.c - the worker loop: find work, run it, park when there is none.
+ *
+ * Work finding, in order: the run-next slot, the local deque (LIFO), the
+ * global queue (one item plus a batch of up to 16 into the deque), half of
+ * a random victim's deque, a victim's run-next slot (only after a few
+ * rounds, so a busy owner keeps its message partner on its own core), then
+ * the relay's remote-work hook. Spinning is adaptive: rounds 0-3 spin
+ * tight, 4-15 sched_yield(), then the worker parks.
+ *
+ * Parking without lost wakeups (a Dekker pair):
+ *   parker:   nspinning--, nparked++ (seq_cst), fence, look at every
+ *             queue; sleep only if all are empty.
+ *   producer: push the work, fence (seq_cst), read nspinning and nparked;
+ *             if nobody is spinning and someone is parked, wake one.
+ * Either the parker sees the work or the producer sees the parker. The
+ * run-next slot is exempt: only its owner fills it, and the owner drains
+ * it before it ever looks elsewhere, so it never parks with it full.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define BATCH 16           /* extra items moved from the global queue */
+#define DRAIN_MAX 128      /* events handed to one step */
+#define SPIN_TIGHT 4
+#define SPIN_YIELD 16
+#define STEAL_NEXT_AFTER 8 /* spin rounds before taking a victim's run-next */
+
+static _Thread_local sn__worker_t *tls_worker;
+
+sn__worker_t *sn__self_worker(sn_sched_t *sched)
+{
+    sn__worker_t *w = tls_worker;
+    return w && w->sched == sched ? w : NULL;
+}
+
+void sn__notify(sn_sched_t *sched)
+{
+    /* seq_cst: orders our queue push before the loads below (Dekker) */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&sched->nspinning, memory_order_seq_cst) == 0 &&
+        atomic_load_explicit(&sched->nparked, memory_order_seq_cst) > 0) {
+        pthread_mutex_lock(&sched->park_mu);
+        sched->park_gen++;
+        pthread_cond_signal(&sched->park_cv);
+        pthread_mutex_unlock(&sched->park_mu);
+    }
+}
+
+void sn__wake_all(sn_sched_t *sched)
+{
+    pthread_mutex_lock(&sched->park_mu);
+    sched->park_gen++;
+    pthread_cond_broadcast(&sched->park_cv);
+    pthread_mutex_unlock(&sched->park_mu);
+}
+
+void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
+{
+    sn__worker_t *w = sn__self_worker(sched);
+    if (w) {
+        if (to_next) {
+            /* acq_rel: a thief that exchanges it out sees the process */
+            p = atomic_exchange_explicit(&w->next, p, memory_order_acq_rel);
+            if (!p)
+                return;
+        }
+        if (sn__deque_push(&w->deque, p) == 0) {
+            sn__notify(sched);
+            return;
+        }
+    }
+    /* A Ready process must never be dropped: on out-of-memory, retry. */
+    while (sn__gqueue_push(&sched->global, p) != 0)
+        sched_yield();
+    sn__notify(sched);
+}
+
+static uint64_t rnd(sn__worker_t *w)
+{
+    w->rng ^= w->rng << 13;
+    w->rng ^= w->rng >> 7;
+    w->rng ^= w->rng << 17;
+    return w->rng;
+}
+
+static sn__proc_t *from_global(sn__worker_t *w)
+{
+    void *items[BATCH + 1];
+    size_t n = sn__gqueue_pop(&w->sched->global, items, BATCH + 1);
+    if (n == 0)
+        return NULL;
+    for (size_t i = 1; i < n; i++)
+        if (sn__deque_push(&w->deque, items[i]) != 0)
+            while (sn__gqueue_push(&w->sched->global, items[i]) != 0)
+                sched_yield();
+    if (n > 1)
+        sn__notify(w->sched);
+    return items[0];
+}
+
+static sn__proc_t *steal(sn__worker_t *w, int spins)
+{
+    sn_sched_t *sched = w->sched;
+    int nw = sched->nworkers;
+    if (nw < 2)
+        return NULL;
+    int start = (int)(rnd(w) % (uint64_t)nw);
+    for (int i = 0; i < nw; i++) {
+        sn__worker_t *v = &sched->workers[(start + i) % nw];
+        if (v == w)
+            continue;
+        int moved = 0;
+        sn__proc_t *p = sn__deque_steal_half_into(&v->deque, &w->deque, &moved);
+        if (p) {
+            SN__STAT_ADD(w->st.steals, 1);
+            SN__STAT_ADD(w->st.stolen, (uint64_t)moved);
+            return p;
+        }
+    }
+    if (spins >= STEAL_NEXT_AFTER) {
+        for (int i = 0; i < nw; i++) {
+            sn__worker_t *v = &sched->workers[(start + i) % nw];
+            if (v == w || !atomic_load_explicit(&v->next, memory_order_relaxed))
+                continue;
+            sn__proc_t *p = atomic_exchange_explicit(&v->next, NULL, memory_order_acq_rel);
+            if (p) {
+                SN__STAT_ADD(w->st.steals, 1);
+                SN__STAT_ADD(w->st.stolen, 1);
+                return p;
+            }
+        }
+    }
+    return NULL;
+}
+
+static sn__proc_t *find_work(sn__worker_t *w, int spins)
+{
+    sn__proc_t *p;
+    if (atomic_load_explicit(&w->next, memory_order_relaxed) &&
+        (p = atomic_exchange_explicit(&w->next, NULL, memory_order_acq_rel)))
+        return p;
+    if ((p = sn__deque_pop(&w->deque)))
+        return p;
+    if ((p = from_global(w)))
+        return p;
+    if ((p = steal(w, spins)))
+        return p;
+    return NULL;
+}
+
+static bool work_visible(sn_sched_t *sched)
+{
+    if (sn__gqueue_size(&sched->global) > 0)
+        return true;
+    for (int i = 0; i < sched->nworkers; i++)
+        if (sn__deque_size(&sched->workers[i].deque) > 0)
+            return true;
+    return false;
+}
+
+static void park(sn__worker_t *w)
+{
+    sn_sched_t *sched = w->sched;
+    pthread_mutex_lock(&sched->park_mu);
+    atomic_fetch_add_explicit(&sched->nparked, 1, memory_order_seq_cst);
+    /* seq_cst: our nparked store before our queue loads (Dekker) */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!work_visible(sched) && !atomic_load_explicit(&sched->stop, memory_order_acquire)) {
+        uint64_t gen = sched->park_gen;
+        SN__STAT_ADD(w->st.parks, 1);
+        while (gen == sched->park_gen && !atomic_load_explicit(&sched->stop, memory_order_acquire))
+            pthread_cond_wait(&sched->park_cv, &sched->park_mu);
+    }
+    atomic_fetch_sub_explicit(&sched->nparked, 1, memory_order_seq_cst);
+    pthread_mutex_unlock(&sched->park_mu);
+}
+
+static void set_spinning(sn__worker_t *w, bool on)
+{
+    if (w->spinning == on)
+        return;
+    w->spinning = on;
+    if (on) {
+        atomic_fetch_add_explicit(&w->sched->nspinning, 1, memory_order_seq_cst);
+    } else if (atomic_fetch_sub_explicit(&w->sched->nspinning, 1, memory_order_seq_cst) == 1) {
+        /* The last searcher found work: there may be more, wake a helper. */
+        sn__notify(w->sched);
+    }
+}
+
+void *sn__worker_main(void *arg)
+{
+    sn__worker_t *w = arg;
+    sn_sched_t *sched = w->sched;
+    tls_worker = w;
+    int spins = 0;
+    while (!atomic_load_explicit(&sched->stop, memory_order_acquire)) {
+        sn__proc_t *p = find_work(w, spins);
+        if (p) {
+            set_spinning(w, false);
+            spins = 0;
+            sn__run(w, p);
+            continue;
+        }
+        set_spinning(w, true);
+        spins++;
+        if (spins == SPIN_YIELD - 1 && sched->relay.remote_work &&
+            sched->relay.remote_work(sched->relay.arg, sched) > 0)
+            continue;
+        if (spins < SPIN_TIGHT) {
+            for (int i = 0; i < 32; i++)
+                sn__cpu_relax();
+        } else if (spins < SPIN_YIELD) {
+            sched_yield();
+        } else {
+            /* leave the searchers first, so producers know to wake us */
+            w->spinning = false;
+            atomic_fetch_sub_explicit(&sched->nspinning, 1, memory_order_seq_cst);
+            park(w);
+            spins = 0;
+        }
+    }
+    set_spinning(w, false);
+    tls_worker = NULL;
+    return NULL;
+}
+
+/* ---------------------------------------------------------- running one */
+
+static bool is_wakeup(sn__mpsc_node_t *n, void *arg)
+{
+    (void)arg;
+    return ((sn__evnode_t *)n)->type != SN_EV_MESSAGE;
+}
+
+/* After a step that returned IDLE or WAIT: sleep, unless an event that
+ * would wake the process is already queued. Producers that push while we
+ * are RUNNING set SN__WAKE, which fails our CAS and sends us round again,
+ * so no event can slip between the check and the sleep. */
+static void go_to_sleep(sn__worker_t *w, sn__proc_t *p, uint32_t target)
+{
+    for (;;) {
+        bool ready;
+        if (target == SN__IDLE) {
+            ready = sn__mpsc_maybe_nonempty(&p->q);
+        } else {
+            bool in_flight;
+            ready = sn__mpsc_scan(&p->q, is_wakeup, NULL, &in_flight) || in_flight;
+        }
+        if (ready) {
+            atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+            sn__schedule(w->sched, p, true);
+            return;
+        }
+        uint32_t expect = SN__RUNNING;
+        /* release: whoever wakes the process sees what this step wrote */
+        if (atomic_compare_exchange_strong_explicit(&p->state, &expect, target, memory_order_release,
+                                                    memory_order_acquire))
+            return;
+        /* SN__WAKE was set (acquired above): clear it and look again */
+        atomic_store_explicit(&p->state, SN__RUNNING, memory_order_relaxed);
+    }
+}
+
+static size_t drain(sn__worker_t *w, sn__proc_t *p)
+{
+    size_t n = 0;
+    sn__mpsc_node_t *node;
+    while (n < DRAIN_MAX && (node = sn__mpsc_pop(&p->q))) {
+        sn__evnode_t *e = (sn__evnode_t *)node;
+        w->events[n] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
+        if (e->type == SN_EV_YIELD_COMPLETE && e->counted && p->pending > 0)
+            p->pending--;
+        if (e->bare)
+            free(e);
+        n++;
+    }
+    return n;
+}
+
+void sn__run(sn__worker_t *w, sn__proc_t *p)
+{
+    sn_sched_t *sched = w->sched;
+    uint32_t expect = SN__READY;
+    /* acquire: we see everything written before the process was made Ready */
+    if (!atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__RUNNING, memory_order_acquire,
+                                                 memory_order_relaxed))
+        abort(); /* invariant: a queued process is Ready and queued once */
+
+    size_t n = drain(w, p);
+    sn_step_out_t *out = &w->out;
+    sn__out_reset(out);
+    if (n == 0 && p->wait_status != 0) {
+        /* woken conservatively (an event was still in flight): sleep again */
+        out->status = p->wait_status == SN__IDLE ? SN_IDLE : SN_WAIT;
+    } else {
+        p->type->step(p, p->user, w->events, n, out);
+        SN__STAT_ADD(w->st.steps, 1);
+        for (size_t i = 0; i < n; i++)
+            sn_payload_destroy(&w->events[i].data);
+        if (out->nyields)
+            sn__dispatch(w, p, out);
+    }
+
+    switch (out->status) {
+    case SN_DONE:
+    case SN_FAIL:
+        sn__complete(sched, w, p, out->status, out->status == SN_FAIL ? (out->error ? out->error : SN_EFAILED) : 0,
+                     &out->result);
+        return;
+    case SN_CONTINUE:
+        sn_payload_destroy(&out->result);
+        p->wait_status = 0;
+        atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+        /* to the back of the global queue: a long job must not starve others */
+        while (sn__gqueue_push(&sched->global, p) != 0)
+            sched_yield();
+        sn__notify(sched);
+        return;
+    case SN_WAIT:
+        sn_payload_destroy(&out->result);
+        if (p->pending == 0) {
+            sn_payload_t *why = sn_payload_text("step returned SN_WAIT with no yield pending");
+            sn__complete(sched, w, p, SN_FAIL, SN_EBADWAIT, &why);
+            return;
+        }
+        p->wait_status = SN__BLOCKED;
+        go_to_sleep(w, p, SN__BLOCKED);
+        return;
+    case SN_IDLE:
+    default:
+        sn_payload_destroy(&out->result);
+        p->wait_status = SN__IDLE;
+        go_to_sleep(w, p, SN__IDLE);
+        return;
+    }
+}
