@@ -272,7 +272,8 @@ void sn_sched_destroy(sn_sched_t **self_p);
 /* Orderly shutdown: CANCEL to every live process, wait up to timeout_ms for
  * them to finish, then close the rest (their awaiters get SN_EKILLED),
  * stop the workers. Returns how many processes were force-closed. Later
- * spawns and sends fail with SN_ESHUTDOWN. Idempotent. */
+ * spawns fail with SN_ESHUTDOWN; sends still reach processes that are
+ * finishing, and fail with SN_ENOPROC once they are gone. Idempotent. */
 int sn_sched_shutdown(sn_sched_t *sched, int timeout_ms);
 /* Sets the relay hook (before traffic starts). */
 void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_t *relay);

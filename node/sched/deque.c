@@ -33,9 +33,7 @@
 
 #define IDX_BITS 48
 #define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
-/* Indices are rebased to 0 whenever the deque is empty past this mark, so
- * they stay far from the 48-bit limit. */
-#define REBASE_AT (INT64_C(1) << 45)
+#define REBASE_AT SN__DEQUE_REBASE_AT
 
 static inline int64_t idx(uint64_t top) { return (int64_t)(top & IDX_MASK); }
 static inline uint64_t tag(uint64_t top) { return top >> IDX_BITS; }

@@ -31,6 +31,10 @@ typedef struct sn__deque {
     int64_t hi; /* owner-private: max bottom since the tag last changed */
 } sn__deque_t;
 
+/* Indices restart at 0 when the deque is empty past this mark, keeping them
+ * far from the 48-bit limit of top's index. */
+#define SN__DEQUE_REBASE_AT (INT64_C(1) << 45)
+
 /* The most items one steal_half takes. */
 #define SN__STEAL_MAX 64
 

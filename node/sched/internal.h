@@ -122,6 +122,13 @@ typedef struct sn__wstats {
     _Atomic uint64_t steps, steals, stolen, parks, messages, spawned, completed, noproc, remote_out;
 } sn__wstats_t;
 
+/* Per-worker cache of freed process blocks: classes of 64 bytes up to
+ * 512, at most SN__PCACHE_MAX blocks each. Owner-only, so no atomics;
+ * it spares malloc's arena locks when processes die on another worker
+ * than the one that made them. */
+#define SN__PCACHE_CLASSES 8
+#define SN__PCACHE_MAX 4096
+
 typedef struct sn__worker {
     /* touched by thieves */
     alignas(64) sn__deque_t deque;
@@ -130,11 +137,14 @@ typedef struct sn__worker {
     alignas(64) sn_sched_t *sched;
     int index;
     bool spinning;
+    uint32_t streak, picks; /* run-next fairness (worker.c) */
     uint64_t rng;
     uint64_t serial_next, serial_end; /* block of PID serials */
     sn_event_t *events;               /* step input buffer */
     size_t events_cap;
     sn_step_out_t out;
+    void *pcache[SN__PCACHE_CLASSES]; /* freed process blocks by size class */
+    uint32_t pcache_n[SN__PCACHE_CLASSES];
     pthread_t thread;
     /* owner-written, read by stats */
     alignas(64) sn__wstats_t st;
@@ -154,6 +164,7 @@ typedef struct sn__timer {
     size_t n, cap;
     bool stop;
     bool running;
+    bool inited;
     pthread_t thread;
 } sn__timer_t;
 
@@ -194,6 +205,7 @@ struct sn_sched {
     pthread_mutex_t park_mu;
     pthread_cond_t park_cv;
     uint64_t park_gen; /* guarded by park_mu */
+    _Atomic int fence_word; /* sn__fence under TSan */
     _Atomic bool stop;  /* workers exit */
     _Atomic bool shutting_down;
     _Atomic int shutdown_done;
@@ -254,9 +266,17 @@ void sn__registry_fini(sn_sched_t *sched);
 
 /* timer.c */
 int sn__timer_start(sn_sched_t *sched);
+/* Stops the thread; later adds fail with SN_ESHUTDOWN. */
 void sn__timer_stop(sn_sched_t *sched);
+/* Frees the timer (after sn__timer_stop). */
+void sn__timer_fini(sn_sched_t *sched);
 int sn__timer_add(sn_sched_t *sched, uint64_t ms, sn_pid_t pid, uint64_t tag);
 uint64_t sn__now_ns(void);
+
+/* Process memory (scheduler.c). */
+sn__proc_t *sn__proc_alloc(sn__worker_t *w, size_t size);
+void sn__proc_free(sn__worker_t *w, sn__proc_t *p, size_t size);
+void sn__pcache_fini(sn__worker_t *w);
 
 /* out.c */
 void sn__out_reset(sn_step_out_t *out);
@@ -268,6 +288,19 @@ static inline void sn__cpu_relax(void)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ volatile("yield");
+#endif
+}
+
+/* A full (seq_cst) barrier between our queue stores and the loads of the
+ * parking counters, and the reverse. TSan does not model fences, so under
+ * TSan the same ordering comes from seq_cst RMWs on one shared word. */
+static inline void sn__fence(sn_sched_t *sched)
+{
+#ifdef __SANITIZE_THREAD__
+    atomic_fetch_add_explicit(&sched->fence_word, 0, memory_order_seq_cst);
+#else
+    (void)sched;
+    atomic_thread_fence(memory_order_seq_cst);
 #endif
 }
 

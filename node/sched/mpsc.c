@@ -18,9 +18,10 @@ void sn__mpsc_init(sn__mpsc_t *q)
 void sn__mpsc_push(sn__mpsc_t *q, sn__mpsc_node_t *n)
 {
     atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
-    /* acq_rel: release publishes n's contents to the consumer via the link
-     * below; acquire orders us after the previous producer's exchange */
-    sn__mpsc_node_t *prev = atomic_exchange_explicit(&q->head, n, memory_order_acq_rel);
+    /* seq_cst: besides publishing n (with the link below), this RMW is the
+     * producer's half of the wake protocol's store-buffering pair (see
+     * go_to_sleep in worker.c) */
+    sn__mpsc_node_t *prev = atomic_exchange_explicit(&q->head, n, memory_order_seq_cst);
     /* release: the consumer's acquire load of next sees n initialised */
     atomic_store_explicit(&prev->next, n, memory_order_release);
 }
@@ -58,9 +59,9 @@ bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q)
     sn__mpsc_node_t *tail = q->tail;
     if (tail != &q->stub)
         return true;
-    if (atomic_load_explicit(&tail->next, memory_order_acquire))
+    if (atomic_load_explicit(&tail->next, memory_order_seq_cst))
         return true;
-    return atomic_load_explicit(&q->head, memory_order_acquire) != tail;
+    return atomic_load_explicit(&q->head, memory_order_seq_cst) != tail;
 }
 
 bool sn__mpsc_scan(sn__mpsc_t *q, bool (*fn)(sn__mpsc_node_t *n, void *arg), void *arg, bool *in_flight)
@@ -70,9 +71,10 @@ bool sn__mpsc_scan(sn__mpsc_t *q, bool (*fn)(sn__mpsc_node_t *n, void *arg), voi
     for (;;) {
         if (n != &q->stub && fn(n, arg))
             return true;
-        sn__mpsc_node_t *next = atomic_load_explicit(&n->next, memory_order_acquire);
+        /* seq_cst: the consumer's half of the wake protocol (worker.c) */
+        sn__mpsc_node_t *next = atomic_load_explicit(&n->next, memory_order_seq_cst);
         if (!next) {
-            *in_flight = atomic_load_explicit(&q->head, memory_order_acquire) != n;
+            *in_flight = atomic_load_explicit(&q->head, memory_order_seq_cst) != n;
             return false;
         }
         n = next;

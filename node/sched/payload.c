@@ -3,6 +3,7 @@
  * Every payload is allocated with an event node in front of it, so moving a
  * payload into a process's queue needs no allocation and no copy.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,63 @@
 #include "internal.h"
 
 #define PREFIX ((sizeof(sn__evnode_t) + 15) & ~(size_t)15)
+
+/* Small payloads (most messages) come from a per-thread cache of
+ * fixed-size blocks: a message is allocated by its sender and freed by
+ * its receiver, often on another worker, and malloc's arena locks are then
+ * the bottleneck. Each thread keeps what it frees (up to CACHE_MAX blocks)
+ * and returns the lot to malloc when it exits. */
+#define SMALL_BLOCK 128
+#define CACHE_MAX 4096
+
+static _Thread_local void *cache_head;
+static _Thread_local unsigned cache_n;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_drain(void *unused)
+{
+    (void)unused;
+    while (cache_head) {
+        void *b = cache_head;
+        cache_head = *(void **)b;
+        free(b);
+    }
+    cache_n = 0;
+}
+
+static void cache_setup(void) { (void)pthread_key_create(&cache_key, cache_drain); }
+
+static void *block_alloc(size_t size)
+{
+    if (size > SMALL_BLOCK)
+        return malloc(size);
+    if (cache_head) {
+        void *b = cache_head;
+        cache_head = *(void **)b;
+        cache_n--;
+        return b;
+    }
+    return malloc(SMALL_BLOCK);
+}
+
+static void block_free(void *b, size_t size)
+{
+    if (size > SMALL_BLOCK || cache_n >= CACHE_MAX) {
+        free(b);
+        return;
+    }
+    if (cache_n == 0) {
+        /* make sure this thread's exit drains its cache */
+        pthread_once(&cache_once, cache_setup);
+        (void)pthread_setspecific(cache_key, (void *)1);
+    }
+    *(void **)b = cache_head;
+    cache_head = b;
+    cache_n++;
+}
+
+static size_t block_size(size_t len) { return PREFIX + sizeof(sn_payload_t) + len + 1; }
 
 const char *sn_strerror(int err)
 {
@@ -31,7 +89,7 @@ sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len)
 {
     if (len > UINT32_MAX - 1)
         return NULL;
-    unsigned char *base = malloc(PREFIX + sizeof(sn_payload_t) + len + 1);
+    unsigned char *base = block_alloc(block_size(len));
     if (!base)
         return NULL;
     sn_payload_t *p = (sn_payload_t *)(base + PREFIX);
@@ -96,7 +154,7 @@ int sn_payload_get_pid(const sn_payload_t *p, sn_pid_t *out)
 void sn_payload_destroy(sn_payload_t **p)
 {
     if (p && *p) {
-        free((unsigned char *)*p - PREFIX);
+        block_free((unsigned char *)*p - PREFIX, block_size((*p)->len));
         *p = NULL;
     }
 }

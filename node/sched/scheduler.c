@@ -15,19 +15,21 @@
 
 bool sn__wake(sn__proc_t *p, uint8_t event_type)
 {
-    uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    /* seq_cst: the producer's load in the wake protocol's store-buffering
+     * pair (go_to_sleep in worker.c); our push came just before */
+    uint32_t s = atomic_load_explicit(&p->state, memory_order_seq_cst);
     for (;;) {
         uint32_t st = s & SN__STATE_MASK;
         if (st == SN__IDLE || (st == SN__BLOCKED && event_type != SN_EV_MESSAGE)) {
             /* acq_rel: we take the process out of its sleep, seeing the
              * writes of the step that put it there */
-            if (atomic_compare_exchange_weak_explicit(&p->state, &s, SN__READY, memory_order_acq_rel,
-                                                      memory_order_acquire))
+            if (atomic_compare_exchange_weak_explicit(&p->state, &s, SN__READY, memory_order_seq_cst,
+                                                      memory_order_seq_cst))
                 return true;
         } else if (st == SN__RUNNING && !(s & SN__WAKE)) {
             /* release: the worker that sees the flag sees our event linked */
-            if (atomic_compare_exchange_weak_explicit(&p->state, &s, s | SN__WAKE, memory_order_release,
-                                                      memory_order_acquire))
+            if (atomic_compare_exchange_weak_explicit(&p->state, &s, s | SN__WAKE, memory_order_seq_cst,
+                                                      memory_order_seq_cst))
                 return false;
         } else {
             return false; /* Ready, Blocked on a message, Init, Complete */
@@ -70,9 +72,11 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node)
         return SN_ENOPROC;
     }
     /* Under the shard lock the process cannot leave the table, so it is
-     * alive for the push and the wake CAS. */
+     * alive for the push and the wake CAS. The node is not: once pushed,
+     * the consumer may pop and free it, so read its type first. */
+    uint8_t type = node->type;
     sn__mpsc_push(&p->q, &node->link);
-    bool woke = sn__wake(p, node->type);
+    bool woke = sn__wake(p, type);
     sn__shard_unlock(s);
     if (woke)
         sn__schedule(sched, p, true);
@@ -146,6 +150,47 @@ int sn_complete_yield(sn_sched_t *sched, sn_pid_t pid, uint64_t tag, int error, 
 
 /* ------------------------------------------------------------ lifecycle */
 
+static size_t pclass(size_t size) { return (size + 63) / 64 - 1; }
+
+sn__proc_t *sn__proc_alloc(sn__worker_t *w, size_t size)
+{
+    size_t c = pclass(size);
+    if (w && c < SN__PCACHE_CLASSES && w->pcache[c]) {
+        void *b = w->pcache[c];
+        w->pcache[c] = *(void **)b;
+        w->pcache_n[c]--;
+        memset(b, 0, (c + 1) * 64);
+        return b;
+    }
+    return calloc(1, c < SN__PCACHE_CLASSES ? (c + 1) * 64 : size);
+}
+
+void sn__proc_free(sn__worker_t *w, sn__proc_t *p, size_t size)
+{
+    size_t c = pclass(size);
+    if (w && c < SN__PCACHE_CLASSES && w->pcache_n[c] < SN__PCACHE_MAX) {
+        *(void **)p = w->pcache[c];
+        w->pcache[c] = p;
+        w->pcache_n[c]++;
+        return;
+    }
+    free(p);
+}
+
+void sn__pcache_fini(sn__worker_t *w)
+{
+    for (int c = 0; c < SN__PCACHE_CLASSES; c++) {
+        while (w->pcache[c]) {
+            void *b = w->pcache[c];
+            w->pcache[c] = *(void **)b;
+            free(b);
+        }
+        w->pcache_n[c] = 0;
+    }
+}
+
+static size_t proc_size(const sn_type_t *t) { return sizeof(sn__proc_t) + ((t->state_size + 15) & ~(size_t)15); }
+
 static uint64_t next_serial(sn_sched_t *sched)
 {
     sn__worker_t *w = sn__self_worker(sched);
@@ -162,22 +207,29 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
               sn_pid_t parent, bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out,
               sn_payload_t **reason)
 {
+    /* we own the input from here on, whatever happens */
+    sn_payload_t *in = input ? sn_take(input) : NULL;
     if (atomic_load_explicit(&sched->shutting_down, memory_order_acquire)) {
+        sn_payload_destroy(&in);
         if (reason)
             *reason = sn_payload_text("the scheduler is shutting down");
         return SN_ESHUTDOWN;
     }
     const sn_type_t *t = type ? sn__type_find(sched, type) : NULL;
     if (!t) {
+        sn_payload_destroy(&in);
         if (reason)
             *reason = sn_payload_printf(SN_CT_ERROR, "unknown process type '%s'", type ? type : "(null)");
         return SN_ENOTYPE;
     }
     if (!method)
         method = "";
-    sn__proc_t *p = calloc(1, sizeof *p + ((t->state_size + 15) & ~(size_t)15));
-    if (!p)
+    sn__worker_t *w = sn__self_worker(sched);
+    sn__proc_t *p = sn__proc_alloc(w, proc_size(t));
+    if (!p) {
+        sn_payload_destroy(&in);
         return SN_ENOMEM;
+    }
     p->pid = (sn_pid_t){sched->node_id, next_serial(sched)};
     p->parent = parent;
     p->type = t;
@@ -188,7 +240,6 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
     atomic_init(&p->state, SN__INIT);
     sn__mpsc_init(&p->q);
 
-    sn_payload_t *in = input ? sn_take(input) : NULL;
     int rc = t->init(p, p->user, method, &in);
     sn_payload_destroy(&in);
     if (rc != 0) {
@@ -197,7 +248,7 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
                           ? sn_payload_printf(SN_CT_ERROR, "process type '%s' has no method '%s'", t->name, method)
                           : sn_payload_printf(SN_CT_ERROR, "process type '%s' failed to start method '%s': %s",
                                               t->name, method, sn_strerror(rc));
-        free(p);
+        sn__proc_free(w, p, proc_size(t));
         return rc;
     }
 
@@ -205,7 +256,6 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
     sn__shard_lock(s);
     sn__shard_insert(s, p);
     sn__shard_unlock(s);
-    sn__worker_t *w = sn__self_worker(sched);
     if (w)
         SN__STAT_ADD(w->st.spawned, 1);
     else
@@ -253,7 +303,7 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     }
     sn_payload_destroy(result);
     free(p->cb);
-    free(p);
+    sn__proc_free(w, p, proc_size(p->type));
     if (w)
         SN__STAT_ADD(w->st.completed, 1);
     else
@@ -480,6 +530,7 @@ sn_sched_t *sn_sched_new(const sn_sched_config_t *config)
     }
     return sched;
 fail:
+    sn__timer_fini(sched);
     if (sched->workers) {
         for (int i = 0; i < cfg.workers; i++) {
             free(sched->workers[i].events);
@@ -550,12 +601,13 @@ int sn_sched_shutdown(sn_sched_t *sched, int timeout_ms)
         nanosleep(&ts, NULL);
     }
 
-    /* 3. Stop timers and workers (each finishes the step it is in). */
-    sn__timer_stop(sched);
+    /* 3. Stop workers (each finishes the step it is in), then the timer:
+     * in that order, since steps may still add timers. */
     atomic_store_explicit(&sched->stop, true, memory_order_release);
     sn__wake_all(sched);
     for (int i = 0; i < sched->nworkers; i++)
         pthread_join(sched->workers[i].thread, NULL);
+    sn__timer_stop(sched);
 
     /* 4. Force-close the rest; awaiters learn they were killed. */
     int forced = 0;
@@ -580,11 +632,13 @@ void sn_sched_destroy(sn_sched_t **self_p)
         sn__deque_fini(&w->deque);
         free(w->events);
         sn__out_fini(&w->out);
+        sn__pcache_fini(w);
     }
     free(sched->workers);
     sn__gqueue_fini(&sched->global);
     sn__ptable_fini(&sched->table);
     sn__registry_fini(sched);
+    sn__timer_fini(sched);
     pthread_mutex_destroy(&sched->park_mu);
     pthread_cond_destroy(&sched->park_cv);
     pthread_mutex_destroy(&sched->reg_mu);

@@ -87,9 +87,9 @@ int sn__timer_start(sn_sched_t *sched)
     t->heap = NULL;
     t->n = t->cap = 0;
     t->stop = false;
+    t->inited = true;
     if (pthread_create(&t->thread, NULL, timer_main, sched) != 0) {
-        pthread_cond_destroy(&t->cv);
-        pthread_mutex_destroy(&t->mu);
+        sn__timer_fini(sched);
         return SN_ENOMEM;
     }
     t->running = true;
@@ -107,10 +107,19 @@ void sn__timer_stop(sn_sched_t *sched)
     pthread_mutex_unlock(&t->mu);
     pthread_join(t->thread, NULL);
     t->running = false;
+}
+
+void sn__timer_fini(sn_sched_t *sched)
+{
+    sn__timer_t *t = &sched->timer;
+    if (!t->inited)
+        return;
     free(t->heap);
     t->heap = NULL;
+    t->n = t->cap = 0;
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
+    t->inited = false;
 }
 
 int sn__timer_add(sn_sched_t *sched, uint64_t ms, sn_pid_t pid, uint64_t tag)

@@ -27,6 +27,8 @@
 #define SPIN_TIGHT 4
 #define SPIN_YIELD 16
 #define STEAL_NEXT_AFTER 8 /* spin rounds before taking a victim's run-next */
+#define NEXT_STREAK 32     /* run-next picks in a row before the queues get a turn */
+#define GLOBAL_EVERY 61    /* every this many picks, the global queue goes first */
 
 static _Thread_local sn__worker_t *tls_worker;
 
@@ -39,7 +41,7 @@ sn__worker_t *sn__self_worker(sn_sched_t *sched)
 void sn__notify(sn_sched_t *sched)
 {
     /* seq_cst: orders our queue push before the loads below (Dekker) */
-    atomic_thread_fence(memory_order_seq_cst);
+    sn__fence(sched);
     if (atomic_load_explicit(&sched->nspinning, memory_order_seq_cst) == 0 &&
         atomic_load_explicit(&sched->nparked, memory_order_seq_cst) > 0) {
         pthread_mutex_lock(&sched->park_mu);
@@ -136,15 +138,34 @@ static sn__proc_t *steal(sn__worker_t *w, int spins)
     return NULL;
 }
 
+static sn__proc_t *take_next(sn__worker_t *w)
+{
+    if (!atomic_load_explicit(&w->next, memory_order_relaxed))
+        return NULL;
+    return atomic_exchange_explicit(&w->next, NULL, memory_order_acq_rel);
+}
+
+/* Fairness: two processes messaging each other keep refilling the run-next
+ * slot; after NEXT_STREAK such picks the deque and global queue go first,
+ * and every GLOBAL_EVERY picks the global queue does, so nothing Ready
+ * waits behind a chatty pair. */
 static sn__proc_t *find_work(sn__worker_t *w, int spins)
 {
     sn__proc_t *p;
-    if (atomic_load_explicit(&w->next, memory_order_relaxed) &&
-        (p = atomic_exchange_explicit(&w->next, NULL, memory_order_acq_rel)))
+    if (++w->picks % GLOBAL_EVERY == 0 && (p = from_global(w)))
         return p;
+    if (w->streak < NEXT_STREAK) {
+        if ((p = take_next(w))) {
+            w->streak++;
+            return p;
+        }
+    }
+    w->streak = 0;
     if ((p = sn__deque_pop(&w->deque)))
         return p;
     if ((p = from_global(w)))
+        return p;
+    if ((p = take_next(w)))
         return p;
     if ((p = steal(w, spins)))
         return p;
@@ -167,7 +188,7 @@ static void park(sn__worker_t *w)
     pthread_mutex_lock(&sched->park_mu);
     atomic_fetch_add_explicit(&sched->nparked, 1, memory_order_seq_cst);
     /* seq_cst: our nparked store before our queue loads (Dekker) */
-    atomic_thread_fence(memory_order_seq_cst);
+    sn__fence(sched);
     if (!work_visible(sched) && !atomic_load_explicit(&sched->stop, memory_order_acquire)) {
         uint64_t gen = sched->park_gen;
         SN__STAT_ADD(w->st.parks, 1);
@@ -236,44 +257,89 @@ static bool is_wakeup(sn__mpsc_node_t *n, void *arg)
     return ((sn__evnode_t *)n)->type != SN_EV_MESSAGE;
 }
 
+static bool any_event(sn__mpsc_node_t *n, void *arg)
+{
+    (void)n;
+    (void)arg;
+    return true;
+}
+
+/* Is an event that wakes a process sleeping on `target` queued? Nodes still
+ * in flight count as yes (the caller comes round again). */
+static bool wake_pending(sn__proc_t *p, uint32_t target)
+{
+    if (target == SN__IDLE)
+        return sn__mpsc_maybe_nonempty(&p->q);
+    bool in_flight;
+    return sn__mpsc_scan(&p->q, is_wakeup, NULL, &in_flight) || in_flight;
+}
+
 /* After a step that returned IDLE or WAIT: sleep, unless an event that
- * would wake the process is already queued. Producers that push while we
- * are RUNNING set SN__WAKE, which fails our CAS and sends us round again,
- * so no event can slip between the check and the sleep. */
+ * would wake the process is already queued.
+ *
+ * The race with producers is a store-buffering pair, so every access in
+ * it is seq_cst: a producer pushes (an RMW on the queue head), then loads
+ * the state; we write the state (a CAS, or an exchange to clear SN__WAKE),
+ * then load the queue. Either we see its event, or it sees our write: if
+ * it sees RUNNING it sets SN__WAKE, which fails our CAS and sends us round
+ * again; if it sees the sleep state it wakes the process. Clearing the
+ * flag with a plain store would break this (a producer could read the
+ * stale flag while our loads miss its push). */
 static void go_to_sleep(sn__worker_t *w, sn__proc_t *p, uint32_t target)
 {
     for (;;) {
-        bool ready;
-        if (target == SN__IDLE) {
-            ready = sn__mpsc_maybe_nonempty(&p->q);
-        } else {
-            bool in_flight;
-            ready = sn__mpsc_scan(&p->q, is_wakeup, NULL, &in_flight) || in_flight;
-        }
-        if (ready) {
-            atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+        if (wake_pending(p, target)) {
+            atomic_store_explicit(&p->state, SN__READY, memory_order_seq_cst);
             sn__schedule(w->sched, p, true);
             return;
         }
         uint32_t expect = SN__RUNNING;
-        /* release: whoever wakes the process sees what this step wrote */
-        if (atomic_compare_exchange_strong_explicit(&p->state, &expect, target, memory_order_release,
-                                                    memory_order_acquire))
+        /* also release: whoever wakes the process sees what this step wrote */
+        if (atomic_compare_exchange_strong_explicit(&p->state, &expect, target, memory_order_seq_cst,
+                                                    memory_order_seq_cst))
             return;
-        /* SN__WAKE was set (acquired above): clear it and look again */
-        atomic_store_explicit(&p->state, SN__RUNNING, memory_order_relaxed);
+        /* SN__WAKE was set: clear it with an RMW and look again */
+        atomic_exchange_explicit(&p->state, SN__RUNNING, memory_order_seq_cst);
     }
 }
 
-static size_t drain(sn__worker_t *w, sn__proc_t *p)
+/* Like wake_pending, but only linked events count: is there something
+ * for a step to consume right now? */
+static bool wake_pending_linked(sn__proc_t *p, uint32_t target)
+{
+    bool in_flight;
+    if (target == SN__IDLE)
+        return sn__mpsc_scan(&p->q, any_event, NULL, &in_flight);
+    return sn__mpsc_scan(&p->q, is_wakeup, NULL, &in_flight);
+}
+
+/* Moves up to DRAIN_MAX events into the step's buffer. `need` is the kind
+ * of event the caller knows is linked in the queue (any event for an Idle
+ * process, a wakeup for a Blocked one): a pop can still come back empty
+ * while the producer of a later node is between its exchange and its link,
+ * so we wait those few instructions out rather than step without it. */
+static size_t drain(sn__worker_t *w, sn__proc_t *p, uint32_t need)
 {
     size_t n = 0;
-    sn__mpsc_node_t *node;
-    while (n < DRAIN_MAX && (node = sn__mpsc_pop(&p->q))) {
+    bool have = need == 0;
+    unsigned spins = 0;
+    while (n < DRAIN_MAX) {
+        sn__mpsc_node_t *node = sn__mpsc_pop(&p->q);
+        if (!node) {
+            if (have || !sn__mpsc_maybe_nonempty(&p->q))
+                break;
+            if (++spins < 64)
+                sn__cpu_relax();
+            else
+                sched_yield();
+            continue;
+        }
         sn__evnode_t *e = (sn__evnode_t *)node;
         w->events[n] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
         if (e->type == SN_EV_YIELD_COMPLETE && e->counted && p->pending > 0)
             p->pending--;
+        if (need == SN__IDLE || e->type != SN_EV_MESSAGE)
+            have = true;
         if (e->bare)
             free(e);
         n++;
@@ -290,13 +356,15 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
                                                  memory_order_relaxed))
         abort(); /* invariant: a queued process is Ready and queued once */
 
-    size_t n = drain(w, p);
     sn_step_out_t *out = &w->out;
     sn__out_reset(out);
-    if (n == 0 && p->wait_status != 0) {
-        /* woken conservatively (an event was still in flight): sleep again */
+    size_t n = 0;
+    if (p->wait_status != 0 && !wake_pending_linked(p, p->wait_status)) {
+        /* woken for an event still in flight (or, when Blocked, for none
+         * that wakes it): no step, sleep again; go_to_sleep re-checks */
         out->status = p->wait_status == SN__IDLE ? SN_IDLE : SN_WAIT;
     } else {
+        n = drain(w, p, p->wait_status);
         p->type->step(p, p->user, w->events, n, out);
         SN__STAT_ADD(w->st.steps, 1);
         for (size_t i = 0; i < n; i++)

@@ -1,0 +1,999 @@
+/* test_dispatch.c - yields and their handlers: spawn (errors, AWAIT, PID),
+ * unknown commands and PIDs, sends and bounces, user commands completed
+ * from other threads, sleep, terminate, registration, many yields in one
+ * step, message order.
+ *
+ * Most tests run a "script" process through sn_call: its method picks a
+ * scenario; it emits the scenario's yields, logs every event it gets into
+ * a global log and finishes when it has the events it expects. The test
+ * thread then checks the log. Checks made on worker threads count
+ * violations in atomics; cmocka assertions stay on the test thread.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define WAIT_MS 20000
+#define UNUSED_SERIAL (UINT64_C(1) << 40) /* far beyond any serial a test uses */
+#define BOUNCE_N 300
+#define ORDER_N 10000
+
+/* ------------------------------------------------------------- helpers */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+typedef struct collector {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    sn_pid_t pid;
+    sn_status_t status;
+    int error;
+    sn_payload_t *result;
+} collector_t;
+
+static void collector_init(collector_t *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static void collector_fini(collector_t *c)
+{
+    sn_payload_destroy(&c->result);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+}
+
+static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
+                      void *arg)
+{
+    collector_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    c->calls++;
+    c->pid = pid;
+    c->status = status;
+    c->error = error;
+    sn_payload_destroy(&c->result);
+    c->result = sn_take(result);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static bool collector_wait(collector_t *c, int ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += ms / 1000;
+    dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (c->calls == 0)
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT)
+            break;
+    bool ok = c->calls > 0;
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
+static atomic_int g_bad; /* something a worker-side check did not like */
+
+/* ---------------------------------------------------------- event log */
+
+typedef struct evrec {
+    int type;
+    int error;
+    uint64_t tag;
+    sn_pid_t from;
+    int has_data;
+    uint32_t ctype, len;
+    char text[160];
+    int has_u64;
+    uint64_t u64;
+    int has_pid;
+    sn_pid_t pid;
+    uint64_t elapsed_ns; /* since the script's first step */
+} evrec_t;
+
+#define LOG_MAX 256
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static evrec_t g_log[LOG_MAX];
+static int g_nlog;
+
+static void log_event(const sn_event_t *e, uint64_t t0)
+{
+    evrec_t r;
+    memset(&r, 0, sizeof r);
+    r.type = e->type;
+    r.error = e->error;
+    r.tag = e->tag;
+    r.from = e->from;
+    r.elapsed_ns = now_ns() - t0;
+    if (e->data) {
+        r.has_data = 1;
+        r.ctype = e->data->ctype;
+        r.len = e->data->len;
+        snprintf(r.text, sizeof r.text, "%s", (const char *)e->data->data);
+        r.has_u64 = sn_payload_get_u64(e->data, &r.u64) == 0;
+        r.has_pid = sn_payload_get_pid(e->data, &r.pid) == 0;
+    }
+    pthread_mutex_lock(&g_log_mu);
+    if (g_nlog < LOG_MAX)
+        g_log[g_nlog++] = r;
+    else
+        atomic_fetch_add(&g_bad, 1);
+    pthread_mutex_unlock(&g_log_mu);
+}
+
+/* The logged event with this tag and type (the only one: duplicates fail). */
+static const evrec_t *find_ev(int type, uint64_t tag)
+{
+    const evrec_t *hit = NULL;
+    for (int i = 0; i < g_nlog; i++) {
+        if (g_log[i].type == type && g_log[i].tag == tag) {
+            assert_null(hit);
+            hit = &g_log[i];
+        }
+    }
+    assert_non_null(hit);
+    return hit;
+}
+
+/* -------------------------------------------------------- type "child" */
+
+static atomic_int g_victim_cancels;
+static atomic_int g_seen[BOUNCE_N]; /* bounce: per message, consumed + bounced */
+
+enum { C_DONE, C_INC, C_FAIL, C_PID, C_VICTIM, C_EAT, C_ORDER, C_NMODES };
+static const char *const child_methods[C_NMODES] = {"done", "inc", "fail", "pid", "victim", "eat", "order"};
+
+typedef struct child {
+    int mode;
+    int started;
+    sn_payload_t *input;
+    uint64_t expect, next;
+} child_t;
+
+static int child_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    child_t *c = state;
+    for (int i = 0; i < C_NMODES; i++) {
+        if (strcmp(method, child_methods[i]) == 0) {
+            c->mode = i;
+            if (i == C_ORDER || i == C_INC)
+                return sn_payload_get_u64(*input, i == C_ORDER ? &c->expect : &c->next) == 0 ? 0 : SN_EINVAL;
+            c->input = sn_take(input);
+            return 0;
+        }
+    }
+    return SN_ENOMETHOD;
+}
+
+static void child_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    child_t *c = state;
+    bool first = !c->started;
+    c->started = 1;
+    switch (c->mode) {
+    case C_DONE:
+        sn_out_done(out, &c->input);
+        return;
+    case C_INC: {
+        sn_payload_t *r = sn_payload_u64(c->next + 1);
+        sn_out_done(out, &r);
+        return;
+    }
+    case C_FAIL:
+        sn_out_fail(out, SN_EPROTO, "child failed on purpose");
+        return;
+    case C_PID: {
+        sn_payload_t *r = sn_payload_pid(sn_ctx_self(ctx));
+        sn_out_done(out, &r);
+        return;
+    }
+    case C_VICTIM:
+        if (first) { /* tell the parent who we are, then idle */
+            sn_payload_t *m = sn_payload_pid(sn_ctx_self(ctx));
+            sn_out_send(out, sn_ctx_parent(ctx), 0, &m);
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].type == SN_EV_CANCEL) {
+                atomic_fetch_add(&g_victim_cancels, 1);
+                sn_payload_t *r = sn_payload_text("cancelled");
+                sn_out_done(out, &r);
+                return;
+            }
+        }
+        out->status = SN_IDLE;
+        return;
+    case C_EAT: {
+        /* consume the first batch of messages, report how many, finish:
+         * whatever else was sent to us must bounce */
+        uint64_t consumed = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t seq;
+            if (ev[i].type == SN_EV_MESSAGE && sn_payload_get_u64(ev[i].data, &seq) == 0 && seq < BOUNCE_N) {
+                atomic_fetch_add(&g_seen[seq], 1);
+                consumed++;
+            } else {
+                atomic_fetch_add(&g_bad, 1);
+            }
+        }
+        if (consumed == 0) {
+            out->status = SN_IDLE;
+            return;
+        }
+        sn_payload_t *m = sn_payload_u64(consumed);
+        sn_out_send(out, sn_ctx_parent(ctx), 77, &m);
+        sn_out_done(out, NULL);
+        return;
+    }
+    case C_ORDER:
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            if (ev[i].type != SN_EV_MESSAGE || sn_payload_get_u64(ev[i].data, &v) != 0) {
+                sn_out_fail(out, SN_EPROTO, "unexpected event %d", (int)ev[i].type);
+                return;
+            }
+            if (v != c->next) {
+                sn_out_fail(out, SN_EPROTO, "expected message %llu, got %llu", (unsigned long long)c->next,
+                            (unsigned long long)v);
+                return;
+            }
+            c->next++;
+        }
+        if (c->next == c->expect) {
+            sn_payload_t *r = sn_payload_u64(c->next);
+            sn_out_done(out, &r);
+            return;
+        }
+        out->status = SN_IDLE;
+        return;
+    }
+}
+
+static void child_close(sn_ctx_t *ctx, void *state)
+{
+    child_t *c = state;
+    sn_payload_destroy(&c->input);
+}
+
+static const sn_type_t child_type = {"child", 1, sizeof(child_t), child_init, child_step, child_close, NULL, NULL};
+
+/* ---------------------------------------------------- user commands */
+
+/* "sync": completes inside the handler with a u64 copy of arg. */
+static void sync_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
+{
+    sn_payload_t *r = sn_payload_u64(req->arg);
+    if (sn_complete_yield(sched, req->from, req->tag, 0, &r) != 0)
+        atomic_fetch_add(&g_bad, 1);
+}
+
+/* "later": a new thread completes the request 20 ms later: arg 6 with
+ * SN_EPROTO and a reason, anything else with "done:<arg>". */
+typedef struct later_req {
+    sn_sched_t *sched;
+    sn_pid_t from;
+    uint64_t tag, arg;
+    char data[32];
+} later_req_t;
+
+static pthread_mutex_t g_later_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t g_later_th[16];
+static int g_nlater;
+static atomic_int g_later_on_worker; /* the handler ran on a scheduler worker */
+
+static void *later_main(void *arg)
+{
+    later_req_t *r = arg;
+    sleep_ms(20);
+    sn_payload_t *p;
+    int err = 0;
+    if (r->arg == 6) {
+        err = SN_EPROTO;
+        p = sn_payload_printf(SN_CT_ERROR, "later failed for %s", r->data);
+    } else {
+        p = sn_payload_printf(SN_CT_TEXT, "done:%llu:%s", (unsigned long long)r->arg, r->data);
+    }
+    if (sn_complete_yield(r->sched, r->from, r->tag, err, &p) != 0)
+        atomic_fetch_add(&g_bad, 1);
+    if (p)
+        atomic_fetch_add(&g_bad, 1); /* not taken */
+    free(r);
+    return NULL;
+}
+
+static void later_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
+{
+    if (sn__self_worker(sched))
+        atomic_fetch_add(&g_later_on_worker, 1);
+    later_req_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        atomic_fetch_add(&g_bad, 1);
+        return;
+    }
+    /* req lives on the worker's stack: copy what the thread needs */
+    r->sched = sched;
+    r->from = req->from;
+    r->tag = req->tag;
+    r->arg = req->arg;
+    snprintf(r->data, sizeof r->data, "%s", req->data ? (const char *)req->data->data : "-");
+    pthread_mutex_lock(&g_later_mu);
+    if (g_nlater < 16 && pthread_create(&g_later_th[g_nlater], NULL, later_main, r) == 0)
+        g_nlater++;
+    else {
+        atomic_fetch_add(&g_bad, 1);
+        free(r);
+    }
+    pthread_mutex_unlock(&g_later_mu);
+}
+
+static void later_join_all(void)
+{
+    pthread_mutex_lock(&g_later_mu);
+    int n = g_nlater;
+    g_nlater = 0;
+    pthread_mutex_unlock(&g_later_mu);
+    for (int i = 0; i < n; i++)
+        pthread_join(g_later_th[i], NULL);
+}
+
+/* ------------------------------------------------------- type "script" */
+
+enum {
+    S_SPAWN_ERRORS,
+    S_UNKNOWN_CMD,
+    S_SEND_NOPROC,
+    S_SEND_FINISHED,
+    S_BOUNCE,
+    S_USER_THREAD,
+    S_SLEEP,
+    S_TERMINATE,
+    S_SPAWN_AWAIT,
+    S_SPAWN_NOAWAIT,
+    S_OVERFLOW,
+    S_ORDER,
+    S_NSCEN
+};
+static const char *const script_methods[S_NSCEN] = {
+    "spawn_errors", "unknown_cmd", "send_noproc",   "send_finished", "bounce",   "user_thread",
+    "sleep",        "terminate",   "spawn_await",   "spawn_noawait", "overflow", "order"};
+
+typedef struct script {
+    int scen;
+    int started;
+    int want;          /* finish after this many logged events */
+    int got;
+    sn_status_t sleep; /* how to sleep between steps */
+    sn_pid_t peer;     /* the input PID, or a child's */
+    uint64_t t0, sent;
+    /* bounce */
+    int have_consumed;
+    uint64_t consumed, bounced;
+} script_t;
+
+static struct {
+    uint64_t consumed, bounced;
+    sn_pid_t child;
+} g_bounce;
+
+static int script_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    script_t *sc = state;
+    for (int i = 0; i < S_NSCEN; i++) {
+        if (strcmp(method, script_methods[i]) == 0) {
+            sc->scen = i;
+            if (i == S_OVERFLOW || i == S_ORDER)
+                return sn_payload_get_pid(*input, &sc->peer) == 0 ? 0 : SN_EINVAL;
+            return 0;
+        }
+    }
+    return SN_ENOMETHOD;
+}
+
+static sn_payload_t *text(const char *s) { return sn_payload_text(s); }
+
+/* The first step: emit the scenario's yields. */
+static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
+{
+    sn_pid_t self = sn_ctx_self(ctx);
+    sn_payload_t *p;
+    sc->sleep = SN_WAIT;
+    switch (sc->scen) {
+    case S_SPAWN_ERRORS: /* all three count as pending: WAIT is right */
+        p = text("x");
+        sn_out_spawn(out, 5, "child", "nope", &p, 0);
+        sn_out_spawn(out, 6, "child", "nope", NULL, SN_YIELD_AWAIT);
+        sn_out_spawn(out, 7, "no-such-type", "done", NULL, 0);
+        sc->want = 3;
+        break;
+    case S_UNKNOWN_CMD: {
+        sn_yield_t *y = sn_out_yield(out, 0, "frobnicate", 9);
+        y->data = text("ignored");
+        sn_out_yield(out, 999, "by-bad-id", 10);
+        sc->want = 2;
+        break;
+    }
+    case S_SEND_NOPROC: /* failed sends come back, but are not pending */
+        p = text("lost");
+        sn_out_send(out, (sn_pid_t){self.node, UNUSED_SERIAL}, 11, &p);
+        p = text("far");
+        sn_out_send(out, (sn_pid_t){self.node + 1, 5}, 12, &p);
+        sc->sleep = SN_IDLE;
+        sc->want = 2;
+        break;
+    case S_SEND_FINISHED:
+        sn_out_spawn(out, 1, "child", "pid", NULL, SN_YIELD_AWAIT);
+        sc->want = 4;
+        break;
+    case S_BOUNCE:
+        sn_out_spawn(out, 1, "child", "eat", NULL, 0);
+        sc->want = 1 << 30; /* finishes on its own condition */
+        break;
+    case S_USER_THREAD: {
+        sn_yield_t *y = sn_out_yield(out, 0, "later", 21);
+        y->arg = 5;
+        y->data = text("five");
+        y = sn_out_yield(out, 0, "later", 22);
+        y->arg = 6;
+        y->data = text("six");
+        sc->want = 2;
+        break;
+    }
+    case S_SLEEP:
+        sn_out_sleep(out, 31, 60);
+        sn_out_sleep(out, 32, 20);
+        sn_out_sleep(out, 33, 40);
+        sc->want = 3;
+        break;
+    case S_TERMINATE: /* the victim's PID comes as a message: IDLE, not WAIT */
+        sn_out_spawn(out, 1, "child", "victim", NULL, SN_YIELD_AWAIT);
+        sc->sleep = SN_IDLE;
+        sc->want = 4;
+        break;
+    case S_SPAWN_AWAIT:
+        p = sn_payload_u64(41);
+        sn_out_spawn(out, 1, "child", "inc", &p, SN_YIELD_AWAIT);
+        sn_out_spawn(out, 2, "child", "fail", NULL, SN_YIELD_AWAIT);
+        sc->want = 2;
+        break;
+    case S_SPAWN_NOAWAIT:
+        p = text("quiet");
+        sn_out_spawn(out, 99, "child", "done", &p, SN_YIELD_NOREPLY);
+        p = text("x");
+        sn_out_spawn(out, 4, "child", "done", &p, 0);
+        sc->want = 1;
+        break;
+    case S_OVERFLOW:
+        /* 100 yields in one step: far beyond the 2 inline ones */
+        for (uint64_t i = 0; i < 50; i++) {
+            p = sn_payload_u64(i);
+            sn_out_send(out, sc->peer, i, &p);
+            sn_yield_t *y = sn_out_yield(out, 0, "sync", 1000 + i);
+            y->arg = i;
+        }
+        sc->want = 50;
+        break;
+    }
+}
+
+/* Reacts to one event (after it was logged). */
+static void script_react(script_t *sc, sn_event_t *e, sn_step_out_t *out)
+{
+    switch (sc->scen) {
+    case S_SEND_FINISHED:
+        if (e->type == SN_EV_YIELD_COMPLETE && e->tag == 1 && e->error == 0 &&
+            sn_payload_get_pid(e->data, &sc->peer) == 0) {
+            /* the child is finished: these come back */
+            for (uint64_t i = 0; i < 3; i++) {
+                sn_payload_t *m = sn_payload_u64(i);
+                sn_out_send(out, sc->peer, 100 + i, &m);
+            }
+            sc->sleep = SN_IDLE;
+        }
+        break;
+    case S_TERMINATE:
+        if (e->type == SN_EV_MESSAGE && sn_payload_get_pid(e->data, &sc->peer) == 0) {
+            sn_out_terminate(out, 2, sc->peer);
+            sn_out_terminate(out, 3, (sn_pid_t){sc->peer.node, UNUSED_SERIAL});
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* The bounce scenario keeps counts instead of a log. */
+static void bounce_event(script_t *sc, sn_event_t *e, sn_step_out_t *out)
+{
+    uint64_t v;
+    if (e->type == SN_EV_YIELD_COMPLETE && e->tag == 1) {
+        if (e->error != 0 || sn_payload_get_pid(e->data, &sc->peer) != 0) {
+            atomic_fetch_add(&g_bad, 1);
+            return;
+        }
+        for (uint64_t i = 0; i < BOUNCE_N; i++) {
+            sn_payload_t *m = sn_payload_u64(i);
+            sn_out_send(out, sc->peer, 1000 + i, &m);
+        }
+        sc->sleep = SN_IDLE;
+    } else if (e->type == SN_EV_MESSAGE && e->tag == 77 && sn_pid_eq(e->from, sc->peer) &&
+               sn_payload_get_u64(e->data, &v) == 0) {
+        sc->have_consumed = 1;
+        sc->consumed = v;
+    } else if (e->type == SN_EV_YIELD_COMPLETE && e->error == SN_ENOPROC && e->tag >= 1000 &&
+               sn_pid_eq(e->from, sc->peer) && sn_payload_get_u64(e->data, &v) == 0 && v == e->tag - 1000 &&
+               v < BOUNCE_N) {
+        atomic_fetch_add(&g_seen[v], 1); /* the payload came back intact */
+        sc->bounced++;
+    } else {
+        atomic_fetch_add(&g_bad, 1);
+    }
+}
+
+static void script_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    script_t *sc = state;
+    if (sc->scen == S_ORDER) { /* ORDER_N numbered messages, 1000 per step */
+        for (size_t i = 0; i < n; i++)
+            atomic_fetch_add(&g_bad, 1);
+        for (int k = 0; k < 1000 && sc->sent < ORDER_N; k++, sc->sent++) {
+            sn_payload_t *m = sn_payload_u64(sc->sent);
+            sn_out_send(out, sc->peer, sc->sent, &m);
+        }
+        if (sc->sent < ORDER_N)
+            out->status = SN_CONTINUE;
+        else
+            sn_out_done(out, NULL);
+        return;
+    }
+    if (!sc->started) {
+        sc->started = 1;
+        sc->t0 = now_ns();
+        script_start(sc, ctx, out);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (sc->scen == S_BOUNCE) {
+            bounce_event(sc, &ev[i], out);
+            continue;
+        }
+        log_event(&ev[i], sc->t0);
+        sc->got++;
+        script_react(sc, &ev[i], out);
+    }
+    if (sc->scen == S_BOUNCE && sc->have_consumed && sc->consumed + sc->bounced >= BOUNCE_N) {
+        g_bounce.consumed = sc->consumed;
+        g_bounce.bounced = sc->bounced;
+        g_bounce.child = sc->peer;
+        sn_out_done(out, NULL);
+        return;
+    }
+    if (sc->got >= sc->want) {
+        sn_out_done(out, NULL);
+        return;
+    }
+    out->status = sc->sleep;
+}
+
+static const sn_type_t script_type = {"script", 1, sizeof(script_t), script_init, script_step, NULL, NULL, NULL};
+
+/* ------------------------------------------------------------- fixture */
+
+static sn_sched_t *mk(void)
+{
+    sn_sched_config_t cfg = {1, 3, 1};
+    sn_sched_t *s = sn_sched_new(&cfg);
+    assert_non_null(s);
+    assert_int_equal(sn_type_register(s, &child_type), 0);
+    assert_int_equal(sn_type_register(s, &script_type), 0);
+    assert_true(sn_command_register(s, "sync", sync_cmd, NULL) > 0);
+    assert_true(sn_command_register(s, "later", later_cmd, NULL) > 0);
+    return s;
+}
+
+static int reset(void **unused)
+{
+    atomic_store(&g_bad, 0);
+    atomic_store(&g_victim_cancels, 0);
+    atomic_store(&g_later_on_worker, 0);
+    for (int i = 0; i < BOUNCE_N; i++)
+        atomic_store(&g_seen[i], 0);
+    memset(&g_bounce, 0, sizeof g_bounce);
+    pthread_mutex_lock(&g_log_mu);
+    g_nlog = 0;
+    pthread_mutex_unlock(&g_log_mu);
+    return 0;
+}
+
+/* Runs a script to completion; returns sn_call's code. */
+static int run_script(sn_sched_t *s, const char *scenario, sn_payload_t *input)
+{
+    sn_payload_t *res = NULL;
+    int rc = sn_call(s, "script", scenario, &input, WAIT_MS, &res);
+    sn_payload_destroy(&input);
+    sn_payload_destroy(&res);
+    assert_int_not_equal(rc, SN_ETIMEDOUT);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* sn_spawn / sn_call refuse an unknown method or type; on_result is not
+ * called. */
+static void test_spawn_unknown_method_and_type(void **unused)
+{
+    sn_sched_t *s = mk();
+    collector_t c;
+    collector_init(&c);
+    sn_payload_t *in = text("x"), *res = NULL;
+    sn_pid_t pid = SN_PID_NONE;
+    assert_int_equal(sn_spawn(s, "child", "nope", &in, on_result, &c, &pid), SN_ENOMETHOD);
+    sn_payload_destroy(&in);
+    assert_true(sn_pid_is_none(pid));
+    assert_int_equal(sn_call(s, "child", "nope", NULL, WAIT_MS, &res), SN_ENOMETHOD);
+    assert_null(res);
+
+    in = text("y");
+    assert_int_equal(sn_spawn(s, "no-such-type", "done", &in, on_result, &c, &pid), SN_ENOTYPE);
+    sn_payload_destroy(&in); /* per the ownership rule: ours unless NULLed */
+    assert_true(sn_pid_is_none(pid));
+    assert_int_equal(sn_call(s, "no-such-type", "done", NULL, WAIT_MS, &res), SN_ENOTYPE);
+    assert_null(res);
+
+    sn_stats_t st;
+    sn_sched_stats(s, &st);
+    assert_int_equal(st.spawned, 0);
+    sn_sched_destroy(&s);
+    assert_int_equal(c.calls, 0);
+    collector_fini(&c);
+}
+
+/* A spawn yield with an unknown method or type completes with the error
+ * and a reason text naming what was wrong; it counts as pending. */
+static void test_spawn_yield_errors(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "spawn_errors", NULL), 0);
+    assert_int_equal(g_nlog, 3);
+    for (int i = 0; i < 3; i++) { /* in dispatch order */
+        assert_int_equal(g_log[i].type, SN_EV_YIELD_COMPLETE);
+        assert_int_equal(g_log[i].tag, 5 + i);
+        assert_true(g_log[i].has_data);
+        assert_int_equal(g_log[i].ctype, SN_CT_ERROR);
+    }
+    assert_int_equal(g_log[0].error, SN_ENOMETHOD);
+    assert_non_null(strstr(g_log[0].text, "nope"));
+    assert_non_null(strstr(g_log[0].text, "child"));
+    assert_int_equal(g_log[1].error, SN_ENOMETHOD); /* with SN_YIELD_AWAIT too */
+    assert_non_null(strstr(g_log[1].text, "nope"));
+    assert_int_equal(g_log[2].error, SN_ENOTYPE);
+    assert_non_null(strstr(g_log[2].text, "no-such-type"));
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* A command nobody registered completes with SN_ENOCMD and a reason that
+ * names it; so does a yield with a command id nobody has. */
+static void test_unknown_command(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(sn_command_id(s, "frobnicate"), SN_ENOCMD);
+    assert_int_equal(run_script(s, "unknown_cmd", NULL), 0);
+    assert_int_equal(g_nlog, 2);
+    assert_int_equal(g_log[0].type, SN_EV_YIELD_COMPLETE);
+    assert_int_equal(g_log[0].tag, 9);
+    assert_int_equal(g_log[0].error, SN_ENOCMD);
+    assert_int_equal(g_log[0].ctype, SN_CT_ERROR);
+    assert_non_null(strstr(g_log[0].text, "frobnicate"));
+    assert_int_equal(g_log[1].tag, 10);
+    assert_int_equal(g_log[1].error, SN_ENOCMD);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* A send to an unknown local PID, or to another node with no relay, comes
+ * back as a completion with SN_ENOPROC, the send's tag and the payload. */
+static void test_send_to_unknown_pid(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "send_noproc", NULL), 0);
+    assert_int_equal(g_nlog, 2);
+    const evrec_t *a = find_ev(SN_EV_YIELD_COMPLETE, 11);
+    assert_int_equal(a->error, SN_ENOPROC);
+    assert_true(sn_pid_eq(a->from, ((sn_pid_t){1, UNUSED_SERIAL})));
+    assert_true(a->has_data);
+    assert_int_equal(a->ctype, SN_CT_TEXT);
+    assert_int_equal(a->len, 4);
+    assert_string_equal(a->text, "lost");
+    const evrec_t *b = find_ev(SN_EV_YIELD_COMPLETE, 12);
+    assert_int_equal(b->error, SN_ENOPROC);
+    assert_true(sn_pid_eq(b->from, ((sn_pid_t){2, 5})));
+    assert_string_equal(b->text, "far");
+
+    /* from outside: the error, and the payload stays with the caller */
+    sn_payload_t *m = text("outside");
+    assert_int_equal(sn_send(s, (sn_pid_t){1, UNUSED_SERIAL}, &m), SN_ENOPROC);
+    assert_non_null(m);
+    assert_int_equal(sn_send(s, (sn_pid_t){7, 1}, &m), SN_ENOPROC);
+    assert_non_null(m);
+    sn_payload_destroy(&m);
+    sn_stats_t st;
+    sn_sched_stats(s, &st);
+    assert_int_equal(st.noproc, 4);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* Messages to a process that has finished come back with SN_ENOPROC. */
+static void test_send_to_finished_process(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "send_finished", NULL), 0);
+    assert_int_equal(g_nlog, 4);
+    const evrec_t *done = find_ev(SN_EV_YIELD_COMPLETE, 1);
+    assert_int_equal(done->error, 0);
+    assert_true(done->has_pid);
+    for (uint64_t i = 0; i < 3; i++) {
+        const evrec_t *e = find_ev(SN_EV_YIELD_COMPLETE, 100 + i);
+        assert_int_equal(e->error, SN_ENOPROC);
+        assert_true(sn_pid_eq(e->from, done->pid));
+        assert_true(e->has_u64);
+        assert_int_equal(e->u64, i);
+    }
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* Messages queued to a process when it finishes are bounced to their
+ * senders with SN_ENOPROC and their payloads: each message is either
+ * consumed or bounced, exactly once. */
+static void test_bounce_when_receiver_finishes(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "bounce", NULL), 0);
+    assert_true(g_bounce.consumed > 0);
+    assert_int_equal(g_bounce.consumed + g_bounce.bounced, BOUNCE_N);
+    for (int i = 0; i < BOUNCE_N; i++)
+        assert_int_equal(atomic_load(&g_seen[i]), 1);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* A registered command completed later from another thread: the process
+ * gets the completion with the tag, the error and the data. */
+static void test_user_command_from_thread(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "user_thread", NULL), 0);
+    later_join_all();
+    assert_int_equal(atomic_load(&g_later_on_worker), 2); /* the handler runs on the worker */
+    assert_int_equal(g_nlog, 2);
+    const evrec_t *a = find_ev(SN_EV_YIELD_COMPLETE, 21);
+    assert_int_equal(a->error, 0);
+    assert_int_equal(a->ctype, SN_CT_TEXT);
+    assert_string_equal(a->text, "done:5:five");
+    const evrec_t *b = find_ev(SN_EV_YIELD_COMPLETE, 22);
+    assert_int_equal(b->error, SN_EPROTO);
+    assert_int_equal(b->ctype, SN_CT_ERROR);
+    assert_string_equal(b->text, "later failed for six");
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* sleep completes no sooner than asked, with no error and no data; three
+ * sleeps come back in deadline order. */
+static void test_sleep(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "sleep", NULL), 0);
+    assert_int_equal(g_nlog, 3);
+    static const uint64_t tags[3] = {32, 33, 31}, ms[3] = {20, 40, 60};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(g_log[i].type, SN_EV_YIELD_COMPLETE);
+        assert_int_equal(g_log[i].tag, tags[i]);
+        assert_int_equal(g_log[i].error, 0);
+        assert_false(g_log[i].has_data);
+        assert_true(g_log[i].elapsed_ns >= ms[i] * 1000000u);
+    }
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* terminate: the target gets SN_EV_CANCEL, the yield completes with 0;
+ * terminate of an unknown PID completes with SN_ENOPROC. The awaited
+ * victim's result then comes back to its parent. */
+static void test_terminate(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "terminate", NULL), 0);
+    assert_int_equal(g_nlog, 4);
+    assert_int_equal(atomic_load(&g_victim_cancels), 1);
+    const evrec_t *hello = find_ev(SN_EV_MESSAGE, 0);
+    assert_true(hello->has_pid);
+    assert_true(sn_pid_eq(hello->from, hello->pid));
+    const evrec_t *t = find_ev(SN_EV_YIELD_COMPLETE, 2);
+    assert_int_equal(t->error, 0);
+    assert_true(sn_pid_eq(t->from, hello->pid));
+    const evrec_t *u = find_ev(SN_EV_YIELD_COMPLETE, 3);
+    assert_int_equal(u->error, SN_ENOPROC);
+    const evrec_t *r = find_ev(SN_EV_YIELD_COMPLETE, 1);
+    assert_int_equal(r->error, 0);
+    assert_true(sn_pid_eq(r->from, hello->pid));
+    assert_string_equal(r->text, "cancelled");
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* spawn with SN_YIELD_AWAIT completes when the child finishes: with its
+ * result (DONE) or its error and reason (FAIL). */
+static void test_spawn_await_delivers_result(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "spawn_await", NULL), 0);
+    assert_int_equal(g_nlog, 2);
+    const evrec_t *a = find_ev(SN_EV_YIELD_COMPLETE, 1);
+    assert_int_equal(a->error, 0);
+    assert_true(a->has_u64);
+    assert_int_equal(a->u64, 42);
+    assert_false(sn_pid_is_none(a->from)); /* from the child */
+    const evrec_t *b = find_ev(SN_EV_YIELD_COMPLETE, 2);
+    assert_int_equal(b->error, SN_EPROTO);
+    assert_int_equal(b->ctype, SN_CT_ERROR);
+    assert_string_equal(b->text, "child failed on purpose");
+    assert_false(sn_pid_eq(a->from, b->from));
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* spawn without SN_YIELD_AWAIT completes at once with the child's PID;
+ * with SN_YIELD_NOREPLY it does not complete at all. */
+static void test_spawn_delivers_pid(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "spawn_noawait", NULL), 0);
+    assert_int_equal(g_nlog, 1);
+    assert_int_equal(g_log[0].type, SN_EV_YIELD_COMPLETE);
+    assert_int_equal(g_log[0].tag, 4);
+    assert_int_equal(g_log[0].error, 0);
+    assert_int_equal(g_log[0].ctype, SN_CT_PID);
+    assert_true(g_log[0].has_pid);
+    assert_int_equal(g_log[0].pid.node, 1);
+    assert_int_not_equal(g_log[0].pid.serial, 0);
+    assert_true(sn_pid_eq(g_log[0].from, g_log[0].pid));
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+/* Registration: duplicates give SN_EEXIST (built-in names included),
+ * incomplete registrations SN_EINVAL. */
+static void test_duplicate_registration(void **unused)
+{
+    sn_sched_t *s = mk();
+    int id = sn_command_register(s, "dup", sync_cmd, NULL);
+    assert_true(id >= SN__CMD_FIRST_USER);
+    assert_int_equal(sn_command_id(s, "dup"), id);
+    assert_int_equal(sn_command_register(s, "dup", later_cmd, NULL), SN_EEXIST);
+    assert_int_equal(sn_command_id(s, "dup"), id);
+    assert_int_equal(sn_command_register(s, "sync", sync_cmd, NULL), SN_EEXIST);
+    assert_int_equal(sn_command_register(s, "send", sync_cmd, NULL), SN_EEXIST);
+    assert_int_equal(sn_command_register(s, "sleep", sync_cmd, NULL), SN_EEXIST);
+    assert_int_equal(sn_command_register(s, "x", NULL, NULL), SN_EINVAL);
+    assert_int_equal(sn_command_register(s, "", sync_cmd, NULL), SN_EINVAL);
+    assert_int_equal(sn_command_id(s, "send"), SN__CMD_SEND);
+    assert_int_equal(sn_command_id(s, "no-such-command"), SN_ENOCMD);
+
+    assert_int_equal(sn_type_register(s, &child_type), SN_EEXIST);
+    sn_type_t other = child_type; /* same name, different struct */
+    assert_int_equal(sn_type_register(s, &other), SN_EEXIST);
+    assert_ptr_equal(sn_type_find(s, "child"), &child_type);
+    sn_type_t nostep = {"nostep", 1, 0, child_init, NULL, NULL, NULL, NULL};
+    assert_int_equal(sn_type_register(s, &nostep), SN_EINVAL);
+    assert_null(sn_type_find(s, "nostep"));
+    sn_sched_destroy(&s);
+}
+
+/* 50 sends and 50 command yields in one step (beyond the 2 inline yields):
+ * all dispatched, in order. */
+static void test_many_yields_in_one_step(void **unused)
+{
+    sn_sched_t *s = mk();
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t rx;
+    sn_payload_t *in = sn_payload_u64(50);
+    assert_int_equal(sn_spawn(s, "child", "order", &in, on_result, &c, &rx), 0);
+    assert_int_equal(run_script(s, "overflow", sn_payload_pid(rx)), 0);
+    assert_int_equal(g_nlog, 50);
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(g_log[i].type, SN_EV_YIELD_COMPLETE);
+        assert_int_equal(g_log[i].tag, 1000 + (uint64_t)i);
+        assert_int_equal(g_log[i].u64, (uint64_t)i);
+    }
+    assert_true(collector_wait(&c, WAIT_MS));
+    if (c.status != SN_DONE && c.result)
+        print_error("receiver: %s\n", (const char *)c.result->data);
+    assert_int_equal(c.status, SN_DONE);
+    uint64_t v = 0;
+    assert_int_equal(sn_payload_get_u64(c.result, &v), 0);
+    assert_int_equal(v, 50);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+    collector_fini(&c);
+}
+
+/* 10000 numbered messages from one process to another, sent over several
+ * steps, arrive in order. */
+static void test_message_order(void **unused)
+{
+    sn_sched_t *s = mk();
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t rx;
+    sn_payload_t *in = sn_payload_u64(ORDER_N);
+    assert_int_equal(sn_spawn(s, "child", "order", &in, on_result, &c, &rx), 0);
+    assert_int_equal(run_script(s, "order", sn_payload_pid(rx)), 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    if (c.status != SN_DONE && c.result)
+        print_error("receiver: %s\n", (const char *)c.result->data);
+    assert_int_equal(c.status, SN_DONE);
+    uint64_t v = 0;
+    assert_int_equal(sn_payload_get_u64(c.result, &v), 0);
+    assert_int_equal(v, ORDER_N);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+    collector_fini(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_spawn_unknown_method_and_type, reset),
+        cmocka_unit_test_setup(test_spawn_yield_errors, reset),
+        cmocka_unit_test_setup(test_unknown_command, reset),
+        cmocka_unit_test_setup(test_send_to_unknown_pid, reset),
+        cmocka_unit_test_setup(test_send_to_finished_process, reset),
+        cmocka_unit_test_setup(test_bounce_when_receiver_finishes, reset),
+        cmocka_unit_test_setup(test_user_command_from_thread, reset),
+        cmocka_unit_test_setup(test_sleep, reset),
+        cmocka_unit_test_setup(test_terminate, reset),
+        cmocka_unit_test_setup(test_spawn_await_delivers_result, reset),
+        cmocka_unit_test_setup(test_spawn_delivers_pid, reset),
+        cmocka_unit_test_setup(test_duplicate_registration, reset),
+        cmocka_unit_test_setup(test_many_yields_in_one_step, reset),
+        cmocka_unit_test_setup(test_message_order, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,142 @@
+/* test_mpsc.c - the MPSC event queue: FIFO per producer, and a stress
+ * where several producers push while one consumer pops, every node taken
+ * exactly once.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "mpsc.h"
+
+typedef struct item {
+    sn__mpsc_node_t link;
+    int producer;
+    long seq;
+} item_t;
+
+static void smoke(void **st)
+{
+    (void)st;
+    sn__mpsc_t q;
+    sn__mpsc_init(&q);
+    assert_null(sn__mpsc_pop(&q));
+    assert_false(sn__mpsc_maybe_nonempty(&q));
+    item_t a = {.seq = 1}, b = {.seq = 2}, c = {.seq = 3};
+    sn__mpsc_push(&q, &a.link);
+    assert_true(sn__mpsc_maybe_nonempty(&q));
+    sn__mpsc_push(&q, &b.link);
+    assert_ptr_equal(sn__mpsc_pop(&q), &a.link);
+    sn__mpsc_push(&q, &c.link);
+    assert_ptr_equal(sn__mpsc_pop(&q), &b.link);
+    assert_ptr_equal(sn__mpsc_pop(&q), &c.link);
+    assert_null(sn__mpsc_pop(&q));
+    assert_false(sn__mpsc_maybe_nonempty(&q));
+    /* reuse after empty */
+    sn__mpsc_push(&q, &a.link);
+    assert_ptr_equal(sn__mpsc_pop(&q), &a.link);
+    assert_null(sn__mpsc_pop(&q));
+}
+
+static bool find_seq(sn__mpsc_node_t *n, void *arg)
+{
+    return ((item_t *)n)->seq == *(long *)arg;
+}
+
+static void scan_sees_queued_nodes(void **st)
+{
+    (void)st;
+    sn__mpsc_t q;
+    sn__mpsc_init(&q);
+    item_t it[4] = {{.seq = 10}, {.seq = 11}, {.seq = 12}, {.seq = 13}};
+    for (int i = 0; i < 4; i++)
+        sn__mpsc_push(&q, &it[i].link);
+    bool in_flight;
+    long want = 12, missing = 99;
+    assert_true(sn__mpsc_scan(&q, find_seq, &want, &in_flight));
+    assert_false(sn__mpsc_scan(&q, find_seq, &missing, &in_flight));
+    assert_false(in_flight);
+    assert_ptr_equal(sn__mpsc_pop(&q), &it[0].link);
+    want = 10;
+    assert_false(sn__mpsc_scan(&q, find_seq, &want, &in_flight)); /* popped */
+    for (int i = 1; i < 4; i++)
+        assert_ptr_equal(sn__mpsc_pop(&q), &it[i].link);
+}
+
+#define PRODUCERS 4
+#define PER 100000
+
+typedef struct shared {
+    sn__mpsc_t q;
+    item_t *items; /* PRODUCERS * PER */
+    _Atomic int started;
+} shared_t;
+
+typedef struct prod {
+    shared_t *s;
+    int id;
+} prod_t;
+
+static void *producer(void *arg)
+{
+    prod_t *p = arg;
+    atomic_fetch_add(&p->s->started, 1);
+    for (long i = 0; i < PER; i++) {
+        item_t *it = &p->s->items[(size_t)p->id * PER + (size_t)i];
+        it->producer = p->id;
+        it->seq = i;
+        sn__mpsc_push(&p->s->q, &it->link);
+    }
+    return NULL;
+}
+
+static void stress_exactly_once_fifo_per_producer(void **st)
+{
+    (void)st;
+    shared_t s;
+    sn__mpsc_init(&s.q);
+    s.items = calloc((size_t)PRODUCERS * PER, sizeof *s.items);
+    assert_non_null(s.items);
+    atomic_init(&s.started, 0);
+    unsigned char *seen = calloc((size_t)PRODUCERS * PER, 1);
+    long next[PRODUCERS] = {0};
+    pthread_t th[PRODUCERS];
+    prod_t args[PRODUCERS];
+    for (int i = 0; i < PRODUCERS; i++) {
+        args[i] = (prod_t){&s, i};
+        pthread_create(&th[i], NULL, producer, &args[i]);
+    }
+    long got = 0;
+    while (got < (long)PRODUCERS * PER) {
+        sn__mpsc_node_t *n = sn__mpsc_pop(&s.q);
+        if (!n)
+            continue; /* empty or a push in flight */
+        item_t *it = (item_t *)n;
+        size_t k = (size_t)it->producer * PER + (size_t)it->seq;
+        assert_int_equal(seen[k], 0);
+        seen[k] = 1;
+        /* FIFO per producer */
+        assert_int_equal(it->seq, next[it->producer]);
+        next[it->producer]++;
+        got++;
+    }
+    for (int i = 0; i < PRODUCERS; i++)
+        pthread_join(th[i], NULL);
+    assert_null(sn__mpsc_pop(&s.q));
+    assert_false(sn__mpsc_maybe_nonempty(&s.q));
+    free(seen);
+    free(s.items);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(smoke),
+        cmocka_unit_test(scan_sees_queued_nodes),
+        cmocka_unit_test(stress_exactly_once_fifo_per_producer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

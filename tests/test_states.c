@@ -1,0 +1,1426 @@
+/* test_states.c - the process state machine and its wakeup races.
+ *
+ * Ready -> Running -> Complete (DONE, FAIL), Running -> Idle -> Ready on a
+ * message, Running -> Blocked -> Ready on a yield completion, messages that
+ * must not wake a Blocked process, CANCEL, CONTINUE, WAIT without a yield,
+ * and the races between events and a Running process.
+ *
+ * White-box where it helps: a test reads a process's state word from the
+ * PID table (under the shard lock, so the process cannot be freed meanwhile)
+ * to see it Idle or Blocked before poking it. Checks that run on worker
+ * threads (a step never runs twice at once, a step runs only while its
+ * process is RUNNING, events arrive in order) count violations in atomics
+ * that the test thread asserts on: cmocka assertions stay on the test thread.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define WAIT_MS 20000 /* bound on every wait: a hang fails, it does not block */
+#define MAX_SENDERS 8
+
+/* ------------------------------------------------------------- helpers */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void busy(int n)
+{
+    for (volatile int i = 0; i < n; i++) {
+    }
+}
+
+/* Polls an atomic counter until it reaches want (bounded). */
+static bool wait_count(atomic_int *v, int want, int ms)
+{
+    uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+    while (atomic_load(v) < want) {
+        if (now_ns() > end)
+            return false;
+        sleep_ms(1);
+    }
+    return true;
+}
+
+/* Result of one sn_spawn, filled by its on_result callback. */
+typedef struct collector {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    sn_pid_t pid;
+    sn_status_t status;
+    int error;
+    sn_payload_t *result;
+} collector_t;
+
+static void collector_init(collector_t *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static void collector_fini(collector_t *c)
+{
+    sn_payload_destroy(&c->result);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+}
+
+static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
+                      void *arg)
+{
+    collector_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    c->calls++;
+    c->pid = pid;
+    c->status = status;
+    c->error = error;
+    sn_payload_destroy(&c->result);
+    c->result = sn_take(result);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Waits (bounded) for the callback; true if it came. */
+static bool collector_wait(collector_t *c, int ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += ms / 1000;
+    dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (c->calls == 0)
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT)
+            break;
+    bool ok = c->calls > 0;
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
+static int collector_calls(collector_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int n = c->calls;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+static uint64_t result_u64(const collector_t *c)
+{
+    uint64_t v = UINT64_MAX;
+    assert_non_null(c->result);
+    assert_int_equal(sn_payload_get_u64(c->result, &v), 0);
+    return v;
+}
+
+/* The state of a process as the PID table has it, or -1 if it is gone. */
+static int proc_state(sn_sched_t *s, sn_pid_t pid)
+{
+    sn__shard_t *sh = sn__ptable_shard(&s->table, pid.serial);
+    sn__shard_lock(sh);
+    sn__proc_t *p = sn__shard_find(sh, pid.serial);
+    int st = p ? (int)(atomic_load(&p->state) & SN__STATE_MASK) : -1;
+    sn__shard_unlock(sh);
+    return st;
+}
+
+static bool wait_state(sn_sched_t *s, sn_pid_t pid, int want, int ms)
+{
+    uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+    for (;;) {
+        if (proc_state(s, pid) == want)
+            return true;
+        if (now_ns() > end)
+            return false;
+        sleep_ms(1);
+    }
+}
+
+/* ---------------------------------------------- checks done in steps */
+
+static atomic_int g_overlap;     /* a step began while one ran for the same process */
+static atomic_int g_not_running; /* a step ran while the process was not RUNNING */
+static atomic_int g_spurious;    /* a step with no event after IDLE/WAIT */
+static atomic_int g_bad;         /* an unexpected event or payload */
+static atomic_int g_cmd_fail;    /* sn_complete_yield failed in a handler */
+
+typedef struct guard {
+    atomic_int in_step;
+} guard_t;
+
+static void step_enter(sn_ctx_t *ctx, guard_t *g)
+{
+    if (atomic_exchange(&g->in_step, 1) != 0)
+        atomic_fetch_add(&g_overlap, 1);
+    if ((atomic_load(&ctx->state) & SN__STATE_MASK) != SN__RUNNING)
+        atomic_fetch_add(&g_not_running, 1);
+}
+
+static void step_leave(guard_t *g) { atomic_store(&g->in_step, 0); }
+
+/* -------------------------------------------------------- type "basic" */
+/* One step, then a fixed outcome chosen by the method. */
+
+enum { B_DONE, B_FAIL, B_FAIL0, B_BADWAIT, B_BADWAIT_SEND, B_BADWAIT_NOREPLY, B_NMODES };
+static const char *const basic_methods[B_NMODES] = {"done",    "fail",         "fail0",
+                                                    "badwait", "badwait_send", "badwait_noreply"};
+
+typedef struct basic {
+    guard_t g;
+    int mode;
+    sn_payload_t *input;
+} basic_t;
+
+static atomic_int g_basic_inits, g_basic_steps, g_basic_closes;
+
+static int basic_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    basic_t *b = state;
+    for (int i = 0; i < B_NMODES; i++) {
+        if (strcmp(method, basic_methods[i]) == 0) {
+            b->mode = i;
+            b->input = sn_take(input);
+            atomic_fetch_add(&g_basic_inits, 1);
+            return 0;
+        }
+    }
+    return SN_ENOMETHOD;
+}
+
+static void basic_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    basic_t *b = state;
+    step_enter(ctx, &b->g);
+    atomic_fetch_add(&g_basic_steps, 1);
+    switch (b->mode) {
+    case B_DONE:
+        sn_out_done(out, &b->input);
+        break;
+    case B_FAIL:
+        sn_out_fail(out, -1234, "bad %d", 7);
+        break;
+    case B_FAIL0:
+        out->status = SN_FAIL;
+        out->error = 0;
+        break;
+    case B_BADWAIT:
+        out->status = SN_WAIT;
+        break;
+    case B_BADWAIT_SEND: {
+        /* a send does not count as pending: WAIT after it is still bad */
+        sn_payload_t *m = sn_payload_text("to self");
+        sn_out_send(out, sn_ctx_self(ctx), 1, &m);
+        out->status = SN_WAIT;
+        break;
+    }
+    case B_BADWAIT_NOREPLY:
+        sn_out_spawn(out, 1, "basic", "done", NULL, SN_YIELD_NOREPLY);
+        out->status = SN_WAIT;
+        break;
+    }
+    step_leave(&b->g);
+}
+
+static void basic_close(sn_ctx_t *ctx, void *state)
+{
+    basic_t *b = state;
+    sn_payload_destroy(&b->input);
+    atomic_fetch_add(&g_basic_closes, 1);
+}
+
+static const sn_type_t basic_type = {"basic", 1, sizeof(basic_t), basic_init, basic_step, basic_close, NULL, NULL};
+
+/* ------------------------------------------------------- type "waiter" */
+/* "idle": IDLE until a message (DONE with it) or CANCEL (DONE "cancelled").
+ * "block": yields the "hold" command (tag 42) and WAITs until it completes
+ * (DONE with its data, or FAIL with its error) or CANCEL. Every event is
+ * logged with the number of the step that saw it. */
+
+typedef struct evrec {
+    int step;
+    int type;
+    int error;
+    uint64_t tag;
+    sn_pid_t from;
+    uint32_t ctype;
+    int has_data;
+    char text[64];
+} evrec_t;
+
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static evrec_t g_log[64];
+static int g_nlog;
+static atomic_int g_waiter_steps;
+
+static void log_events(int step, const sn_event_t *ev, size_t n)
+{
+    pthread_mutex_lock(&g_log_mu);
+    for (size_t i = 0; i < n && g_nlog < 64; i++) {
+        evrec_t *r = &g_log[g_nlog++];
+        memset(r, 0, sizeof *r);
+        r->step = step;
+        r->type = ev[i].type;
+        r->error = ev[i].error;
+        r->tag = ev[i].tag;
+        r->from = ev[i].from;
+        if (ev[i].data) {
+            r->has_data = 1;
+            r->ctype = ev[i].data->ctype;
+            snprintf(r->text, sizeof r->text, "%s", (const char *)ev[i].data->data);
+        }
+    }
+    pthread_mutex_unlock(&g_log_mu);
+}
+
+typedef struct waiter {
+    guard_t g;
+    int block;
+    int steps;
+} waiter_t;
+
+static int waiter_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    waiter_t *w = state;
+    if (strcmp(method, "idle") == 0)
+        w->block = 0;
+    else if (strcmp(method, "block") == 0)
+        w->block = 1;
+    else
+        return SN_ENOMETHOD;
+    return 0;
+}
+
+static void waiter_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    waiter_t *w = state;
+    step_enter(ctx, &w->g);
+    int k = ++w->steps;
+    atomic_fetch_add(&g_waiter_steps, 1);
+    log_events(k, ev, n);
+    if (k == 1 && w->block) {
+        sn_yield_t *y = sn_out_yield(out, 0, "hold", 42);
+        y->arg = 7;
+        y->data = sn_payload_text("held");
+    }
+    if (k > 1 && n == 0)
+        atomic_fetch_add(&g_spurious, 1);
+    bool finished = false;
+    for (size_t i = 0; i < n && !finished; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            sn_payload_t *r = sn_payload_text("cancelled");
+            sn_out_done(out, &r);
+            finished = true;
+        }
+    }
+    for (size_t i = 0; i < n && !finished; i++) {
+        if (ev[i].type == SN_EV_YIELD_COMPLETE && ev[i].tag == 42) {
+            if (ev[i].error)
+                sn_out_fail(out, ev[i].error, "completion failed");
+            else
+                sn_out_done(out, &ev[i].data);
+            finished = true;
+        } else if (ev[i].type == SN_EV_MESSAGE && !w->block) {
+            sn_out_done(out, &ev[i].data);
+            finished = true;
+        }
+    }
+    if (!finished)
+        out->status = w->block ? SN_WAIT : SN_IDLE;
+    step_leave(&w->g);
+}
+
+static const sn_type_t waiter_type = {"waiter", 1, sizeof(waiter_t), waiter_init, waiter_step, NULL, NULL, NULL};
+
+/* "hold": remembers the request and never completes it itself. */
+static pthread_mutex_t g_held_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int count;
+    sn_pid_t from;
+    uint64_t tag, arg;
+    char text[32];
+} g_held;
+
+static void hold_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
+{
+    pthread_mutex_lock(&g_held_mu);
+    g_held.count++;
+    g_held.from = req->from;
+    g_held.tag = req->tag;
+    g_held.arg = req->arg;
+    snprintf(g_held.text, sizeof g_held.text, "%s", req->data ? (const char *)req->data->data : "");
+    pthread_mutex_unlock(&g_held_mu);
+    /* req->data is left to the runtime (the ownership rule) */
+}
+
+/* ------------------------------------------------------ type "spinner" */
+/* "count": CONTINUE until it has run N steps, then DONE with N.
+ * "until": CONTINUE until g_spin_stop is set, then DONE with its steps. */
+
+static atomic_int g_spin_stop, g_spin_steps, g_spin_events;
+
+typedef struct spinner {
+    guard_t g;
+    int until;
+    uint64_t target, steps;
+} spinner_t;
+
+static int spinner_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    spinner_t *s = state;
+    if (strcmp(method, "count") == 0)
+        return sn_payload_get_u64(*input, &s->target) == 0 ? 0 : SN_EINVAL;
+    if (strcmp(method, "until") == 0) {
+        s->until = 1;
+        return 0;
+    }
+    return SN_ENOMETHOD;
+}
+
+static void spinner_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    spinner_t *s = state;
+    step_enter(ctx, &s->g);
+    if (n != 0)
+        atomic_fetch_add(&g_spin_events, 1);
+    s->steps++;
+    atomic_fetch_add(&g_spin_steps, 1);
+    bool stop = s->until ? atomic_load(&g_spin_stop) != 0 : s->steps >= s->target;
+    if (stop) {
+        sn_payload_t *r = sn_payload_u64(s->steps);
+        sn_out_done(out, &r);
+    } else {
+        out->status = SN_CONTINUE;
+    }
+    step_leave(&s->g);
+}
+
+static const sn_type_t spinner_type = {"spinner", 1, sizeof(spinner_t), spinner_init, spinner_step, NULL, NULL,
+                                       NULL};
+
+/* ------------------------------------------------ completion commands */
+/* "sync" completes inside the handler, while the yielding process is still
+ * RUNNING on this worker. "async" hands the request to completer threads
+ * that complete it at once: the completion races the end of the step. Both
+ * complete with a u64 of 3 * arg. */
+
+static void sync_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
+{
+    sn_payload_t *r = sn_payload_u64(req->arg * 3);
+    if (sn_complete_yield(sched, req->from, req->tag, 0, &r) != 0)
+        atomic_fetch_add(&g_cmd_fail, 1);
+}
+
+typedef struct job {
+    struct job *next;
+    sn_pid_t pid;
+    uint64_t tag, arg;
+} job_t;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    job_t *head, *tail;
+    bool stop;
+    sn_sched_t *sched;
+    pthread_t th[4];
+    int nth;
+} g_cq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, false, NULL, {0}, 0};
+
+static void async_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
+{
+    job_t *j = malloc(sizeof *j);
+    if (!j) {
+        atomic_fetch_add(&g_cmd_fail, 1);
+        return;
+    }
+    *j = (job_t){NULL, req->from, req->tag, req->arg};
+    pthread_mutex_lock(&g_cq.mu);
+    if (g_cq.tail)
+        g_cq.tail->next = j;
+    else
+        g_cq.head = j;
+    g_cq.tail = j;
+    pthread_cond_signal(&g_cq.cv);
+    pthread_mutex_unlock(&g_cq.mu);
+}
+
+static void *completer_main(void *arg)
+{
+    pthread_mutex_lock(&g_cq.mu);
+    for (;;) {
+        while (!g_cq.head && !g_cq.stop)
+            pthread_cond_wait(&g_cq.cv, &g_cq.mu);
+        job_t *j = g_cq.head;
+        if (!j)
+            break;
+        g_cq.head = j->next;
+        if (!g_cq.head)
+            g_cq.tail = NULL;
+        pthread_mutex_unlock(&g_cq.mu);
+        sn_payload_t *r = sn_payload_u64(j->arg * 3);
+        if (sn_complete_yield(g_cq.sched, j->pid, j->tag, 0, &r) != 0)
+            atomic_fetch_add(&g_cmd_fail, 1);
+        free(j);
+        pthread_mutex_lock(&g_cq.mu);
+    }
+    pthread_mutex_unlock(&g_cq.mu);
+    return NULL;
+}
+
+static void completers_start(sn_sched_t *s, int n)
+{
+    pthread_mutex_lock(&g_cq.mu);
+    g_cq.head = g_cq.tail = NULL;
+    g_cq.stop = false;
+    g_cq.sched = s;
+    pthread_mutex_unlock(&g_cq.mu);
+    g_cq.nth = n;
+    for (int i = 0; i < n; i++)
+        assert_int_equal(pthread_create(&g_cq.th[i], NULL, completer_main, NULL), 0);
+}
+
+/* Drains the queue and joins the threads (before the scheduler goes). */
+static void completers_stop(void)
+{
+    pthread_mutex_lock(&g_cq.mu);
+    g_cq.stop = true;
+    pthread_cond_broadcast(&g_cq.cv);
+    pthread_mutex_unlock(&g_cq.mu);
+    for (int i = 0; i < g_cq.nth; i++)
+        pthread_join(g_cq.th[i], NULL);
+    g_cq.nth = 0;
+}
+
+/* -------------------------------------------------------- type "racer" */
+/* Yields one completion command per round ("sync", "async" or alternating)
+ * and sleeps on it, alternating WAIT and IDLE, for N rounds; checks every
+ * completion is the one it waits for, exactly once. DONE with the count. */
+
+enum { R_SYNC, R_ASYNC, R_MIXED };
+
+typedef struct racer {
+    guard_t g;
+    int mode;
+    int started;
+    uint64_t rounds, done;
+    uint64_t want_tag; /* the outstanding yield's tag; 0: none */
+} racer_t;
+
+static int racer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    racer_t *r = state;
+    if (strcmp(method, "sync") == 0)
+        r->mode = R_SYNC;
+    else if (strcmp(method, "async") == 0)
+        r->mode = R_ASYNC;
+    else if (strcmp(method, "mixed") == 0)
+        r->mode = R_MIXED;
+    else
+        return SN_ENOMETHOD;
+    return sn_payload_get_u64(*input, &r->rounds) == 0 ? 0 : SN_EINVAL;
+}
+
+static void racer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    racer_t *r = state;
+    step_enter(ctx, &r->g);
+    if (r->started && n == 0)
+        atomic_fetch_add(&g_spurious, 1);
+    r->started = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            sn_out_fail(out, SN_ECANCELED, "canceled");
+            step_leave(&r->g);
+            return;
+        }
+        uint64_t v = 0;
+        if (ev[i].type != SN_EV_YIELD_COMPLETE || r->want_tag == 0 || ev[i].tag != r->want_tag ||
+            ev[i].error != 0 || sn_payload_get_u64(ev[i].data, &v) != 0 || v != ev[i].tag * 3) {
+            atomic_fetch_add(&g_bad, 1);
+            continue;
+        }
+        r->want_tag = 0;
+        r->done++;
+    }
+    if (r->want_tag == 0) {
+        if (r->done == r->rounds) {
+            sn_payload_t *res = sn_payload_u64(r->done);
+            sn_out_done(out, &res);
+            step_leave(&r->g);
+            return;
+        }
+        const char *cmd = r->mode == R_SYNC    ? "sync"
+                          : r->mode == R_ASYNC ? "async"
+                                               : (r->done % 2 ? "sync" : "async");
+        r->want_tag = r->done + 1;
+        sn_yield_t *y = sn_out_yield(out, 0, cmd, r->want_tag);
+        y->arg = r->want_tag;
+    }
+    /* alternate the two ways to sleep: both must be woken by the completion */
+    out->status = (r->done / 2) % 2 ? SN_IDLE : SN_WAIT;
+    step_leave(&r->g);
+}
+
+static const sn_type_t racer_type = {"racer", 1, sizeof(racer_t), racer_init, racer_step, NULL, NULL, NULL};
+
+/* --------------------------------------------------------- type "sink" */
+/* Receives numbered messages (sender << 32 | seq) from up to MAX_SENDERS
+ * senders; checks each sender's sequence; every third step ("count") or
+ * every step ("wait") it also yields "async" and WAITs, so messages keep
+ * arriving while it is Blocked. DONE with the number of messages once it
+ * has seen the expected count. A step after a WAIT that holds fewer than
+ * DRAIN_MAX (128) events, none of them the completion or a CANCEL, means
+ * messages woke the Blocked process: g_msgonly_wait counts those. */
+
+static atomic_int g_order_bad, g_msgonly_wait;
+
+typedef struct sink {
+    guard_t g;
+    int started, every;
+    uint64_t expect, total, nsteps;
+    uint64_t next[MAX_SENDERS];
+    uint64_t want_tag;
+} sink_t;
+
+static int sink_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    sink_t *k = state;
+    if (strcmp(method, "count") == 0)
+        k->every = 3; /* WAIT every third step, IDLE otherwise */
+    else if (strcmp(method, "wait") == 0)
+        k->every = 1; /* always WAIT */
+    else
+        return SN_ENOMETHOD;
+    return sn_payload_get_u64(*input, &k->expect) == 0 ? 0 : SN_EINVAL;
+}
+
+static void sink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    sink_t *k = state;
+    step_enter(ctx, &k->g);
+    busy(300); /* widen the window in which a second run would overlap */
+    if (k->started && n == 0)
+        atomic_fetch_add(&g_spurious, 1);
+    k->started = 1;
+    bool waited = k->want_tag != 0, woke = false;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            sn_out_fail(out, SN_ECANCELED, "canceled");
+            step_leave(&k->g);
+            return;
+        }
+        if (ev[i].type == SN_EV_YIELD_COMPLETE) {
+            woke = true;
+            if (k->want_tag && ev[i].tag == k->want_tag && ev[i].error == 0)
+                k->want_tag = 0;
+            else
+                atomic_fetch_add(&g_bad, 1);
+            continue;
+        }
+        uint64_t v;
+        if (sn_payload_get_u64(ev[i].data, &v) != 0) {
+            atomic_fetch_add(&g_bad, 1);
+            continue;
+        }
+        k->total++;
+        uint64_t who = v >> 32, seq = v & 0xffffffffu;
+        if (who >= MAX_SENDERS || seq != k->next[who])
+            atomic_fetch_add(&g_order_bad, 1);
+        else
+            k->next[who]++;
+    }
+    if (waited && !woke && n < 128)
+        atomic_fetch_add(&g_msgonly_wait, 1); /* stepped while Blocked, by messages only */
+    if (k->total >= k->expect && k->want_tag == 0) {
+        sn_payload_t *res = sn_payload_u64(k->total);
+        sn_out_done(out, &res);
+        step_leave(&k->g);
+        return;
+    }
+    if (k->want_tag == 0 && ++k->nsteps % k->every == 0) {
+        k->want_tag = k->nsteps;
+        sn_yield_t *y = sn_out_yield(out, 0, "async", k->want_tag);
+        y->arg = k->want_tag;
+    }
+    out->status = k->want_tag ? SN_WAIT : SN_IDLE;
+    step_leave(&k->g);
+}
+
+static const sn_type_t sink_type = {"sink", 1, sizeof(sink_t), sink_init, sink_step, NULL, NULL, NULL};
+
+/* --------------------------------------------------------- type "pump" */
+/* Sends M numbered messages to each of up to 8 sinks, 50 rounds per step,
+ * CONTINUE in between; DONE with M. */
+
+typedef struct pump_cfg {
+    uint32_t id, m, n;
+    sn_pid_t to[8];
+} pump_cfg_t;
+
+typedef struct pump {
+    guard_t g;
+    pump_cfg_t cfg;
+    uint64_t seq;
+} pump_t;
+
+static int pump_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    pump_t *p = state;
+    if (strcmp(method, "run") != 0)
+        return SN_ENOMETHOD;
+    if (!*input || (*input)->len != sizeof p->cfg)
+        return SN_EINVAL;
+    memcpy(&p->cfg, (*input)->data, sizeof p->cfg);
+    return 0;
+}
+
+static void pump_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    pump_t *p = state;
+    step_enter(ctx, &p->g);
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type != SN_EV_CANCEL)
+            atomic_fetch_add(&g_bad, 1); /* a failed send came back */
+    for (int r = 0; r < 50 && p->seq < p->cfg.m; r++, p->seq++) {
+        for (uint32_t t = 0; t < p->cfg.n; t++) {
+            sn_payload_t *m = sn_payload_u64((uint64_t)p->cfg.id << 32 | p->seq);
+            sn_out_send(out, p->cfg.to[t], p->seq, &m);
+        }
+    }
+    if (p->seq < p->cfg.m) {
+        out->status = SN_CONTINUE;
+    } else {
+        sn_payload_t *res = sn_payload_u64(p->seq);
+        sn_out_done(out, &res);
+    }
+    step_leave(&p->g);
+}
+
+static const sn_type_t pump_type = {"pump", 1, sizeof(pump_t), pump_init, pump_step, NULL, NULL, NULL};
+
+/* ----------------------------------------------------- type "pingpong" */
+/* "pong" returns every message to its sender; "ping" (input: a pong's PID)
+ * serves a ball and returns every echo. Each wakes the other: the partner
+ * lands in the waking worker's run-next slot. Both finish on CANCEL. */
+
+static atomic_int g_rallies, g_pp_started;
+
+typedef struct pingpong {
+    guard_t g;
+    int ping, started;
+    sn_pid_t peer;
+} pingpong_t;
+
+static int pingpong_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    pingpong_t *p = state;
+    if (strcmp(method, "pong") == 0)
+        return 0;
+    if (strcmp(method, "ping") != 0)
+        return SN_ENOMETHOD;
+    p->ping = 1;
+    return sn_payload_get_pid(*input, &p->peer) == 0 ? 0 : SN_EINVAL;
+}
+
+static void pingpong_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    pingpong_t *p = state;
+    step_enter(ctx, &p->g);
+    if (!p->started) {
+        p->started = 1;
+        atomic_fetch_add(&g_pp_started, 1);
+        if (p->ping) {
+            sn_payload_t *ball = sn_payload_u64(0);
+            sn_out_send(out, p->peer, 0, &ball);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            sn_out_done(out, NULL);
+            step_leave(&p->g);
+            return;
+        }
+        if (ev[i].type == SN_EV_MESSAGE && !sn_pid_is_none(ev[i].from)) {
+            if (p->ping)
+                atomic_fetch_add(&g_rallies, 1);
+            sn_payload_t *ball = sn_take(&ev[i].data);
+            sn_out_send(out, ev[i].from, 0, &ball);
+        } /* a bounce (the partner is gone) is dropped */
+    }
+    out->status = SN_IDLE;
+    step_leave(&p->g);
+}
+
+static const sn_type_t pingpong_type = {"pingpong", 1, sizeof(pingpong_t), pingpong_init, pingpong_step, NULL,
+                                        NULL, NULL};
+
+/* ---------------------------------------------------- external senders */
+
+typedef struct sender_arg {
+    sn_sched_t *sched;
+    const sn_pid_t *to;
+    int nto;
+    uint32_t id, m;
+    atomic_int *fail;
+} sender_arg_t;
+
+static void *sender_main(void *arg)
+{
+    sender_arg_t *a = arg;
+    for (uint32_t seq = 0; seq < a->m; seq++) {
+        for (int t = 0; t < a->nto; t++) {
+            sn_payload_t *m = sn_payload_u64((uint64_t)a->id << 32 | seq);
+            if (sn_send(a->sched, a->to[t], &m) != 0) {
+                atomic_fetch_add(a->fail, 1);
+                sn_payload_destroy(&m);
+            } else if (m) {
+                atomic_fetch_add(a->fail, 1); /* sent, but the payload was not taken */
+            }
+        }
+        if (seq % 256 == 0)
+            sched_yield();
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- fixture */
+
+static sn_sched_t *mk(int workers)
+{
+    sn_sched_config_t cfg = {1, workers, 1};
+    sn_sched_t *s = sn_sched_new(&cfg);
+    assert_non_null(s);
+    assert_int_equal(sn_sched_workers(s), workers);
+    assert_int_equal(sn_type_register(s, &basic_type), 0);
+    assert_int_equal(sn_type_register(s, &waiter_type), 0);
+    assert_int_equal(sn_type_register(s, &spinner_type), 0);
+    assert_int_equal(sn_type_register(s, &racer_type), 0);
+    assert_int_equal(sn_type_register(s, &sink_type), 0);
+    assert_int_equal(sn_type_register(s, &pump_type), 0);
+    assert_int_equal(sn_type_register(s, &pingpong_type), 0);
+    assert_true(sn_command_register(s, "hold", hold_cmd, NULL) > 0);
+    assert_true(sn_command_register(s, "sync", sync_cmd, NULL) > 0);
+    assert_true(sn_command_register(s, "async", async_cmd, NULL) > 0);
+    return s;
+}
+
+static int reset(void **unused)
+{
+    atomic_store(&g_overlap, 0);
+    atomic_store(&g_not_running, 0);
+    atomic_store(&g_spurious, 0);
+    atomic_store(&g_bad, 0);
+    atomic_store(&g_cmd_fail, 0);
+    atomic_store(&g_basic_inits, 0);
+    atomic_store(&g_basic_steps, 0);
+    atomic_store(&g_basic_closes, 0);
+    atomic_store(&g_waiter_steps, 0);
+    atomic_store(&g_spin_stop, 0);
+    atomic_store(&g_spin_steps, 0);
+    atomic_store(&g_spin_events, 0);
+    atomic_store(&g_order_bad, 0);
+    atomic_store(&g_msgonly_wait, 0);
+    atomic_store(&g_rallies, 0);
+    atomic_store(&g_pp_started, 0);
+    pthread_mutex_lock(&g_log_mu);
+    g_nlog = 0;
+    pthread_mutex_unlock(&g_log_mu);
+    pthread_mutex_lock(&g_held_mu);
+    memset(&g_held, 0, sizeof g_held);
+    pthread_mutex_unlock(&g_held_mu);
+    return 0;
+}
+
+static void assert_step_invariants(void)
+{
+    assert_int_equal(atomic_load(&g_overlap), 0);
+    assert_int_equal(atomic_load(&g_not_running), 0);
+    assert_int_equal(atomic_load(&g_spurious), 0);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* Ready -> Running -> Complete with DONE: the result reaches the callback
+ * and sn_call; the process leaves the PID table; init/step/close once. */
+static void test_done_reaches_callback_and_call(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    collector_t c;
+    collector_init(&c);
+
+    sn_payload_t *in = sn_payload_text("hello");
+    sn_pid_t pid = SN_PID_NONE;
+    assert_int_equal(sn_spawn(s, "basic", "done", &in, on_result, &c, &pid), 0);
+    assert_null(in); /* taken */
+    assert_int_equal(pid.node, 1);
+    assert_int_not_equal(pid.serial, 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.status, SN_DONE);
+    assert_int_equal(c.error, 0);
+    assert_true(sn_pid_eq(c.pid, pid));
+    assert_non_null(c.result);
+    assert_int_equal(c.result->ctype, SN_CT_TEXT);
+    assert_int_equal(c.result->len, 5);
+    assert_string_equal((const char *)c.result->data, "hello");
+    assert_int_equal(proc_state(s, pid), -1); /* Complete: out of the table */
+
+    sn_payload_t *res = NULL;
+    in = sn_payload_text("again");
+    int rc = sn_call(s, "basic", "done", &in, WAIT_MS, &res);
+    assert_int_not_equal(rc, SN_ETIMEDOUT);
+    assert_int_equal(rc, 0);
+    assert_null(in);
+    assert_non_null(res);
+    assert_string_equal((const char *)res->data, "again");
+    sn_payload_destroy(&res);
+
+    /* DONE with no result */
+    res = sn_payload_text("stale"); /* sn_call clears *result first */
+    sn_payload_t *stale = res;
+    rc = sn_call(s, "basic", "done", NULL, WAIT_MS, &res);
+    assert_int_equal(rc, 0);
+    assert_null(res);
+    sn_payload_destroy(&stale);
+
+    sn_stats_t st;
+    sn_sched_stats(s, &st);
+    assert_int_equal(st.spawned, 3);
+    sn_sched_destroy(&s);
+    assert_null(s);
+    assert_int_equal(c.calls, 1); /* once, and not again at shutdown */
+    assert_int_equal(atomic_load(&g_basic_inits), 3);
+    assert_int_equal(atomic_load(&g_basic_steps), 3);
+    assert_int_equal(atomic_load(&g_basic_closes), 3);
+    assert_step_invariants();
+    collector_fini(&c);
+}
+
+/* Ready -> Running -> Complete with FAIL: the error and the reason reach
+ * the callback and sn_call; FAIL with error 0 becomes SN_EFAILED. */
+static void test_fail_reaches_callback_and_call(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(s, "basic", "fail", NULL, on_result, &c, &pid), 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_FAIL);
+    assert_int_equal(c.error, -1234);
+    assert_true(sn_pid_eq(c.pid, pid));
+    assert_non_null(c.result);
+    assert_int_equal(c.result->ctype, SN_CT_ERROR);
+    assert_string_equal((const char *)c.result->data, "bad 7");
+
+    sn_payload_t *res = NULL;
+    int rc = sn_call(s, "basic", "fail", NULL, WAIT_MS, &res);
+    assert_int_equal(rc, -1234);
+    assert_non_null(res);
+    assert_string_equal((const char *)res->data, "bad 7");
+    sn_payload_destroy(&res);
+
+    rc = sn_call(s, "basic", "fail0", NULL, WAIT_MS, &res);
+    assert_int_equal(rc, SN_EFAILED);
+    sn_payload_destroy(&res);
+
+    sn_sched_destroy(&s);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(atomic_load(&g_basic_closes), atomic_load(&g_basic_inits));
+    assert_int_equal(atomic_load(&g_basic_closes), 3);
+    assert_step_invariants();
+    collector_fini(&c);
+}
+
+/* Running -> Idle -> Ready -> Running on a message. */
+static void test_idle_wakes_on_message(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(s, "waiter", "idle", NULL, on_result, &c, &pid), 0);
+    assert_true(wait_state(s, pid, SN__IDLE, WAIT_MS));
+    assert_int_equal(atomic_load(&g_waiter_steps), 1);
+
+    sn_payload_t *m = sn_payload_u64(99);
+    assert_int_equal(sn_send(s, pid, &m), 0);
+    assert_null(m);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_DONE);
+    assert_int_equal(result_u64(&c), 99);
+    assert_int_equal(atomic_load(&g_waiter_steps), 2);
+    assert_int_equal(g_nlog, 1);
+    assert_int_equal(g_log[0].step, 2);
+    assert_int_equal(g_log[0].type, SN_EV_MESSAGE);
+    assert_true(sn_pid_is_none(g_log[0].from));
+    assert_int_equal(g_log[0].ctype, SN_CT_U64);
+
+    sn_sched_destroy(&s);
+    assert_int_equal(c.calls, 1);
+    assert_step_invariants();
+    collector_fini(&c);
+}
+
+/* Running -> Blocked -> Ready -> Running on the yield's completion, which
+ * carries the tag, the error and the data; the handler saw the yield. */
+static void test_blocked_wakes_on_completion(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    collector_t c, c2;
+    collector_init(&c);
+    collector_init(&c2);
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(s, "waiter", "block", NULL, on_result, &c, &pid), 0);
+    assert_true(wait_state(s, pid, SN__BLOCKED, WAIT_MS));
+    pthread_mutex_lock(&g_held_mu);
+    assert_int_equal(g_held.count, 1);
+    assert_true(sn_pid_eq(g_held.from, pid));
+    assert_int_equal(g_held.tag, 42);
+    assert_int_equal(g_held.arg, 7);
+    assert_string_equal(g_held.text, "held");
+    pthread_mutex_unlock(&g_held_mu);
+    assert_int_equal(atomic_load(&g_waiter_steps), 1);
+
+    sn_payload_t *r = sn_payload_text("finished");
+    assert_int_equal(sn_complete_yield(s, pid, 42, 0, &r), 0);
+    assert_null(r);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_DONE);
+    assert_string_equal((const char *)c.result->data, "finished");
+    assert_int_equal(g_nlog, 1);
+    assert_int_equal(g_log[0].step, 2);
+    assert_int_equal(g_log[0].type, SN_EV_YIELD_COMPLETE);
+    assert_int_equal(g_log[0].tag, 42);
+    assert_int_equal(g_log[0].error, 0);
+
+    /* the completion's error reaches the step too */
+    assert_int_equal(sn_spawn(s, "waiter", "block", NULL, on_result, &c2, &pid), 0);
+    assert_true(wait_state(s, pid, SN__BLOCKED, WAIT_MS));
+    r = sn_payload_text("why");
+    assert_int_equal(sn_complete_yield(s, pid, 42, SN_EPROTO, &r), 0);
+    assert_true(collector_wait(&c2, WAIT_MS));
+    assert_int_equal(c2.status, SN_FAIL);
+    assert_int_equal(c2.error, SN_EPROTO);
+    assert_int_equal(g_nlog, 2);
+    assert_int_equal(g_log[1].error, SN_EPROTO);
+    assert_string_equal(g_log[1].text, "why");
+
+    sn_sched_destroy(&s);
+    assert_step_invariants();
+    collector_fini(&c);
+    collector_fini(&c2);
+}
+
+/* A message to a Blocked (SN_WAIT) process does not wake it; it is handed
+ * over with the completion, in arrival order, in one step. */
+static void test_message_does_not_wake_blocked(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(s, "waiter", "block", NULL, on_result, &c, &pid), 0);
+    assert_true(wait_state(s, pid, SN__BLOCKED, WAIT_MS));
+
+    sn_payload_t *m = sn_payload_text("early");
+    assert_int_equal(sn_send(s, pid, &m), 0);
+    sleep_ms(100);
+    assert_int_equal(proc_state(s, pid), SN__BLOCKED);
+    assert_int_equal(atomic_load(&g_waiter_steps), 1);
+    m = sn_payload_text("early2");
+    assert_int_equal(sn_send(s, pid, &m), 0);
+    sleep_ms(20);
+    assert_int_equal(proc_state(s, pid), SN__BLOCKED);
+    assert_int_equal(atomic_load(&g_waiter_steps), 1);
+
+    sn_payload_t *r = sn_payload_text("late");
+    assert_int_equal(sn_complete_yield(s, pid, 42, 0, &r), 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_DONE);
+    assert_string_equal((const char *)c.result->data, "late");
+    assert_int_equal(atomic_load(&g_waiter_steps), 2);
+    assert_int_equal(g_nlog, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(g_log[i].step, 2); /* all in the step after the wake */
+    assert_int_equal(g_log[0].type, SN_EV_MESSAGE);
+    assert_string_equal(g_log[0].text, "early");
+    assert_int_equal(g_log[1].type, SN_EV_MESSAGE);
+    assert_string_equal(g_log[1].text, "early2");
+    assert_int_equal(g_log[2].type, SN_EV_YIELD_COMPLETE);
+    assert_string_equal(g_log[2].text, "late");
+
+    sn_sched_destroy(&s);
+    assert_step_invariants();
+    collector_fini(&c);
+}
+
+/* CANCEL wakes an Idle process. */
+static void test_cancel_wakes_idle(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(s, "waiter", "idle", NULL, on_result, &c, &pid), 0);
+    assert_true(wait_state(s, pid, SN__IDLE, WAIT_MS));
+    assert_int_equal(sn_cancel(s, pid), 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_DONE);
+    assert_string_equal((const char *)c.result->data, "cancelled");
+    assert_int_equal(g_nlog, 1);
+    assert_int_equal(g_log[0].type, SN_EV_CANCEL);
+    assert_int_equal(g_log[0].step, 2);
+    assert_int_equal(sn_cancel(s, pid), SN_ENOPROC); /* gone */
+    sn_sched_destroy(&s);
+    assert_step_invariants();
+    collector_fini(&c);
+}
+
+/* CANCEL wakes a Blocked process (queued messages come along); completing
+ * its abandoned yield later reports SN_ENOPROC and frees the result. */
+static void test_cancel_wakes_blocked(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(s, "waiter", "block", NULL, on_result, &c, &pid), 0);
+    assert_true(wait_state(s, pid, SN__BLOCKED, WAIT_MS));
+    sn_payload_t *m = sn_payload_text("queued");
+    assert_int_equal(sn_send(s, pid, &m), 0);
+    assert_int_equal(sn_cancel(s, pid), 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_DONE);
+    assert_string_equal((const char *)c.result->data, "cancelled");
+    assert_int_equal(g_nlog, 2);
+    assert_int_equal(g_log[0].type, SN_EV_MESSAGE);
+    assert_int_equal(g_log[1].type, SN_EV_CANCEL);
+    assert_int_equal(g_log[1].step, 2);
+
+    sn_payload_t *r = sn_payload_text("too late");
+    assert_int_equal(sn_complete_yield(s, pid, 42, 0, &r), SN_ENOPROC);
+    assert_null(r);
+    sn_sched_destroy(&s);
+    assert_step_invariants();
+    collector_fini(&c);
+}
+
+/* SN_CONTINUE runs the process again (with no events), and requeues it
+ * behind other work: two endless CONTINUE loops on two workers do not
+ * starve a third process. */
+static void test_continue_requeues(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    sn_payload_t *in = sn_payload_u64(500), *res = NULL;
+    int rc = sn_call(s, "spinner", "count", &in, WAIT_MS, &res);
+    assert_int_equal(rc, 0);
+    assert_non_null(res);
+    uint64_t v = 0;
+    assert_int_equal(sn_payload_get_u64(res, &v), 0);
+    assert_int_equal(v, 500);
+    sn_payload_destroy(&res);
+
+    collector_t a, b;
+    collector_init(&a);
+    collector_init(&b);
+    atomic_store(&g_spin_steps, 0);
+    assert_int_equal(sn_spawn(s, "spinner", "until", NULL, on_result, &a, NULL), 0);
+    assert_int_equal(sn_spawn(s, "spinner", "until", NULL, on_result, &b, NULL), 0);
+    assert_true(wait_count(&g_spin_steps, 100, WAIT_MS));
+    in = sn_payload_text("through");
+    rc = sn_call(s, "basic", "done", &in, WAIT_MS, &res);
+    assert_int_not_equal(rc, SN_ETIMEDOUT);
+    assert_int_equal(rc, 0);
+    assert_string_equal((const char *)res->data, "through");
+    sn_payload_destroy(&res);
+    /* both loops are still going */
+    assert_int_equal(collector_calls(&a), 0);
+    assert_int_equal(collector_calls(&b), 0);
+    atomic_store(&g_spin_stop, 1);
+    assert_true(collector_wait(&a, WAIT_MS));
+    assert_true(collector_wait(&b, WAIT_MS));
+    assert_int_equal(a.status, SN_DONE);
+    assert_int_equal(b.status, SN_DONE);
+    assert_true(result_u64(&a) > 1);
+    assert_true(result_u64(&b) > 1);
+    assert_int_equal(atomic_load(&g_spin_events), 0);
+    sn_sched_destroy(&s);
+    assert_step_invariants();
+    collector_fini(&a);
+    collector_fini(&b);
+}
+
+/* SN_WAIT with nothing pending fails the process with SN_EBADWAIT; sends
+ * and NOREPLY spawns do not count as pending. */
+static void test_wait_without_yield_fails(void **unused)
+{
+    sn_sched_t *s = mk(2);
+    sn_payload_t *res = NULL;
+    int rc = sn_call(s, "basic", "badwait", NULL, WAIT_MS, &res);
+    assert_int_equal(rc, SN_EBADWAIT);
+    assert_non_null(res);
+    assert_non_null(strstr((const char *)res->data, "WAIT"));
+    sn_payload_destroy(&res);
+
+    rc = sn_call(s, "basic", "badwait_send", NULL, WAIT_MS, &res);
+    assert_int_equal(rc, SN_EBADWAIT);
+    sn_payload_destroy(&res);
+
+    rc = sn_call(s, "basic", "badwait_noreply", NULL, WAIT_MS, &res);
+    assert_int_equal(rc, SN_EBADWAIT);
+    sn_payload_destroy(&res);
+
+    collector_t c;
+    collector_init(&c);
+    assert_int_equal(sn_spawn(s, "basic", "badwait", NULL, on_result, &c, NULL), 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_FAIL);
+    assert_int_equal(c.error, SN_EBADWAIT);
+    sn_sched_destroy(&s);
+    /* the NOREPLY child ran too: everything closed */
+    assert_int_equal(atomic_load(&g_basic_closes), atomic_load(&g_basic_inits));
+    assert_int_equal(atomic_load(&g_basic_inits), 5);
+    assert_step_invariants();
+    collector_fini(&c);
+}
+
+/* Runs n racers of `method` for `rounds` rounds each and checks them. */
+static void run_racers(sn_sched_t *s, const char *method, int n, uint64_t rounds)
+{
+    collector_t c[8];
+    assert_true(n <= 8);
+    for (int i = 0; i < n; i++) {
+        collector_init(&c[i]);
+        sn_payload_t *in = sn_payload_u64(rounds);
+        assert_int_equal(sn_spawn(s, "racer", method, &in, on_result, &c[i], NULL), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        assert_true(collector_wait(&c[i], WAIT_MS)); /* no lost wakeup */
+        assert_int_equal(c[i].status, SN_DONE);
+        assert_int_equal(result_u64(&c[i]), rounds);
+        collector_fini(&c[i]);
+    }
+}
+
+/* The race: a completion posted inside the handler, while the yielding
+ * process is still RUNNING, must wake it whether it then WAITs or IDLEs. */
+static void test_race_completion_inside_handler(void **unused)
+{
+    sn_sched_t *s = mk(3);
+    run_racers(s, "sync", 6, 3000);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+    assert_int_equal(atomic_load(&g_cmd_fail), 0);
+    assert_step_invariants();
+}
+
+/* The race: a completion from another thread, immediately, racing the end
+ * of the step and the process's move to Blocked/Idle. */
+static void test_race_completion_from_thread(void **unused)
+{
+    sn_sched_t *s = mk(3);
+    completers_start(s, 2);
+    run_racers(s, "async", 6, 2000);
+    run_racers(s, "mixed", 4, 2000);
+    completers_stop();
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+    assert_int_equal(atomic_load(&g_cmd_fail), 0);
+    assert_step_invariants();
+}
+
+/* SENDERS threads send M messages each to one "sink" process (method). */
+static void many_senders_one_sink(const char *method)
+{
+    enum { SENDERS = 4, M = 20000 };
+    sn_sched_t *s = mk(3);
+    completers_start(s, 1);
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t pid;
+    sn_payload_t *in = sn_payload_u64((uint64_t)SENDERS * M);
+    assert_int_equal(sn_spawn(s, "sink", method, &in, on_result, &c, &pid), 0);
+
+    atomic_int fail = 0;
+    pthread_t th[SENDERS];
+    sender_arg_t args[SENDERS];
+    for (int i = 0; i < SENDERS; i++) {
+        args[i] = (sender_arg_t){s, &pid, 1, (uint32_t)i, M, &fail};
+        assert_int_equal(pthread_create(&th[i], NULL, sender_main, &args[i]), 0);
+    }
+    for (int i = 0; i < SENDERS; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&fail), 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_DONE);
+    assert_int_equal(result_u64(&c), (uint64_t)SENDERS * M);
+    completers_stop();
+    sn_stats_t st;
+    sn_sched_stats(s, &st);
+    assert_true(st.messages >= (uint64_t)SENDERS * M);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_order_bad), 0);
+    assert_int_equal(atomic_load(&g_bad), 0);
+    assert_int_equal(atomic_load(&g_cmd_fail), 0);
+    assert_step_invariants();
+    collector_fini(&c);
+}
+
+/* Many threads send to one process while it runs, idles and blocks:
+ * every message arrives exactly once, in each sender's order. */
+static void test_race_many_senders_one_process(void **unused) { many_senders_one_sink("count"); }
+
+/* The same, with a process that WAITs on a completion after every step:
+ * messages racing its move to Blocked must not wake it (a step after WAIT
+ * brings the completion, unless DRAIN_MAX events are ahead of it). */
+static void test_race_messages_do_not_wake_blocked(void **unused)
+{
+    many_senders_one_sink("wait");
+    if (atomic_load(&g_msgonly_wait))
+        print_error("%d steps of a Blocked process ran with fewer than 128 events, all messages\n",
+                    atomic_load(&g_msgonly_wait));
+    assert_int_equal(atomic_load(&g_msgonly_wait), 0);
+}
+
+/* Heavy load on 4 workers: 8 receivers, each fed by 4 external threads and
+ * 4 sender processes at once. No process is ever run by two workers at
+ * once, and nothing is lost or reordered. */
+static void test_never_run_by_two_workers(void **unused)
+{
+    enum { SINKS = 8, THREADS = 4, PUMPS = 4, M = 1500 };
+    sn_sched_t *s = mk(4);
+    completers_start(s, 1);
+    collector_t sinks[SINKS], pumps[PUMPS];
+    sn_pid_t to[SINKS];
+    for (int i = 0; i < SINKS; i++) {
+        collector_init(&sinks[i]);
+        sn_payload_t *in = sn_payload_u64((uint64_t)(THREADS + PUMPS) * M);
+        assert_int_equal(sn_spawn(s, "sink", "count", &in, on_result, &sinks[i], &to[i]), 0);
+    }
+    for (int i = 0; i < PUMPS; i++) {
+        collector_init(&pumps[i]);
+        pump_cfg_t cfg = {(uint32_t)(THREADS + i), M, SINKS, {{0, 0}}};
+        memcpy(cfg.to, to, sizeof to);
+        sn_payload_t *in = sn_payload_new(SN_CT_USER, &cfg, sizeof cfg);
+        assert_int_equal(sn_spawn(s, "pump", "run", &in, on_result, &pumps[i], NULL), 0);
+    }
+    atomic_int fail = 0;
+    pthread_t th[THREADS];
+    sender_arg_t args[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        args[i] = (sender_arg_t){s, to, SINKS, (uint32_t)i, M, &fail};
+        assert_int_equal(pthread_create(&th[i], NULL, sender_main, &args[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&fail), 0);
+    for (int i = 0; i < PUMPS; i++) {
+        assert_true(collector_wait(&pumps[i], WAIT_MS));
+        assert_int_equal(pumps[i].status, SN_DONE);
+    }
+    for (int i = 0; i < SINKS; i++) {
+        assert_true(collector_wait(&sinks[i], WAIT_MS));
+        assert_int_equal(sinks[i].status, SN_DONE);
+        assert_int_equal(result_u64(&sinks[i]), (uint64_t)(THREADS + PUMPS) * M);
+    }
+    completers_stop();
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_order_bad), 0);
+    assert_int_equal(atomic_load(&g_bad), 0);
+    assert_int_equal(atomic_load(&g_cmd_fail), 0);
+    assert_step_invariants();
+    for (int i = 0; i < SINKS; i++)
+        collector_fini(&sinks[i]);
+    for (int i = 0; i < PUMPS; i++)
+        collector_fini(&pumps[i]);
+}
+
+/* Ready -> Running must happen for every Ready process, even while every
+ * worker is busy: here three ping-pong pairs on two workers (a pair keeps
+ * waking its partner into the worker's run-next slot) must not keep a new
+ * process, or a pair queued behind them, from ever running. */
+static void test_ready_not_starved_by_message_pair(void **unused)
+{
+    enum { PAIRS = 3 };
+    sn_sched_t *s = mk(2);
+    sn_pid_t pids[2 * PAIRS];
+    for (int i = 0; i < PAIRS; i++) {
+        assert_int_equal(sn_spawn(s, "pingpong", "pong", NULL, NULL, NULL, &pids[2 * i]), 0);
+        sn_payload_t *in = sn_payload_pid(pids[2 * i]);
+        assert_int_equal(sn_spawn(s, "pingpong", "ping", &in, NULL, NULL, &pids[2 * i + 1]), 0);
+    }
+    assert_true(wait_count(&g_rallies, 2000, WAIT_MS));
+
+    sn_payload_t *in = sn_payload_text("fair"), *res = NULL;
+    int rc = sn_call(s, "basic", "done", &in, 10000, &res);
+    sn_payload_destroy(&in);
+    if (rc == SN_ETIMEDOUT)
+        print_error("a new process stayed Ready for 10 s while %d pairs of %d had run\n",
+                    atomic_load(&g_pp_started) / 2, PAIRS);
+    assert_int_not_equal(rc, SN_ETIMEDOUT);
+    assert_int_equal(rc, 0);
+    assert_string_equal((const char *)res->data, "fair");
+    sn_payload_destroy(&res);
+    assert_true(wait_count(&g_pp_started, 2 * PAIRS, 5000));
+
+    for (int i = 0; i < 2 * PAIRS; i++)
+        (void)sn_cancel(s, pids[i]); /* a pong may already be gone */
+    sn_sched_destroy(&s);
+    assert_step_invariants();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_done_reaches_callback_and_call, reset),
+        cmocka_unit_test_setup(test_fail_reaches_callback_and_call, reset),
+        cmocka_unit_test_setup(test_idle_wakes_on_message, reset),
+        cmocka_unit_test_setup(test_blocked_wakes_on_completion, reset),
+        cmocka_unit_test_setup(test_message_does_not_wake_blocked, reset),
+        cmocka_unit_test_setup(test_cancel_wakes_idle, reset),
+        cmocka_unit_test_setup(test_cancel_wakes_blocked, reset),
+        cmocka_unit_test_setup(test_continue_requeues, reset),
+        cmocka_unit_test_setup(test_ready_not_starved_by_message_pair, reset),
+        cmocka_unit_test_setup(test_wait_without_yield_fails, reset),
+        cmocka_unit_test_setup(test_race_completion_inside_handler, reset),
+        cmocka_unit_test_setup(test_race_completion_from_thread, reset),
+        cmocka_unit_test_setup(test_race_many_senders_one_process, reset),
+        cmocka_unit_test_setup(test_race_messages_do_not_wake_blocked, reset),
+        cmocka_unit_test_setup(test_never_run_by_two_workers, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
