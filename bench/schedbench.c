@@ -17,6 +17,39 @@
 
 static int workers = 0;
 
+#ifndef SN_PEERS_DIR
+#define SN_PEERS_DIR "bench/peers"
+#endif
+
+/* Builds and runs the Go peer bench/peers/NAME.go with GOMAXPROCS set to
+ * our worker count, for a comparison inside the same run. Returns 0 and
+ * the number it printed, or -1 when no Go toolchain is installed. */
+static int go_peer(const char *name, double *value)
+{
+    const char *go = getenv("SN_GO") ? getenv("SN_GO") : "go";
+    char cmd[1024], dir[] = "/tmp/schedbench-go-XXXXXX";
+    snprintf(cmd, sizeof cmd, "%s version >/dev/null 2>&1", go);
+    if (system(cmd) != 0) {
+        printf("%s-go: skipped: no Go toolchain (apt-get install golang-go, or set SN_GO)\n", name);
+        return -1;
+    }
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(cmd, sizeof cmd,
+             "cd %s && GOCACHE=%s/cache GOPATH=%s/path GO111MODULE=off %s build -o %s/%s %s.go && "
+             "GOMAXPROCS=%d %s/%s; rm -rf %s",
+             SN_PEERS_DIR, dir, dir, go, dir, name, name, workers, dir, name, dir);
+    FILE *f = popen(cmd, "r");
+    int ok = f && fscanf(f, "%lf", value) == 1;
+    if (f)
+        pclose(f);
+    if (!ok) {
+        printf("%s-go: the Go peer failed to build or run\n", name);
+        return -1;
+    }
+    return 0;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -131,6 +164,11 @@ static int bench_skynet(void)
     }
     sn_sched_destroy(&sched);
     printf("skynet: 1,111,111 processes, best of 5, %d workers\n", workers);
+    double go_ms;
+    if (go_peer("skynet", &go_ms) == 0) {
+        printf("RESULT skynet-go %.1f ms\n", go_ms);
+        printf("skynet: schednode takes %.2f of Go's time (GOMAXPROCS=%d)\n", best / go_ms, workers);
+    }
     printf("RESULT skynet %.1f ms\n", best);
     return 0;
 }
@@ -252,6 +290,11 @@ static int bench_pingpong(void)
             best = rate;
     }
     sn_sched_destroy(&sched);
+    double go_rate;
+    if (go_peer("pingpong", &go_rate) == 0) {
+        printf("RESULT pingpong-go %.0f roundtrips/s\n", go_rate);
+        printf("pingpong: schednode does %.2fx Go channels' round trips (GOMAXPROCS=%d)\n", best / go_rate, workers);
+    }
     printf("RESULT pingpong %.0f roundtrips/s\n", best);
     return 0;
 }
