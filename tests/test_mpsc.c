@@ -41,29 +41,21 @@ static void smoke(void **st)
     assert_null(sn__mpsc_pop(&q));
 }
 
-static bool find_seq(sn__mpsc_node_t *n, void *arg)
-{
-    return ((item_t *)n)->seq == *(long *)arg;
-}
-
-static void scan_sees_queued_nodes(void **st)
+static void has_linked_tracks_queued_nodes(void **st)
 {
     (void)st;
     sn__mpsc_t q;
     sn__mpsc_init(&q);
-    item_t it[4] = {{.seq = 10}, {.seq = 11}, {.seq = 12}, {.seq = 13}};
-    for (int i = 0; i < 4; i++)
+    item_t it[3] = {{.seq = 10}, {.seq = 11}, {.seq = 12}};
+    assert_false(sn__mpsc_has_linked(&q));
+    for (int i = 0; i < 3; i++)
         sn__mpsc_push(&q, &it[i].link);
-    bool in_flight;
-    long want = 12, missing = 99;
-    assert_true(sn__mpsc_scan(&q, find_seq, &want, &in_flight));
-    assert_false(sn__mpsc_scan(&q, find_seq, &missing, &in_flight));
-    assert_false(in_flight);
-    assert_ptr_equal(sn__mpsc_pop(&q), &it[0].link);
-    want = 10;
-    assert_false(sn__mpsc_scan(&q, find_seq, &want, &in_flight)); /* popped */
-    for (int i = 1; i < 4; i++)
+    assert_true(sn__mpsc_has_linked(&q));
+    for (int i = 0; i < 3; i++) {
+        assert_true(sn__mpsc_has_linked(&q));
         assert_ptr_equal(sn__mpsc_pop(&q), &it[i].link);
+    }
+    assert_false(sn__mpsc_has_linked(&q));
 }
 
 #define PRODUCERS 4
@@ -135,7 +127,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(smoke),
-        cmocka_unit_test(scan_sees_queued_nodes),
+        cmocka_unit_test(has_linked_tracks_queued_nodes),
         cmocka_unit_test(stress_exactly_once_fifo_per_producer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -168,6 +168,10 @@ static void *sender(void *arg)
         }
         if (next_rand(&s) % 4 == 0)
             sched_yield();
+        /* backpressure: keep at most ~1M deliveries outstanding (this tests
+         * wakeups, not how much memory a backlog can take) */
+        while (atomic_load(&expected) - atomic_load(&delivered) > 1000000 && now_s() < end)
+            usleep(100);
     }
     return NULL;
 }
@@ -205,9 +209,15 @@ static void wakeup_stress(void **st)
     for (int i = 0; i < SENDERS; i++)
         pthread_join(snd[i], NULL);
     /* quiescence: everything sent gets delivered, bounded by 120 s */
-    double limit = now_s() + 120;
-    while (atomic_load(&delivered) != atomic_load(&expected) && now_s() < limit)
+    double limit = now_s() + 120, report = now_s() + 5;
+    while (atomic_load(&delivered) != atomic_load(&expected) && now_s() < limit) {
         usleep(1000);
+        if (now_s() > report) {
+            printf("stress: draining, %ld of %ld delivered\n", atomic_load(&delivered), atomic_load(&expected));
+            fflush(stdout);
+            report += 5;
+        }
+    }
     long d = atomic_load(&delivered), e = atomic_load(&expected);
     if (d != e)
         fail_msg("stall: %ld of %ld messages delivered after 120 s", d, e);

@@ -66,6 +66,9 @@ struct sn_ctx {
     uint64_t await_tag;    /* parent's spawn tag when awaited */
     /* CAS by producers (wake) and the owning worker */
     _Atomic uint32_t state;
+    /* non-message events queued or being queued: raised by producers before
+     * they push, lowered by the worker as it drains them */
+    _Atomic uint32_t wakeups;
     /* owned by whichever worker is running the process */
     uint32_t pending;      /* counted yields not yet completed */
     uint8_t awaited;       /* the parent awaits our result */

@@ -64,19 +64,10 @@ bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q)
     return atomic_load_explicit(&q->head, memory_order_seq_cst) != tail;
 }
 
-bool sn__mpsc_scan(sn__mpsc_t *q, bool (*fn)(sn__mpsc_node_t *n, void *arg), void *arg, bool *in_flight)
+bool sn__mpsc_has_linked(sn__mpsc_t *q)
 {
-    *in_flight = false;
-    sn__mpsc_node_t *n = q->tail;
-    for (;;) {
-        if (n != &q->stub && fn(n, arg))
-            return true;
-        /* seq_cst: the consumer's half of the wake protocol (worker.c) */
-        sn__mpsc_node_t *next = atomic_load_explicit(&n->next, memory_order_seq_cst);
-        if (!next) {
-            *in_flight = atomic_load_explicit(&q->head, memory_order_seq_cst) != n;
-            return false;
-        }
-        n = next;
-    }
+    sn__mpsc_node_t *tail = q->tail;
+    if (tail != &q->stub)
+        return true;
+    return atomic_load_explicit(&tail->next, memory_order_seq_cst) != NULL;
 }

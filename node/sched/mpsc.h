@@ -31,9 +31,9 @@ void sn__mpsc_push(sn__mpsc_t *q, sn__mpsc_node_t *n);
 sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q);
 /* Consumer only. False only if the queue is certainly empty. */
 bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q);
-/* Consumer only: calls fn on each queued node, oldest first, without
- * removing it, stopping early when fn returns true (returns that). Nodes in
- * flight are not visited; *in_flight tells whether one was seen. */
-bool sn__mpsc_scan(sn__mpsc_t *q, bool (*fn)(sn__mpsc_node_t *n, void *arg), void *arg, bool *in_flight);
+/* Consumer only. True if a fully linked node is ready to pop... almost:
+ * the last linked node cannot be popped while a later push is in flight,
+ * so a pop may still briefly return NULL after this says true. */
+bool sn__mpsc_has_linked(sn__mpsc_t *q);
 
 #endif

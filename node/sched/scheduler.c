@@ -75,6 +75,8 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node)
      * alive for the push and the wake CAS. The node is not: once pushed,
      * the consumer may pop and free it, so read its type first. */
     uint8_t type = node->type;
+    if (type != SN_EV_MESSAGE) /* seq_cst: before the push (wake protocol) */
+        atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_seq_cst);
     sn__mpsc_push(&p->q, &node->link);
     bool woke = sn__wake(p, type);
     sn__shard_unlock(s);
@@ -238,6 +240,7 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
     p->awaited = awaited;
     p->await_tag = await_tag;
     atomic_init(&p->state, SN__INIT);
+    atomic_init(&p->wakeups, 0);
     sn__mpsc_init(&p->q);
 
     int rc = t->init(p, p->user, method, &in);

@@ -251,27 +251,16 @@ void *sn__worker_main(void *arg)
 
 /* ---------------------------------------------------------- running one */
 
-static bool is_wakeup(sn__mpsc_node_t *n, void *arg)
-{
-    (void)arg;
-    return ((sn__evnode_t *)n)->type != SN_EV_MESSAGE;
-}
-
-static bool any_event(sn__mpsc_node_t *n, void *arg)
-{
-    (void)n;
-    (void)arg;
-    return true;
-}
-
-/* Is an event that wakes a process sleeping on `target` queued? Nodes still
- * in flight count as yes (the caller comes round again). */
+/* Is an event that wakes a process sleeping on `target` queued (or being
+ * queued: nodes still in flight count as yes; the caller comes round
+ * again)? For Blocked, the count of queued wakeup events answers in O(1)
+ * however many messages wait in front of them. */
 static bool wake_pending(sn__proc_t *p, uint32_t target)
 {
     if (target == SN__IDLE)
         return sn__mpsc_maybe_nonempty(&p->q);
-    bool in_flight;
-    return sn__mpsc_scan(&p->q, is_wakeup, NULL, &in_flight) || in_flight;
+    /* seq_cst: the consumer's load in the wake protocol (below) */
+    return atomic_load_explicit(&p->wakeups, memory_order_seq_cst) > 0;
 }
 
 /* After a step that returned IDLE or WAIT: sleep, unless an event that
@@ -280,7 +269,8 @@ static bool wake_pending(sn__proc_t *p, uint32_t target)
  * The race with producers is a store-buffering pair, so every access in
  * it is seq_cst: a producer pushes (an RMW on the queue head), then loads
  * the state; we write the state (a CAS, or an exchange to clear SN__WAKE),
- * then load the queue. Either we see its event, or it sees our write: if
+ * then load the queue (or, when Blocked, the count of wakeup events, which
+ * a producer raises before it pushes). Either we see its event, or it sees our write: if
  * it sees RUNNING it sets SN__WAKE, which fails our CAS and sends us round
  * again; if it sees the sleep state it wakes the process. Clearing the
  * flag with a plain store would break this (a producer could read the
@@ -303,14 +293,13 @@ static void go_to_sleep(sn__worker_t *w, sn__proc_t *p, uint32_t target)
     }
 }
 
-/* Like wake_pending, but only linked events count: is there something
- * for a step to consume right now? */
-static bool wake_pending_linked(sn__proc_t *p, uint32_t target)
+/* Is there something for a step to consume now? For Idle a linked event;
+ * for Blocked a wakeup event, linked or about to be (drain waits for it). */
+static bool step_has_input(sn__proc_t *p, uint32_t target)
 {
-    bool in_flight;
     if (target == SN__IDLE)
-        return sn__mpsc_scan(&p->q, any_event, NULL, &in_flight);
-    return sn__mpsc_scan(&p->q, is_wakeup, NULL, &in_flight);
+        return sn__mpsc_has_linked(&p->q);
+    return atomic_load_explicit(&p->wakeups, memory_order_seq_cst) > 0;
 }
 
 /* Moves up to DRAIN_MAX events into the step's buffer. `need` is the kind
@@ -338,6 +327,8 @@ static size_t drain(sn__worker_t *w, sn__proc_t *p, uint32_t need)
         w->events[n] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
         if (e->type == SN_EV_YIELD_COMPLETE && e->counted && p->pending > 0)
             p->pending--;
+        if (e->type != SN_EV_MESSAGE)
+            atomic_fetch_sub_explicit(&p->wakeups, 1, memory_order_relaxed);
         if (need == SN__IDLE || e->type != SN_EV_MESSAGE)
             have = true;
         if (e->bare)
@@ -359,7 +350,7 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
     sn_step_out_t *out = &w->out;
     sn__out_reset(out);
     size_t n = 0;
-    if (p->wait_status != 0 && !wake_pending_linked(p, p->wait_status)) {
+    if (p->wait_status != 0 && !step_has_input(p, p->wait_status)) {
         /* woken for an event still in flight (or, when Blocked, for none
          * that wakes it): no step, sleep again; go_to_sleep re-checks */
         out->status = p->wait_status == SN__IDLE ? SN_IDLE : SN_WAIT;
