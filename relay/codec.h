@@ -1,0 +1,80 @@
+/* codec.h - the wire format: schednode's own types <-> protobuf Envelopes
+ * (proto/schednode.proto). relay/codec.c is the only file that includes the
+ * generated protobuf-c code; everything else uses these types.
+ */
+#ifndef SN_CODEC_H
+#define SN_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "schednode/schednode.h"
+
+#define SN_WIRE_VERSION 1u
+/* Default cap on one frame; larger frames are dropped before decoding. */
+#define SN_WIRE_MAX_FRAME (16u << 20)
+
+/* What an Envelope carries (its oneof case). */
+typedef enum sn_frame_kind {
+    SN_FRAME_NONE = 0,
+    SN_FRAME_HELLO,
+    SN_FRAME_WELCOME,
+    SN_FRAME_MEMBERS,
+    SN_FRAME_HEARTBEAT,
+    SN_FRAME_SENDS,
+    SN_FRAME_STEAL_REQUEST,
+    SN_FRAME_STEAL_OFFER,
+    SN_FRAME_STEAL_ACCEPT,
+    SN_FRAME_STEAL_COMMIT,
+    SN_FRAME_LOCATION,
+    SN_FRAME_REDIRECT,
+    SN_FRAME_ERROR,
+    SN_FRAME_STATS,
+    SN_FRAME_LEAVE,
+    SN_FRAME_REQUEST,
+    SN_FRAME_REPLY
+} sn_frame_kind_t;
+
+/* Short name of a frame kind, for logs ("sends", "hello", ...). */
+const char *sn_frame_kind_name(sn_frame_kind_t kind);
+
+/* One event for a process on another node (Send in the schema). `kind` is
+ * an sn_event_type_t. */
+typedef struct sn_wire_send {
+    sn_pid_t to;
+    sn_pid_t from;
+    uint64_t tag;
+    uint8_t kind;
+    int error;
+    sn_payload_t *payload; /* see each function for who owns it */
+} sn_wire_send_t;
+
+/* A decoded frame. Decoding allocates; sn_frame_clear frees. */
+typedef struct sn_frame {
+    uint32_t version;
+    uint32_t node;
+    uint64_t incarnation;
+    sn_frame_kind_t kind;
+    sn_wire_send_t *sends; /* SN_FRAME_SENDS: owned by the frame */
+    size_t nsends;
+} sn_frame_t;
+
+/* Encodes a batch of sends from node/incarnation into one frame. The sends'
+ * payloads are read, not taken. On success *buf (caller frees with free())
+ * and *len hold the frame. Returns 0, SN_EINVAL (no sends, a bad kind) or
+ * SN_ENOMEM. */
+int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, const sn_wire_send_t *sends, size_t n, void **buf,
+                          size_t *len);
+
+/* Decodes one frame of at most max_len bytes (0: SN_WIRE_MAX_FRAME). On
+ * success returns 0 and fills *out (clear it with sn_frame_clear). Bad input
+ * (never asserted on) returns SN_EPROTO with *why naming the reason:
+ * "oversize", "undecodable", "unsupported version", "no body",
+ * "no sender node", "bad send". */
+int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out, const char **why);
+
+/* Frees what decoding allocated (payloads still in sends included) and
+ * zeroes the frame. Safe twice. */
+void sn_frame_clear(sn_frame_t *f);
+
+#endif
