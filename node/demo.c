@@ -5,6 +5,7 @@
 #include "demo.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -204,11 +205,87 @@ static void oops_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_s
 
 static const sn_type_t oops_type = {"oops", 1, 0, oops_init, oops_step, NULL, NULL, NULL};
 
+/* ---- xsource / xsink: numbered messages between processes, usually on
+ * different nodes. `xsink collect N` waits for N messages, checks they came
+ * in order, acks the sender and finishes with a verdict; `xsource blast
+ * "PID N"` sends 0..N-1 to PID and finishes with the ack (or fails with the
+ * error of a send that came back). */
+typedef struct xpeer {
+    sn_pid_t target;
+    uint64_t n, got, next;
+    int sink, out_of_order;
+} xpeer_t;
+
+static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    xpeer_t *x = state;
+    const char *arg = *input ? (const char *)(*input)->data : "";
+    char pid[SN_PID_STRLEN + 1];
+    unsigned long long n;
+    if (strcmp(method, "collect") == 0) {
+        if (sscanf(arg, "%llu", &n) != 1 || n == 0)
+            return SN_EINVAL;
+        x->sink = 1;
+        x->n = n;
+        return 0;
+    }
+    if (strcmp(method, "blast") != 0)
+        return SN_ENOMETHOD;
+    if (sscanf(arg, "%32s %llu", pid, &n) != 2 || sn_pid_parse(pid, &x->target) != 0)
+        return SN_EINVAL;
+    x->n = n;
+    return 0;
+}
+
+static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    xpeer_t *x = state;
+    out->status = SN_IDLE;
+    if (!x->sink && n == 0 && x->next == 0) {
+        for (; x->next < x->n; x->next++)
+            sn_out_send(out, x->target, x->next, &(sn_payload_t *){sn_payload_u64(x->next)});
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char buf[SN_PID_STRLEN];
+        if (ev[i].type == SN_EV_CANCEL) {
+            sn_out_fail(out, SN_ECANCELED, "canceled");
+            return;
+        }
+        if (ev[i].error) {
+            sn_out_fail(out, ev[i].error, "send %" PRIu64 " to %s failed: %s", ev[i].tag,
+                        sn_pid_format(ev[i].from, buf, sizeof buf), sn_strerror(ev[i].error));
+            return;
+        }
+        if (ev[i].type != SN_EV_MESSAGE)
+            continue;
+        if (!x->sink) { /* the ack */
+            sn_payload_t *verdict = sn_take(&ev[i].data);
+            sn_out_done(out, &verdict);
+            return;
+        }
+        uint64_t v;
+        if (sn_payload_get_u64(ev[i].data, &v) != 0 || v != x->got)
+            x->out_of_order = 1;
+        if (++x->got == x->n) {
+            sn_payload_t *verdict = sn_payload_printf(SN_CT_TEXT, "%" PRIu64 " messages %s", x->got,
+                                                      x->out_of_order ? "OUT OF ORDER" : "in order");
+            sn_out_send(out, ev[i].from, 0, &(sn_payload_t *){sn_payload_text((const char *)verdict->data)});
+            sn_out_done(out, &verdict);
+            return;
+        }
+    }
+}
+
+static const sn_type_t xsource_type = {"xsource", 1, sizeof(xpeer_t), xpeer_init, xpeer_step, NULL, NULL, NULL};
+static const sn_type_t xsink_type = {"xsink", 1, sizeof(xpeer_t), xpeer_init, xpeer_step, NULL, NULL, NULL};
+
 int sn_demo_register(sn_sched_t *sched)
 {
     int rc;
     if ((rc = sn_type_register(sched, &tree_type)) || (rc = sn_type_register(sched, &ring_type)) ||
-        (rc = sn_type_register(sched, &sleeper_type)) || (rc = sn_type_register(sched, &oops_type)))
+        (rc = sn_type_register(sched, &sleeper_type)) || (rc = sn_type_register(sched, &oops_type)) ||
+        (rc = sn_type_register(sched, &xsource_type)) || (rc = sn_type_register(sched, &xsink_type)))
         return rc;
     return 0;
 }

@@ -4,7 +4,8 @@
 
 #include "schednode/schednode.h"
 
-/* Registers the demo process types (tree, ring, sleeper, oops). */
+/* Registers the demo process types (tree, ring, sleeper, oops, xsource,
+ * xsink). */
 int sn_demo_register(sn_sched_t *sched);
 /* Runs the demo, printing what happened to stdout. Returns 0 when every
  * phase produced its expected result. */

@@ -12,8 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "codec.h"
 #include "demo.h"
+#include "relay.h"
 #include "schednode/schednode.h"
 
 #define EXIT_USAGE 2
@@ -50,6 +53,11 @@ static void usage(FILE *f)
             "  demo                    run the demo workload on this node and print what it did\n"
             "  run TYPE METHOD [ARG]   spawn one process (ARG as a text payload), wait for it,\n"
             "                          print its result; exit 1 with the error if it fails\n"
+            "Client commands (talk to a running node, --connect ENDPOINT):\n"
+            "  spawn TYPE METHOD [ARG] spawn a process there, print its PID\n"
+            "  send PID DATA           send DATA (text) to PID\n"
+            "  call TYPE METHOD [ARG]  spawn, wait, print the result; exit 1 with the error if it fails\n"
+            "  status [--json]         the node's counters\n"
             "\n"
             "Options:\n"
             "  -w, --workers N            worker threads (default: one per online CPU)\n"
@@ -58,6 +66,13 @@ static void usage(FILE *f)
             "      --shutdown-timeout MS  time processes get to finish after CANCEL (default 2000)\n"
             "      --timeout MS           run: how long to wait for the result (default: forever)\n"
             "      --log-level LEVEL      error, warn, info or debug (default info)\n"
+            "      --listen ENDPOINT      accept other nodes and clients here, e.g. tcp://127.0.0.1:7001\n"
+            "      --peer N=ENDPOINT      node N listens at ENDPOINT (repeatable; static cluster)\n"
+            "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
+            "      --heartbeat-ms MS      heartbeat period to peers (default 200)\n"
+            "      --down-after-ms MS     a peer silent this long is down (default 1500)\n"
+            "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
+            "      --json                 status: print JSON\n"
             "  -h, --help                 this help\n"
             "  -V, --version              print the version\n",
             progname);
@@ -109,15 +124,81 @@ static void print_result(int rc, sn_payload_t *res)
     }
 }
 
+/* The client commands: one request to the node at `connect`, one reply. */
+static int client(const char *cmd, int argc, char **argv, const char *connect, int timeout_ms, int json)
+{
+    if (!connect)
+        die_usage("%s needs --connect ENDPOINT (the node to talk to)", cmd);
+    sn_wire_request_t req = {.id = (uint64_t)getpid()};
+    if (!strcmp(cmd, "status")) {
+        if (argc != 0)
+            die_usage("usage: status [--json] --connect ENDPOINT");
+        req.op = SN_OP_STATUS;
+    } else if (!strcmp(cmd, "send")) {
+        if (argc != 2)
+            die_usage("usage: send PID DATA --connect ENDPOINT");
+        if (sn_pid_parse(argv[0], &req.to) != 0)
+            die_usage("send: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", argv[0]);
+        req.op = SN_OP_SEND;
+        req.arg = sn_payload_text(argv[1]);
+    } else {
+        if (argc < 2 || argc > 3)
+            die_usage("usage: %s TYPE METHOD [ARG] --connect ENDPOINT", cmd);
+        req.op = !strcmp(cmd, "spawn") ? SN_OP_SPAWN : SN_OP_CALL;
+        req.type = argv[0];
+        req.method = argv[1];
+        req.arg = argc == 3 ? sn_payload_text(argv[2]) : NULL;
+    }
+    sn_wire_reply_t rep;
+    char err[512];
+    int rc = sn_client_call(connect, &req, timeout_ms < 0 ? 30000 : timeout_ms, &rep, err, sizeof err);
+    sn_payload_destroy(&req.arg);
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s\n", progname, err);
+        return 1;
+    }
+    char buf[SN_PID_STRLEN];
+    int exit_code = 0;
+    if (rep.error) {
+        fprintf(stderr, "%s: %s failed: %s%s%s\n", progname, cmd, sn_strerror(rep.error),
+                rep.result ? ": " : (rep.reason && *rep.reason ? ": " : ""),
+                rep.result ? (const char *)rep.result->data : (rep.reason ? rep.reason : ""));
+        exit_code = 1;
+    } else if (!strcmp(cmd, "spawn")) {
+        printf("%s\n", sn_pid_format(rep.pid, buf, sizeof buf));
+    } else if (!strcmp(cmd, "call")) {
+        print_result(0, rep.result);
+    } else if (!strcmp(cmd, "status")) {
+        const sn_wire_stats_t *s = &rep.stats;
+        if (json)
+            printf("{\"node\": %u, \"workers\": %u, \"live\": %" PRIu64 ", \"msgs_in\": %" PRIu64
+                   ", \"msgs_out\": %" PRIu64 ", \"bad_frames\": %" PRIu64 ", \"uptime_ms\": %" PRIu64 "}\n",
+                   s->node, s->workers, s->live, s->msgs_in, s->msgs_out, s->bad_frames, s->uptime_ms);
+        else
+            printf("node %u: %u workers, %" PRIu64 " live processes, %" PRIu64 " messages in, %" PRIu64
+                   " out, %" PRIu64 " bad frames, up %" PRIu64 " ms\n",
+                   s->node, s->workers, s->live, s->msgs_in, s->msgs_out, s->bad_frames, s->uptime_ms);
+    }
+    sn_client_reply_clear(&rep);
+    return exit_code;
+}
+
 int main(int argc, char **argv)
 {
-    enum { OPT_SHUTDOWN = 256, OPT_TIMEOUT, OPT_LOGLEVEL };
+    enum { OPT_SHUTDOWN = 256, OPT_TIMEOUT, OPT_LOGLEVEL, OPT_LISTEN, OPT_PEER, OPT_MAXFRAME, OPT_HB, OPT_DOWN, OPT_JSON };
     static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
                                          {"load", required_argument, NULL, 'l'},
                                          {"node-id", required_argument, NULL, 'n'},
                                          {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
                                          {"timeout", required_argument, NULL, OPT_TIMEOUT},
                                          {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+                                         {"listen", required_argument, NULL, OPT_LISTEN},
+                                         {"peer", required_argument, NULL, OPT_PEER},
+                                         {"max-frame", required_argument, NULL, OPT_MAXFRAME},
+                                         {"heartbeat-ms", required_argument, NULL, OPT_HB},
+                                         {"down-after-ms", required_argument, NULL, OPT_DOWN},
+                                         {"connect", required_argument, NULL, 'c'},
+                                         {"json", no_argument, NULL, OPT_JSON},
                                          {"help", no_argument, NULL, 'h'},
                                          {"version", no_argument, NULL, 'V'},
                                          {0, 0, 0, 0}};
@@ -125,9 +206,13 @@ int main(int argc, char **argv)
     int shutdown_ms = 2000, timeout_ms = -1;
     const char **plugins = calloc((size_t)argc, sizeof *plugins);
     int nplugins = 0;
+    sn_relay_config_t rcfg = {0};
+    sn_peer_config_t *peers = calloc((size_t)argc, sizeof *peers);
+    const char *connect = NULL;
+    int json = 0;
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+w:l:n:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "w:l:n:c:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'w':
             cfg.workers = (int)parse_num("--workers", optarg, 1, 1024);
@@ -143,6 +228,33 @@ int main(int argc, char **argv)
             break;
         case OPT_TIMEOUT:
             timeout_ms = (int)parse_num("--timeout", optarg, 0, INT_MAX);
+            break;
+        case OPT_LISTEN:
+            rcfg.listen = optarg;
+            break;
+        case OPT_PEER: {
+            char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || strncmp(eq + 1, "tcp://", 6) != 0)
+                die_usage("--peer: '%s' is not N=tcp://HOST:PORT", optarg);
+            *eq = 0;
+            peers[rcfg.npeers].node = (uint32_t)parse_num("--peer", optarg, 1, UINT32_MAX);
+            peers[rcfg.npeers++].endpoint = eq + 1;
+            break;
+        }
+        case OPT_MAXFRAME:
+            rcfg.max_frame = (size_t)parse_num("--max-frame", optarg, 1024, 1LL << 30);
+            break;
+        case OPT_HB:
+            rcfg.heartbeat_ms = (int)parse_num("--heartbeat-ms", optarg, 10, 60000);
+            break;
+        case OPT_DOWN:
+            rcfg.down_after_ms = (int)parse_num("--down-after-ms", optarg, 50, 600000);
+            break;
+        case 'c':
+            connect = optarg;
+            break;
+        case OPT_JSON:
+            json = 1;
             break;
         case OPT_LOGLEVEL:
             if (!strcmp(optarg, "error"))
@@ -173,8 +285,15 @@ int main(int argc, char **argv)
         }
     }
     const char *cmd = optind < argc ? argv[optind] : NULL;
+    if (cmd && (!strcmp(cmd, "spawn") || !strcmp(cmd, "send") || !strcmp(cmd, "call") || !strcmp(cmd, "status"))) {
+        free(plugins);
+        free(peers);
+        return client(cmd, argc - optind - 1, argv + optind + 1, connect, timeout_ms, json);
+    }
     if (cmd && strcmp(cmd, "demo") != 0 && strcmp(cmd, "run") != 0)
         die_usage("unknown command '%s'", cmd);
+    if (rcfg.npeers && !rcfg.listen)
+        die_usage("--peer needs --listen (peers must be able to answer)");
     if (cmd && !strcmp(cmd, "demo") && argc - optind != 1)
         die_usage("demo takes no arguments");
     if (cmd && !strcmp(cmd, "run") && (argc - optind < 3 || argc - optind > 4))
@@ -214,6 +333,21 @@ int main(int argc, char **argv)
     }
     free(plugins);
 
+    sn_relay_t *relay = NULL;
+    if (rcfg.listen) {
+        char err[512];
+        rcfg.peers = peers;
+        rcfg.incarnation = (uint64_t)time(NULL);
+        relay = sn_relay_new(sched, &rcfg, err, sizeof err);
+        if (!relay) {
+            fprintf(stderr, "%s: %s\n", progname, err);
+            sn_sched_destroy(&sched);
+            free(peers);
+            return 1;
+        }
+        logf_(2, "listening on %s, %zu static peer(s)", sn_relay_endpoint(relay), rcfg.npeers);
+    }
+
     int exit_code = 0;
     if (cmd && !strcmp(cmd, "demo")) {
         exit_code = sn_demo_run(sched);
@@ -236,6 +370,8 @@ int main(int argc, char **argv)
     sn_sched_stats(sched, &st);
     logf_(cmd ? 3 : 2, "stopped: %" PRIu64 " processes run, %" PRIu64 " messages, %d force-closed", st.completed,
           st.messages, forced);
+    sn_relay_destroy(&relay);
     sn_sched_destroy(&sched);
+    free(peers);
     return exit_code;
 }

@@ -58,6 +58,9 @@ static int to_pb_kind(uint8_t kind, Schednode__Send__Kind *out)
     }
 }
 
+static int pack(Schednode__Envelope *env, void **buf, size_t *len);
+static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnation);
+
 int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, const sn_wire_send_t *sends, size_t n, void **buf,
                           size_t *len)
 {
@@ -107,24 +110,118 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, const sn_wire_sen
         batch.n_sends = n;
         batch.sends = ptrs;
         Schednode__Envelope env;
-        schednode__envelope__init(&env);
-        env.version = SN_WIRE_VERSION;
-        env.node = node;
-        env.incarnation = incarnation;
+        envelope(&env, node, incarnation);
         env.body_case = SCHEDNODE__ENVELOPE__BODY_SENDS;
         env.sends = &batch;
-        size_t size = schednode__envelope__get_packed_size(&env);
-        uint8_t *out = malloc(size ? size : 1);
-        if (!out) {
-            rc = SN_ENOMEM;
-        } else {
-            *len = schednode__envelope__pack(&env, out);
-            *buf = out;
-        }
+        rc = pack(&env, buf, len);
     }
     free(items);
     free(ptrs);
     return rc;
+}
+
+/* Packs env into a new buffer. */
+static int pack(Schednode__Envelope *env, void **buf, size_t *len)
+{
+    size_t size = schednode__envelope__get_packed_size(env);
+    uint8_t *out = malloc(size ? size : 1);
+    if (!out)
+        return SN_ENOMEM;
+    *len = schednode__envelope__pack(env, out);
+    *buf = out;
+    return 0;
+}
+
+static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnation)
+{
+    schednode__envelope__init(env);
+    env->version = SN_WIRE_VERSION;
+    env->node = node;
+    env->incarnation = incarnation;
+}
+
+int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len)
+{
+    Schednode__Heartbeat hb;
+    schednode__heartbeat__init(&hb);
+    hb.seq = seq;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    return pack(&env, buf, len);
+}
+
+int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *len)
+{
+    Schednode__ClientRequest r;
+    schednode__client_request__init(&r);
+    Schednode__Payload arg;
+    Schednode__Pid to;
+    r.id = req->id;
+    r.op = (Schednode__ClientRequest__Op)req->op;
+    r.type = req->type ? req->type : "";
+    r.method = req->method ? req->method : "";
+    if (req->arg) {
+        schednode__payload__init(&arg);
+        arg.ctype = req->arg->ctype;
+        arg.data.len = req->arg->len;
+        arg.data.data = req->arg->data;
+        r.arg = &arg;
+    }
+    schednode__pid__init(&to);
+    to.node = req->to.node;
+    to.serial = req->to.serial;
+    r.to = &to;
+    Schednode__Envelope env;
+    envelope(&env, 0, 0);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_REQUEST;
+    env.request = &r;
+    return pack(&env, buf, len);
+}
+
+int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf,
+                          size_t *len)
+{
+    Schednode__ClientReply r;
+    schednode__client_reply__init(&r);
+    Schednode__Payload res;
+    Schednode__Pid pid;
+    Schednode__Stats stats;
+    Schednode__NodeStats ns, *nsp = &ns;
+    r.id = rep->id;
+    r.error = rep->error;
+    r.reason = rep->reason ? rep->reason : "";
+    schednode__pid__init(&pid);
+    pid.node = rep->pid.node;
+    pid.serial = rep->pid.serial;
+    r.pid = &pid;
+    if (rep->result) {
+        schednode__payload__init(&res);
+        res.ctype = rep->result->ctype;
+        res.data.len = rep->result->len;
+        res.data.data = rep->result->data;
+        r.result = &res;
+    }
+    if (rep->has_stats) {
+        schednode__stats__init(&stats);
+        schednode__node_stats__init(&ns);
+        ns.node = rep->stats.node;
+        ns.workers = rep->stats.workers;
+        ns.msgs_in = rep->stats.msgs_in;
+        ns.msgs_out = rep->stats.msgs_out;
+        ns.bad_frames = rep->stats.bad_frames;
+        ns.ready = rep->stats.live;
+        ns.uptime_ms = rep->stats.uptime_ms;
+        stats.n_nodes = 1;
+        stats.nodes = &nsp;
+        r.stats = &stats;
+    }
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_REPLY;
+    env.reply = &r;
+    return pack(&env, buf, len);
 }
 
 static int pid_from_pb(const Schednode__Pid *p, sn_pid_t *out)
@@ -177,6 +274,59 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
     return 0;
 }
 
+static sn_payload_t *payload_from_pb(const Schednode__Payload *p, int *rc)
+{
+    if (!p)
+        return NULL;
+    if (p->data.len > UINT32_MAX - 1) {
+        *rc = SN_EPROTO;
+        return NULL;
+    }
+    sn_payload_t *out = sn_payload_new(p->ctype, p->data.data, p->data.len);
+    if (!out)
+        *rc = SN_ENOMEM;
+    return out;
+}
+
+static int decode_request(const Schednode__ClientRequest *r, sn_wire_request_t *out)
+{
+    int rc = 0;
+    if (!r || r->op > SCHEDNODE__CLIENT_REQUEST__OP__CALL)
+        return SN_EPROTO;
+    out->id = r->id;
+    out->op = (int)r->op;
+    out->type = strdup(r->type ? r->type : "");
+    out->method = strdup(r->method ? r->method : "");
+    if (!out->type || !out->method)
+        return SN_ENOMEM;
+    out->arg = payload_from_pb(r->arg, &rc);
+    if (r->to)
+        pid_from_pb(r->to, &out->to);
+    return rc;
+}
+
+static int decode_reply(const Schednode__ClientReply *r, sn_wire_reply_t *out)
+{
+    int rc = 0;
+    if (!r)
+        return SN_EPROTO;
+    out->id = r->id;
+    out->error = r->error;
+    out->reason = strdup(r->reason ? r->reason : "");
+    if (!out->reason)
+        return SN_ENOMEM;
+    if (r->pid)
+        pid_from_pb(r->pid, &out->pid);
+    out->result = payload_from_pb(r->result, &rc);
+    if (r->stats && r->stats->n_nodes > 0 && r->stats->nodes[0]) {
+        const Schednode__NodeStats *n = r->stats->nodes[0];
+        out->has_stats = 1;
+        out->stats = (sn_wire_stats_t){n->node, n->workers, n->msgs_in, n->msgs_out, n->bad_frames, n->ready,
+                                       n->uptime_ms};
+    }
+    return rc;
+}
+
 int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out, const char **why)
 {
     const char *dummy;
@@ -220,6 +370,14 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
         rc = decode_sends(env->sends, out);
         if (rc != 0)
             *why = rc == SN_ENOMEM ? "out of memory" : "bad send";
+    } else if (out->kind == SN_FRAME_REQUEST) {
+        rc = decode_request(env->request, &out->request);
+        if (rc != 0)
+            *why = rc == SN_ENOMEM ? "out of memory" : "bad request";
+    } else if (out->kind == SN_FRAME_REPLY) {
+        rc = decode_reply(env->reply, &out->reply);
+        if (rc != 0)
+            *why = rc == SN_ENOMEM ? "out of memory" : "bad reply";
     }
 done:
     schednode__envelope__free_unpacked(env, NULL);
@@ -239,5 +397,10 @@ void sn_frame_clear(sn_frame_t *f)
     for (size_t i = 0; i < f->nsends; i++)
         sn_payload_destroy(&f->sends[i].payload);
     free(f->sends);
+    free(f->request.type);
+    free(f->request.method);
+    sn_payload_destroy(&f->request.arg);
+    free(f->reply.reason);
+    sn_payload_destroy(&f->reply.result);
     memset(f, 0, sizeof *f);
 }

@@ -49,6 +49,36 @@ typedef struct sn_wire_send {
     sn_payload_t *payload; /* see each function for who owns it */
 } sn_wire_send_t;
 
+/* Client operations (ClientRequest.Op). */
+enum { SN_OP_STATUS = 0, SN_OP_SPAWN = 1, SN_OP_SEND = 2, SN_OP_CALL = 3 };
+
+/* A client's request to a node. Strings and payload are owned by whoever
+ * filled the struct (the frame, after decoding). */
+typedef struct sn_wire_request {
+    uint64_t id;
+    int op;
+    char *type, *method;
+    sn_payload_t *arg;
+    sn_pid_t to;
+} sn_wire_request_t;
+
+/* A node's counters, as `status` shows them. */
+typedef struct sn_wire_stats {
+    uint32_t node, workers;
+    uint64_t msgs_in, msgs_out, bad_frames, live, uptime_ms;
+} sn_wire_stats_t;
+
+/* A node's answer to a client request. */
+typedef struct sn_wire_reply {
+    uint64_t id;
+    int error;
+    char *reason;
+    sn_pid_t pid;
+    sn_payload_t *result;
+    sn_wire_stats_t stats;
+    int has_stats;
+} sn_wire_reply_t;
+
 /* A decoded frame. Decoding allocates; sn_frame_clear frees. */
 typedef struct sn_frame {
     uint32_t version;
@@ -57,6 +87,8 @@ typedef struct sn_frame {
     sn_frame_kind_t kind;
     sn_wire_send_t *sends; /* SN_FRAME_SENDS: owned by the frame */
     size_t nsends;
+    sn_wire_request_t request; /* SN_FRAME_REQUEST */
+    sn_wire_reply_t reply;     /* SN_FRAME_REPLY */
 } sn_frame_t;
 
 /* Encodes a batch of sends from node/incarnation into one frame. The sends'
@@ -64,6 +96,13 @@ typedef struct sn_frame {
  * and *len hold the frame. Returns 0, SN_EINVAL (no sends, a bad kind) or
  * SN_ENOMEM. */
 int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, const sn_wire_send_t *sends, size_t n, void **buf,
+                          size_t *len);
+
+/* Encodes a heartbeat, a client request (node 0) or a reply. Same
+ * conventions as sn_codec_encode_sends. */
+int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len);
+int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *len);
+int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf,
                           size_t *len);
 
 /* Decodes one frame of at most max_len bytes (0: SN_WIRE_MAX_FRAME). On

@@ -15,98 +15,19 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
+#include "testutil.h"
 
-#define WAIT_MS 20000
 #define UNUSED_SERIAL (UINT64_C(1) << 40) /* far beyond any serial a test uses */
 #define BOUNCE_N 300
 #define ORDER_N 10000
-
-/* ------------------------------------------------------------- helpers */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-typedef struct collector {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int calls;
-    sn_pid_t pid;
-    sn_status_t status;
-    int error;
-    sn_payload_t *result;
-} collector_t;
-
-static void collector_init(collector_t *c)
-{
-    memset(c, 0, sizeof *c);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
-static void collector_fini(collector_t *c)
-{
-    sn_payload_destroy(&c->result);
-    pthread_cond_destroy(&c->cv);
-    pthread_mutex_destroy(&c->mu);
-}
-
-static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
-                      void *arg)
-{
-    collector_t *c = arg;
-    pthread_mutex_lock(&c->mu);
-    c->calls++;
-    c->pid = pid;
-    c->status = status;
-    c->error = error;
-    sn_payload_destroy(&c->result);
-    c->result = sn_take(result);
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-}
-
-static bool collector_wait(collector_t *c, int ms)
-{
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += ms / 1000;
-    dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&c->mu);
-    while (c->calls == 0)
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT)
-            break;
-    bool ok = c->calls > 0;
-    pthread_mutex_unlock(&c->mu);
-    return ok;
-}
 
 static atomic_int g_bad; /* something a worker-side check did not like */
 
@@ -649,6 +570,26 @@ static int run_script(sn_sched_t *s, const char *scenario, sn_payload_t *input)
     return rc;
 }
 
+/* Spawns a "child" "order" receiver that reports to c and expects n
+ * numbered messages; returns its PID. */
+static sn_pid_t spawn_receiver(sn_sched_t *s, collector_t *c, uint64_t n)
+{
+    sn_pid_t rx;
+    sn_payload_t *in = sn_payload_u64(n);
+    assert_int_equal(sn_spawn(s, "child", "order", &in, collector_on_result, c, &rx), 0);
+    return rx;
+}
+
+/* Waits for a receiver from spawn_receiver: DONE with all n messages, in order. */
+static void assert_receiver_got(collector_t *c, uint64_t n)
+{
+    assert_true(collector_wait(c, WAIT_MS));
+    if (c->status != SN_DONE && c->result)
+        print_error("receiver: %s\n", (const char *)c->result->data);
+    assert_int_equal(c->status, SN_DONE);
+    assert_int_equal(result_u64(c), n);
+}
+
 /* ---------------------------------------------------------------- tests */
 
 /* sn_spawn / sn_call refuse an unknown method or type; on_result is not
@@ -660,14 +601,14 @@ static void test_spawn_unknown_method_and_type(void **unused)
     collector_init(&c);
     sn_payload_t *in = text("x"), *res = NULL;
     sn_pid_t pid = SN_PID_NONE;
-    assert_int_equal(sn_spawn(s, "child", "nope", &in, on_result, &c, &pid), SN_ENOMETHOD);
+    assert_int_equal(sn_spawn(s, "child", "nope", &in, collector_on_result, &c, &pid), SN_ENOMETHOD);
     sn_payload_destroy(&in);
     assert_true(sn_pid_is_none(pid));
     assert_int_equal(sn_call(s, "child", "nope", NULL, WAIT_MS, &res), SN_ENOMETHOD);
     assert_null(res);
 
     in = text("y");
-    assert_int_equal(sn_spawn(s, "no-such-type", "done", &in, on_result, &c, &pid), SN_ENOTYPE);
+    assert_int_equal(sn_spawn(s, "no-such-type", "done", &in, collector_on_result, &c, &pid), SN_ENOTYPE);
     sn_payload_destroy(&in); /* per the ownership rule: ours unless NULLed */
     assert_true(sn_pid_is_none(pid));
     assert_int_equal(sn_call(s, "no-such-type", "done", NULL, WAIT_MS, &res), SN_ENOTYPE);
@@ -932,9 +873,7 @@ static void test_many_yields_in_one_step(void **unused)
     sn_sched_t *s = mk();
     collector_t c;
     collector_init(&c);
-    sn_pid_t rx;
-    sn_payload_t *in = sn_payload_u64(50);
-    assert_int_equal(sn_spawn(s, "child", "order", &in, on_result, &c, &rx), 0);
+    sn_pid_t rx = spawn_receiver(s, &c, 50);
     assert_int_equal(run_script(s, "overflow", sn_payload_pid(rx)), 0);
     assert_int_equal(g_nlog, 50);
     for (int i = 0; i < 50; i++) {
@@ -942,13 +881,7 @@ static void test_many_yields_in_one_step(void **unused)
         assert_int_equal(g_log[i].tag, 1000 + (uint64_t)i);
         assert_int_equal(g_log[i].u64, (uint64_t)i);
     }
-    assert_true(collector_wait(&c, WAIT_MS));
-    if (c.status != SN_DONE && c.result)
-        print_error("receiver: %s\n", (const char *)c.result->data);
-    assert_int_equal(c.status, SN_DONE);
-    uint64_t v = 0;
-    assert_int_equal(sn_payload_get_u64(c.result, &v), 0);
-    assert_int_equal(v, 50);
+    assert_receiver_got(&c, 50);
     sn_sched_destroy(&s);
     assert_int_equal(atomic_load(&g_bad), 0);
     collector_fini(&c);
@@ -961,17 +894,9 @@ static void test_message_order(void **unused)
     sn_sched_t *s = mk();
     collector_t c;
     collector_init(&c);
-    sn_pid_t rx;
-    sn_payload_t *in = sn_payload_u64(ORDER_N);
-    assert_int_equal(sn_spawn(s, "child", "order", &in, on_result, &c, &rx), 0);
+    sn_pid_t rx = spawn_receiver(s, &c, ORDER_N);
     assert_int_equal(run_script(s, "order", sn_payload_pid(rx)), 0);
-    assert_true(collector_wait(&c, WAIT_MS));
-    if (c.status != SN_DONE && c.result)
-        print_error("receiver: %s\n", (const char *)c.result->data);
-    assert_int_equal(c.status, SN_DONE);
-    uint64_t v = 0;
-    assert_int_equal(sn_payload_get_u64(c.result, &v), 0);
-    assert_int_equal(v, ORDER_N);
+    assert_receiver_got(&c, ORDER_N);
     sn_sched_destroy(&s);
     assert_int_equal(atomic_load(&g_bad), 0);
     collector_fini(&c);

@@ -15,38 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
+#include "testutil.h"
 
-#define WAIT_MS 20000
 #define STUBBORN_TIMEOUT_MS 200 /* what processes that ignore CANCEL get */
-
-/* ------------------------------------------------------------- helpers */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static bool wait_count(atomic_int *v, int want, int ms)
-{
-    uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
-    while (atomic_load(v) < want) {
-        if (now_ns() > end)
-            return false;
-        sleep_ms(1);
-    }
-    return true;
-}
 
 /* ------------------------------------------------- counters and callback */
 
@@ -140,6 +113,16 @@ static void proc_close(sn_ctx_t *ctx, void *state)
     atomic_fetch_add(&g_closes, 1);
 }
 
+/* True on the process's first step, which it counts in g_started. */
+static bool first_step(proc_t *p)
+{
+    if (p->started)
+        return false;
+    p->started = 1;
+    atomic_fetch_add(&g_started, 1);
+    return true;
+}
+
 static bool has_cancel(const sn_event_t *ev, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -151,11 +134,7 @@ static bool has_cancel(const sn_event_t *ev, size_t n)
 static void good_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
     proc_t *p = state;
-    bool first = !p->started;
-    if (first) {
-        p->started = 1;
-        atomic_fetch_add(&g_started, 1);
-    }
+    bool first = first_step(p);
     if (p->mode == G_RESPAWN) {
         for (size_t i = 0; i < n; i++) {
             if (ev[i].type == SN_EV_YIELD_COMPLETE && ev[i].tag == 5) {
@@ -213,11 +192,7 @@ static void good_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_s
 static void stubborn_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
     proc_t *p = state;
-    bool first = !p->started;
-    if (first) {
-        p->started = 1;
-        atomic_fetch_add(&g_started, 1);
-    }
+    bool first = first_step(p);
     if (has_cancel(ev, n))
         atomic_fetch_add(&g_stub_cancels, 1); /* ... and ignore it */
     switch (p->mode) {

@@ -18,7 +18,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -26,124 +25,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
+#include "testutil.h"
 
-#define WAIT_MS 20000 /* bound on every wait: a hang fails, it does not block */
 #define MAX_SENDERS 8
 
 /* ------------------------------------------------------------- helpers */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static void busy(int n)
 {
     for (volatile int i = 0; i < n; i++) {
     }
-}
-
-/* Polls an atomic counter until it reaches want (bounded). */
-static bool wait_count(atomic_int *v, int want, int ms)
-{
-    uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
-    while (atomic_load(v) < want) {
-        if (now_ns() > end)
-            return false;
-        sleep_ms(1);
-    }
-    return true;
-}
-
-/* Result of one sn_spawn, filled by its on_result callback. */
-typedef struct collector {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int calls;
-    sn_pid_t pid;
-    sn_status_t status;
-    int error;
-    sn_payload_t *result;
-} collector_t;
-
-static void collector_init(collector_t *c)
-{
-    memset(c, 0, sizeof *c);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
-static void collector_fini(collector_t *c)
-{
-    sn_payload_destroy(&c->result);
-    pthread_cond_destroy(&c->cv);
-    pthread_mutex_destroy(&c->mu);
-}
-
-static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
-                      void *arg)
-{
-    collector_t *c = arg;
-    pthread_mutex_lock(&c->mu);
-    c->calls++;
-    c->pid = pid;
-    c->status = status;
-    c->error = error;
-    sn_payload_destroy(&c->result);
-    c->result = sn_take(result);
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* Waits (bounded) for the callback; true if it came. */
-static bool collector_wait(collector_t *c, int ms)
-{
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += ms / 1000;
-    dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&c->mu);
-    while (c->calls == 0)
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT)
-            break;
-    bool ok = c->calls > 0;
-    pthread_mutex_unlock(&c->mu);
-    return ok;
-}
-
-static int collector_calls(collector_t *c)
-{
-    pthread_mutex_lock(&c->mu);
-    int n = c->calls;
-    pthread_mutex_unlock(&c->mu);
-    return n;
-}
-
-static uint64_t result_u64(const collector_t *c)
-{
-    uint64_t v = UINT64_MAX;
-    assert_non_null(c->result);
-    assert_int_equal(sn_payload_get_u64(c->result, &v), 0);
-    return v;
 }
 
 /* The state of a process as the PID table has it, or -1 if it is gone. */
@@ -159,7 +52,7 @@ static int proc_state(sn_sched_t *s, sn_pid_t pid)
 
 static bool wait_state(sn_sched_t *s, sn_pid_t pid, int want, int ms)
 {
-    uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+    uint64_t end = deadline_ns(ms);
     for (;;) {
         if (proc_state(s, pid) == want)
             return true;
@@ -871,6 +764,25 @@ static void assert_step_invariants(void)
     assert_int_equal(atomic_load(&g_spurious), 0);
 }
 
+/* assert_step_invariants, and no unexpected event or failed completion (the
+ * checks of the tests that run completion commands). */
+static void assert_completion_invariants(void)
+{
+    assert_int_equal(atomic_load(&g_bad), 0);
+    assert_int_equal(atomic_load(&g_cmd_fail), 0);
+    assert_step_invariants();
+}
+
+/* Spawns a "waiter" (method "idle" or "block") that reports to c, and waits
+ * until the PID table has it in state want; returns its PID. */
+static sn_pid_t spawn_waiter(sn_sched_t *s, const char *method, collector_t *c, int want)
+{
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(s, "waiter", method, NULL, collector_on_result, c, &pid), 0);
+    assert_true(wait_state(s, pid, want, WAIT_MS));
+    return pid;
+}
+
 /* ---------------------------------------------------------------- tests */
 
 /* Ready -> Running -> Complete with DONE: the result reaches the callback
@@ -883,7 +795,7 @@ static void test_done_reaches_callback_and_call(void **unused)
 
     sn_payload_t *in = sn_payload_text("hello");
     sn_pid_t pid = SN_PID_NONE;
-    assert_int_equal(sn_spawn(s, "basic", "done", &in, on_result, &c, &pid), 0);
+    assert_int_equal(sn_spawn(s, "basic", "done", &in, collector_on_result, &c, &pid), 0);
     assert_null(in); /* taken */
     assert_int_equal(pid.node, 1);
     assert_int_not_equal(pid.serial, 0);
@@ -937,7 +849,7 @@ static void test_fail_reaches_callback_and_call(void **unused)
     collector_t c;
     collector_init(&c);
     sn_pid_t pid;
-    assert_int_equal(sn_spawn(s, "basic", "fail", NULL, on_result, &c, &pid), 0);
+    assert_int_equal(sn_spawn(s, "basic", "fail", NULL, collector_on_result, &c, &pid), 0);
     assert_true(collector_wait(&c, WAIT_MS));
     assert_int_equal(c.status, SN_FAIL);
     assert_int_equal(c.error, -1234);
@@ -971,9 +883,7 @@ static void test_idle_wakes_on_message(void **unused)
     sn_sched_t *s = mk(2);
     collector_t c;
     collector_init(&c);
-    sn_pid_t pid;
-    assert_int_equal(sn_spawn(s, "waiter", "idle", NULL, on_result, &c, &pid), 0);
-    assert_true(wait_state(s, pid, SN__IDLE, WAIT_MS));
+    sn_pid_t pid = spawn_waiter(s, "idle", &c, SN__IDLE);
     assert_int_equal(atomic_load(&g_waiter_steps), 1);
 
     sn_payload_t *m = sn_payload_u64(99);
@@ -1003,9 +913,7 @@ static void test_blocked_wakes_on_completion(void **unused)
     collector_t c, c2;
     collector_init(&c);
     collector_init(&c2);
-    sn_pid_t pid;
-    assert_int_equal(sn_spawn(s, "waiter", "block", NULL, on_result, &c, &pid), 0);
-    assert_true(wait_state(s, pid, SN__BLOCKED, WAIT_MS));
+    sn_pid_t pid = spawn_waiter(s, "block", &c, SN__BLOCKED);
     pthread_mutex_lock(&g_held_mu);
     assert_int_equal(g_held.count, 1);
     assert_true(sn_pid_eq(g_held.from, pid));
@@ -1028,8 +936,7 @@ static void test_blocked_wakes_on_completion(void **unused)
     assert_int_equal(g_log[0].error, 0);
 
     /* the completion's error reaches the step too */
-    assert_int_equal(sn_spawn(s, "waiter", "block", NULL, on_result, &c2, &pid), 0);
-    assert_true(wait_state(s, pid, SN__BLOCKED, WAIT_MS));
+    pid = spawn_waiter(s, "block", &c2, SN__BLOCKED);
     r = sn_payload_text("why");
     assert_int_equal(sn_complete_yield(s, pid, 42, SN_EPROTO, &r), 0);
     assert_true(collector_wait(&c2, WAIT_MS));
@@ -1052,9 +959,7 @@ static void test_message_does_not_wake_blocked(void **unused)
     sn_sched_t *s = mk(2);
     collector_t c;
     collector_init(&c);
-    sn_pid_t pid;
-    assert_int_equal(sn_spawn(s, "waiter", "block", NULL, on_result, &c, &pid), 0);
-    assert_true(wait_state(s, pid, SN__BLOCKED, WAIT_MS));
+    sn_pid_t pid = spawn_waiter(s, "block", &c, SN__BLOCKED);
 
     sn_payload_t *m = sn_payload_text("early");
     assert_int_equal(sn_send(s, pid, &m), 0);
@@ -1094,9 +999,7 @@ static void test_cancel_wakes_idle(void **unused)
     sn_sched_t *s = mk(2);
     collector_t c;
     collector_init(&c);
-    sn_pid_t pid;
-    assert_int_equal(sn_spawn(s, "waiter", "idle", NULL, on_result, &c, &pid), 0);
-    assert_true(wait_state(s, pid, SN__IDLE, WAIT_MS));
+    sn_pid_t pid = spawn_waiter(s, "idle", &c, SN__IDLE);
     assert_int_equal(sn_cancel(s, pid), 0);
     assert_true(collector_wait(&c, WAIT_MS));
     assert_int_equal(c.status, SN_DONE);
@@ -1117,9 +1020,7 @@ static void test_cancel_wakes_blocked(void **unused)
     sn_sched_t *s = mk(2);
     collector_t c;
     collector_init(&c);
-    sn_pid_t pid;
-    assert_int_equal(sn_spawn(s, "waiter", "block", NULL, on_result, &c, &pid), 0);
-    assert_true(wait_state(s, pid, SN__BLOCKED, WAIT_MS));
+    sn_pid_t pid = spawn_waiter(s, "block", &c, SN__BLOCKED);
     sn_payload_t *m = sn_payload_text("queued");
     assert_int_equal(sn_send(s, pid, &m), 0);
     assert_int_equal(sn_cancel(s, pid), 0);
@@ -1158,8 +1059,8 @@ static void test_continue_requeues(void **unused)
     collector_init(&a);
     collector_init(&b);
     atomic_store(&g_spin_steps, 0);
-    assert_int_equal(sn_spawn(s, "spinner", "until", NULL, on_result, &a, NULL), 0);
-    assert_int_equal(sn_spawn(s, "spinner", "until", NULL, on_result, &b, NULL), 0);
+    assert_int_equal(sn_spawn(s, "spinner", "until", NULL, collector_on_result, &a, NULL), 0);
+    assert_int_equal(sn_spawn(s, "spinner", "until", NULL, collector_on_result, &b, NULL), 0);
     assert_true(wait_count(&g_spin_steps, 100, WAIT_MS));
     in = sn_payload_text("through");
     rc = sn_call(s, "basic", "done", &in, WAIT_MS, &res);
@@ -1206,7 +1107,7 @@ static void test_wait_without_yield_fails(void **unused)
 
     collector_t c;
     collector_init(&c);
-    assert_int_equal(sn_spawn(s, "basic", "badwait", NULL, on_result, &c, NULL), 0);
+    assert_int_equal(sn_spawn(s, "basic", "badwait", NULL, collector_on_result, &c, NULL), 0);
     assert_true(collector_wait(&c, WAIT_MS));
     assert_int_equal(c.status, SN_FAIL);
     assert_int_equal(c.error, SN_EBADWAIT);
@@ -1226,7 +1127,7 @@ static void run_racers(sn_sched_t *s, const char *method, int n, uint64_t rounds
     for (int i = 0; i < n; i++) {
         collector_init(&c[i]);
         sn_payload_t *in = sn_payload_u64(rounds);
-        assert_int_equal(sn_spawn(s, "racer", method, &in, on_result, &c[i], NULL), 0);
+        assert_int_equal(sn_spawn(s, "racer", method, &in, collector_on_result, &c[i], NULL), 0);
     }
     for (int i = 0; i < n; i++) {
         assert_true(collector_wait(&c[i], WAIT_MS)); /* no lost wakeup */
@@ -1243,9 +1144,7 @@ static void test_race_completion_inside_handler(void **unused)
     sn_sched_t *s = mk(3);
     run_racers(s, "sync", 6, 3000);
     sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-    assert_int_equal(atomic_load(&g_cmd_fail), 0);
-    assert_step_invariants();
+    assert_completion_invariants();
 }
 
 /* The race: a completion from another thread, immediately, racing the end
@@ -1258,9 +1157,7 @@ static void test_race_completion_from_thread(void **unused)
     run_racers(s, "mixed", 4, 2000);
     completers_stop();
     sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-    assert_int_equal(atomic_load(&g_cmd_fail), 0);
-    assert_step_invariants();
+    assert_completion_invariants();
 }
 
 /* SENDERS threads send M messages each to one "sink" process (method). */
@@ -1273,7 +1170,7 @@ static void many_senders_one_sink(const char *method)
     collector_init(&c);
     sn_pid_t pid;
     sn_payload_t *in = sn_payload_u64((uint64_t)SENDERS * M);
-    assert_int_equal(sn_spawn(s, "sink", method, &in, on_result, &c, &pid), 0);
+    assert_int_equal(sn_spawn(s, "sink", method, &in, collector_on_result, &c, &pid), 0);
 
     atomic_int fail = 0;
     pthread_t th[SENDERS];
@@ -1294,9 +1191,7 @@ static void many_senders_one_sink(const char *method)
     assert_true(st.messages >= (uint64_t)SENDERS * M);
     sn_sched_destroy(&s);
     assert_int_equal(atomic_load(&g_order_bad), 0);
-    assert_int_equal(atomic_load(&g_bad), 0);
-    assert_int_equal(atomic_load(&g_cmd_fail), 0);
-    assert_step_invariants();
+    assert_completion_invariants();
     collector_fini(&c);
 }
 
@@ -1329,14 +1224,14 @@ static void test_never_run_by_two_workers(void **unused)
     for (int i = 0; i < SINKS; i++) {
         collector_init(&sinks[i]);
         sn_payload_t *in = sn_payload_u64((uint64_t)(THREADS + PUMPS) * M);
-        assert_int_equal(sn_spawn(s, "sink", "count", &in, on_result, &sinks[i], &to[i]), 0);
+        assert_int_equal(sn_spawn(s, "sink", "count", &in, collector_on_result, &sinks[i], &to[i]), 0);
     }
     for (int i = 0; i < PUMPS; i++) {
         collector_init(&pumps[i]);
         pump_cfg_t cfg = {(uint32_t)(THREADS + i), M, SINKS, {{0, 0}}};
         memcpy(cfg.to, to, sizeof to);
         sn_payload_t *in = sn_payload_new(SN_CT_USER, &cfg, sizeof cfg);
-        assert_int_equal(sn_spawn(s, "pump", "run", &in, on_result, &pumps[i], NULL), 0);
+        assert_int_equal(sn_spawn(s, "pump", "run", &in, collector_on_result, &pumps[i], NULL), 0);
     }
     atomic_int fail = 0;
     pthread_t th[THREADS];
@@ -1360,9 +1255,7 @@ static void test_never_run_by_two_workers(void **unused)
     completers_stop();
     sn_sched_destroy(&s);
     assert_int_equal(atomic_load(&g_order_bad), 0);
-    assert_int_equal(atomic_load(&g_bad), 0);
-    assert_int_equal(atomic_load(&g_cmd_fail), 0);
-    assert_step_invariants();
+    assert_completion_invariants();
     for (int i = 0; i < SINKS; i++)
         collector_fini(&sinks[i]);
     for (int i = 0; i < PUMPS; i++)

@@ -200,7 +200,7 @@ struct sn_sched {
     sn__gqueue_t global;
     sn__ptable_t table;
     sn__timer_t timer;
-    sn_relay_t relay;
+    sn_relay_hooks_t relay;
 
     /* parking: see worker.c for the protocol */
     alignas(64) _Atomic int nspinning;

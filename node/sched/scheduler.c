@@ -137,6 +137,15 @@ int sn_send_from(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn
     return sn__deliver(sched, to, SN_EV_MESSAGE, 0, tag, from, msg, false);
 }
 
+int sn_send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error,
+                   sn_payload_t **msg)
+{
+    int rc = sn__deliver(sched, sender, SN_EV_YIELD_COMPLETE, error, tag, target, msg, false);
+    if (rc != 0 && msg)
+        sn_payload_destroy(msg);
+    return rc;
+}
+
 int sn_cancel(sn_sched_t *sched, sn_pid_t pid)
 {
     return sn__deliver(sched, pid, SN_EV_CANCEL, 0, 0, SN_PID_NONE, NULL, false);
@@ -426,7 +435,7 @@ sn_pid_t sn_ctx_self(const sn_ctx_t *ctx) { return ctx->pid; }
 sn_pid_t sn_ctx_parent(const sn_ctx_t *ctx) { return ctx->parent; }
 sn_sched_t *sn_ctx_sched(const sn_ctx_t *ctx) { return ctx->sched; }
 
-void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_t *relay)
+void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay)
 {
     if (relay)
         sched->relay = *relay;

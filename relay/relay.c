@@ -1,0 +1,737 @@
+/* relay.c - the ZeroMQ relay (see relay.h).
+ *
+ * Threads and ownership: workers call relay_deliver (and CALL callbacks)
+ * which only allocate an item, push it on `outq` (a lock-free MPSC queue)
+ * and, if the I/O thread has not been told yet, write its eventfd. The
+ * I/O thread (the actor) owns every socket and every peer's batch: it
+ * drains the queue into per-peer batches, encodes each batch as one frame
+ * and sends it without blocking. A peer whose pipe is full (high-water mark)
+ * keeps its frame pending and its batch growing: backpressure, never loss.
+ * Peer `down` flags are written by the I/O thread and read by workers.
+ */
+#include "relay.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "mpsc.h"
+
+#define BATCH_MAX 4096      /* sends per frame */
+#define DRAIN_BUDGET 65536  /* queue items per loop turn, then serve inbound */
+#define INBOUND_BUDGET 1024 /* frames per socket per loop turn */
+/* High-water marks: messages (frames) queued per peer pipe. A frame holds
+ * up to BATCH_MAX sends, so 1000 frames bound a pipe at a few million sends;
+ * past that the relay holds the batch itself (backpressure). */
+#define SNDHWM 1000
+#define RCVHWM 1000
+
+enum { ITEM_SEND, ITEM_REPLY };
+
+typedef struct item {
+    sn__mpsc_node_t link;
+    int kind;
+    sn_wire_send_t s;          /* ITEM_SEND */
+    sn_wire_reply_t rep;       /* ITEM_REPLY */
+    unsigned char ident[256];  /* ITEM_REPLY: the client's routing id */
+    size_t ident_len;
+} item_t;
+
+typedef struct peer {
+    uint32_t node;
+    char *endpoint;
+    zsock_t *dealer;
+    uint64_t last_heard_ns;
+    _Atomic int down; /* written by the I/O thread, read by workers */
+    item_t **batch;
+    size_t nbatch, cap, bytes;
+    void *pending; /* an encoded frame the socket refused (full pipe) */
+    size_t pending_len;
+} peer_t;
+
+struct sn_relay {
+    sn_sched_t *sched;
+    uint32_t node;
+    uint64_t incarnation;
+    size_t max_frame;
+    int hb_ms, down_ms;
+    peer_t *peers;
+    size_t npeers;
+    sn__mpsc_t outq;
+    int efd;
+    _Atomic int signaled;
+    zsock_t *router;
+    zactor_t *actor;
+    char endpoint[256];
+    uint64_t start_ns, hb_seq, bad_log_ns, bad_quiet;
+    _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void add(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
+
+static peer_t *find_peer(sn_relay_t *r, uint32_t node)
+{
+    for (size_t i = 0; i < r->npeers; i++)
+        if (r->peers[i].node == node)
+            return &r->peers[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------ worker side */
+
+static void enqueue(sn_relay_t *r, item_t *it)
+{
+    sn__mpsc_push(&r->outq, &it->link);
+    /* seq_cst: pairs with the I/O thread's clear of `signaled` before it
+     * drains (a store-buffering pair): either it sees our item, or we see
+     * the flag clear and write the eventfd */
+    if (!atomic_exchange_explicit(&r->signaled, 1, memory_order_seq_cst)) {
+        uint64_t one = 1;
+        ssize_t n = write(r->efd, &one, sizeof one);
+        (void)n; /* an eventfd write only fails at 2^64-1 pending */
+    }
+}
+
+static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg)
+{
+    sn_relay_t *r = arg;
+    peer_t *p = find_peer(r, to.node);
+    if (!p)
+        return SN_EUNREACHABLE;
+    if (atomic_load_explicit(&p->down, memory_order_acquire))
+        return SN_ENODEDOWN;
+    item_t *it = malloc(sizeof *it);
+    if (!it)
+        return SN_ENOMEM;
+    it->kind = ITEM_SEND;
+    it->s = (sn_wire_send_t){to, from, tag, SN_EV_MESSAGE, 0, msg ? sn_take(msg) : NULL};
+    enqueue(r, it);
+    return 0;
+}
+
+/* --------------------------------------------------------- I/O side */
+
+static void bad(sn_relay_t *r, const char *why, uint32_t node)
+{
+    add(&r->bad_frames, 1);
+    /* at most one log line per second, with a count of the quiet ones */
+    uint64_t now = now_ns();
+    if (now - r->bad_log_ns < 1000000000u) {
+        r->bad_quiet++;
+        return;
+    }
+    zsys_warning("node=%" PRIu32 " dropped a bad frame from node %" PRIu32 ": %s (%" PRIu64 " more since last report)",
+                 r->node, node, why, r->bad_quiet);
+    r->bad_log_ns = now;
+    r->bad_quiet = 0;
+}
+
+/* Returns a send to the process that made it, on this node. */
+static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error)
+{
+    add(&r->bounced, 1);
+    if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from))
+        sn_send_failed(r->sched, s->from, s->to, s->tag, error, &s->payload);
+    sn_payload_destroy(&s->payload);
+}
+
+static void free_item(item_t *it)
+{
+    if (it->kind == ITEM_SEND) {
+        sn_payload_destroy(&it->s.payload);
+    } else {
+        free(it->rep.reason);
+        sn_payload_destroy(&it->rep.result);
+    }
+    free(it);
+}
+
+static bool try_send(peer_t *p, const void *buf, size_t len)
+{
+    if (zmq_send(zsock_resolve(p->dealer), buf, len, ZMQ_DONTWAIT) >= 0)
+        return true;
+    return false; /* EAGAIN: the pipe is full (or not yet connected) */
+}
+
+static void flush_peer(sn_relay_t *r, peer_t *p)
+{
+    if (p->pending) {
+        if (!try_send(p, p->pending, p->pending_len))
+            return;
+        free(p->pending);
+        p->pending = NULL;
+        add(&r->frames_out, 1);
+    }
+    if (p->nbatch == 0)
+        return;
+    sn_wire_send_t *arr = malloc(p->nbatch * sizeof *arr);
+    if (!arr)
+        return; /* keep the batch; try again next turn */
+    for (size_t i = 0; i < p->nbatch; i++)
+        arr[i] = p->batch[i]->s;
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = sn_codec_encode_sends(r->node, r->incarnation, arr, p->nbatch, &buf, &len);
+    free(arr);
+    if (rc != 0)
+        return;
+    add(&r->msgs_out, p->nbatch);
+    for (size_t i = 0; i < p->nbatch; i++)
+        free_item(p->batch[i]);
+    p->nbatch = 0;
+    p->bytes = 0;
+    if (try_send(p, buf, len)) {
+        add(&r->frames_out, 1);
+        free(buf);
+    } else {
+        p->pending = buf;
+        p->pending_len = len;
+    }
+}
+
+/* A peer went down: everything waiting for it goes back to its sender. */
+static void bounce_peer(sn_relay_t *r, peer_t *p)
+{
+    if (p->pending) {
+        sn_frame_t f;
+        if (sn_codec_decode(p->pending, p->pending_len, SIZE_MAX, &f, NULL) == 0) {
+            for (size_t i = 0; i < f.nsends; i++)
+                bounce_local(r, &f.sends[i], SN_ENODEDOWN);
+            sn_frame_clear(&f);
+        }
+        free(p->pending);
+        p->pending = NULL;
+    }
+    for (size_t i = 0; i < p->nbatch; i++) {
+        bounce_local(r, &p->batch[i]->s, SN_ENODEDOWN);
+        free_item(p->batch[i]);
+    }
+    p->nbatch = 0;
+    p->bytes = 0;
+}
+
+static void batch_add(sn_relay_t *r, peer_t *p, item_t *it)
+{
+    if (p->nbatch == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 256;
+        item_t **b = realloc(p->batch, cap * sizeof *b);
+        if (!b) {
+            bounce_local(r, &it->s, SN_ENOMEM);
+            free_item(it);
+            return;
+        }
+        p->batch = b;
+        p->cap = cap;
+    }
+    p->batch[p->nbatch++] = it;
+    p->bytes += 64 + (it->s.payload ? it->s.payload->len : 0);
+    if (!p->pending && (p->nbatch >= BATCH_MAX || p->bytes >= r->max_frame / 2))
+        flush_peer(r, p);
+}
+
+static void send_reply(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_wire_reply_t *rep)
+{
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_reply(r->node, r->incarnation, rep, &buf, &len) != 0)
+        return;
+    void *router = zsock_resolve(r->router);
+    /* ROUTER_MANDATORY: an unknown client id fails here instead of vanishing */
+    if (zmq_send(router, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+        zmq_send(router, buf, len, ZMQ_DONTWAIT);
+    free(buf);
+}
+
+/* Returns true if it stopped on the budget (more may be queued). */
+static bool drain(sn_relay_t *r)
+{
+    size_t done = 0;
+    sn__mpsc_node_t *n;
+    while (done < DRAIN_BUDGET && (n = sn__mpsc_pop(&r->outq))) {
+        done++;
+        item_t *it = (item_t *)n;
+        if (it->kind == ITEM_REPLY) {
+            send_reply(r, it->ident, it->ident_len, &it->rep);
+            free_item(it);
+            continue;
+        }
+        peer_t *p = find_peer(r, it->s.to.node);
+        if (!p || atomic_load_explicit(&p->down, memory_order_relaxed)) {
+            bounce_local(r, &it->s, p ? SN_ENODEDOWN : SN_EUNREACHABLE);
+            free_item(it);
+            continue;
+        }
+        batch_add(r, p, it);
+    }
+    for (size_t i = 0; i < r->npeers; i++)
+        flush_peer(r, &r->peers[i]);
+    return done == DRAIN_BUDGET;
+}
+
+/* A send that arrived from another node for a process here. */
+static void inbound_send(sn_relay_t *r, sn_wire_send_t *s, const unsigned char *ident, size_t ident_len)
+{
+    add(&r->msgs_in, 1);
+    if (s->to.node != r->node) {
+        bad(r, "send for a PID of another node", s->from.node);
+        return;
+    }
+    int rc = 0;
+    switch (s->kind) {
+    case SN_EV_MESSAGE:
+        rc = sn_send_from(r->sched, s->to, s->from, s->tag, &s->payload);
+        break;
+    case SN_EV_YIELD_COMPLETE: /* our earlier send, returned with an error */
+        sn_send_failed(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
+        return;
+    case SN_EV_CANCEL:
+        sn_cancel(r->sched, s->to);
+        return;
+    }
+    if (rc == 0)
+        return;
+    /* Undeliverable here: back to the sender's node, payload included. */
+    add(&r->bounced, 1);
+    sn_wire_send_t back = {s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, rc, s->payload};
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_sends(r->node, r->incarnation, &back, 1, &buf, &len) == 0) {
+        void *router = zsock_resolve(r->router);
+        if (ident && zmq_send(router, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+            zmq_send(router, buf, len, ZMQ_DONTWAIT);
+        free(buf);
+    }
+    sn_payload_destroy(&s->payload);
+}
+
+typedef struct call_ctx {
+    sn_relay_t *relay;
+    uint64_t id;
+    unsigned char ident[256];
+    size_t ident_len;
+} call_ctx_t;
+
+static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
+                      void *arg)
+{
+    call_ctx_t *c = arg;
+    item_t *it = calloc(1, sizeof *it);
+    if (it) {
+        it->kind = ITEM_REPLY;
+        it->rep.id = c->id;
+        it->rep.pid = pid;
+        it->rep.error = status == SN_DONE ? 0 : (error ? error : SN_EFAILED);
+        it->rep.result = sn_take(result);
+        memcpy(it->ident, c->ident, c->ident_len);
+        it->ident_len = c->ident_len;
+        enqueue(c->relay, it);
+    }
+    free(c);
+}
+
+static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned char *ident, size_t ident_len)
+{
+    sn_wire_reply_t rep = {.id = q->id};
+    char reason[512] = "";
+    switch (q->op) {
+    case SN_OP_STATUS: {
+        sn_stats_t st;
+        sn_sched_stats(r->sched, &st);
+        rep.has_stats = 1;
+        rep.stats = (sn_wire_stats_t){r->node,
+                                      (uint32_t)sn_sched_workers(r->sched),
+                                      atomic_load(&r->msgs_in),
+                                      atomic_load(&r->msgs_out),
+                                      atomic_load(&r->bad_frames),
+                                      st.live,
+                                      (now_ns() - r->start_ns) / 1000000u};
+        break;
+    }
+    case SN_OP_SPAWN:
+        rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, NULL, NULL, &rep.pid);
+        break;
+    case SN_OP_SEND:
+        rep.error = sn_send(r->sched, q->to, &q->arg);
+        break;
+    case SN_OP_CALL: {
+        call_ctx_t *c = malloc(sizeof *c);
+        if (!c || ident_len > sizeof c->ident) {
+            free(c);
+            rep.error = SN_ENOMEM;
+            break;
+        }
+        *c = (call_ctx_t){r, q->id, {0}, ident_len};
+        memcpy(c->ident, ident, ident_len);
+        rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, call_done, c, NULL);
+        if (rep.error == 0)
+            return; /* call_done answers */
+        free(c);
+        break;
+    }
+    }
+    if (rep.error && (q->op == SN_OP_SPAWN || q->op == SN_OP_CALL))
+        snprintf(reason, sizeof reason, "spawn %s %s: %s", q->type, q->method, sn_strerror(rep.error));
+    else if (rep.error)
+        snprintf(reason, sizeof reason, "%s", sn_strerror(rep.error));
+    rep.reason = reason;
+    send_reply(r, ident, ident_len, &rep);
+}
+
+static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len)
+{
+    if (size > r->max_frame) {
+        bad(r, "oversize", 0);
+        return;
+    }
+    sn_frame_t f;
+    const char *why = "undecodable";
+    if (sn_codec_decode(data, size, r->max_frame, &f, &why) != 0) {
+        bad(r, why, f.node);
+        return;
+    }
+    add(&r->frames_in, 1);
+    if (f.kind != SN_FRAME_REQUEST) {
+        peer_t *p = find_peer(r, f.node);
+        if (p) {
+            p->last_heard_ns = now_ns();
+            if (atomic_load_explicit(&p->down, memory_order_relaxed)) {
+                atomic_store_explicit(&p->down, 0, memory_order_release);
+                zsys_info("node=%" PRIu32 " peer %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
+            }
+        }
+    }
+    switch (f.kind) {
+    case SN_FRAME_SENDS:
+        for (size_t i = 0; i < f.nsends; i++)
+            inbound_send(r, &f.sends[i], ident, ident_len);
+        break;
+    case SN_FRAME_HEARTBEAT:
+        break;
+    case SN_FRAME_REQUEST:
+        if (ident)
+            inbound_request(r, &f.request, ident, ident_len);
+        else
+            bad(r, "client request on a peer connection", f.node);
+        break;
+    default:
+        bad(r, "out of protocol", f.node);
+        break;
+    }
+    sn_frame_clear(&f);
+}
+
+/* Reads what is waiting on a socket: ROUTER frames come as [id, body],
+ * DEALER frames as [body]. Anything else is a bad frame. */
+static void read_socket(sn_relay_t *r, void *sock, bool router)
+{
+    for (int n = 0; n < INBOUND_BUDGET; n++) {
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        zmq_msg_t *first = router ? &id : &body;
+        if (zmq_msg_recv(first, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&id);
+            zmq_msg_close(&body);
+            return;
+        }
+        bool ok = true;
+        if (router) {
+            ok = zmq_msg_more(&id) && zmq_msg_recv(&body, sock, ZMQ_DONTWAIT) >= 0;
+        }
+        /* swallow extra parts: a well-behaved peer sends none */
+        bool extra = false;
+        while (zmq_msg_more(router ? &body : first)) {
+            zmq_msg_t junk;
+            zmq_msg_init(&junk);
+            if (zmq_msg_recv(&junk, sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&junk);
+                break;
+            }
+            extra = true;
+            bool more = zmq_msg_more(&junk);
+            zmq_msg_close(&junk);
+            if (!more)
+                break;
+        }
+        if (!ok || extra)
+            bad(r, "unexpected message parts", 0);
+        else if (router)
+            inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), zmq_msg_data(&id), zmq_msg_size(&id));
+        else
+            inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0);
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+    }
+}
+
+static void heartbeat(sn_relay_t *r)
+{
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &buf, &len) != 0)
+        return;
+    uint64_t now = now_ns();
+    for (size_t i = 0; i < r->npeers; i++) {
+        peer_t *p = &r->peers[i];
+        (void)try_send(p, buf, len); /* a heartbeat that does not fit is dropped */
+        if (!atomic_load_explicit(&p->down, memory_order_relaxed) &&
+            now - p->last_heard_ns > (uint64_t)r->down_ms * 1000000u) {
+            atomic_store_explicit(&p->down, 1, memory_order_release);
+            zsys_warning("node=%" PRIu32 " peer %" PRIu32 " at %s is down: nothing heard for %d ms", r->node, p->node,
+                         p->endpoint, r->down_ms);
+            bounce_peer(r, p);
+        }
+    }
+    free(buf);
+}
+
+static void actor(zsock_t *pipe, void *arg)
+{
+    sn_relay_t *r = arg;
+    size_t np = 3 + r->npeers;
+    zmq_pollitem_t *items = calloc(np, sizeof *items);
+    if (!items) {
+        zsock_signal(pipe, 1);
+        return;
+    }
+    items[0] = (zmq_pollitem_t){zsock_resolve(pipe), 0, ZMQ_POLLIN, 0};
+    items[1] = (zmq_pollitem_t){zsock_resolve(r->router), 0, ZMQ_POLLIN, 0};
+    items[2] = (zmq_pollitem_t){NULL, r->efd, ZMQ_POLLIN, 0};
+    for (size_t i = 0; i < r->npeers; i++)
+        items[3 + i] = (zmq_pollitem_t){zsock_resolve(r->peers[i].dealer), 0, ZMQ_POLLIN, 0};
+    zsock_signal(pipe, 0);
+    uint64_t next_hb = now_ns();
+    bool more = false;
+    for (;;) {
+        for (size_t i = 0; i < r->npeers; i++)
+            items[3 + i].events = (short)(ZMQ_POLLIN | (r->peers[i].pending ? ZMQ_POLLOUT : 0));
+        uint64_t now = now_ns();
+        long timeout = more ? 0 : (next_hb > now ? (long)((next_hb - now) / 1000000u) + 1 : 0);
+        if (zmq_poll(items, (int)np, timeout) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            char *cmd = zstr_recv(pipe);
+            bool term = !cmd || streq(cmd, "$TERM");
+            zstr_free(&cmd);
+            if (term)
+                break;
+        }
+        if (items[2].revents & ZMQ_POLLIN) {
+            uint64_t v;
+            ssize_t n = read(r->efd, &v, sizeof v);
+            (void)n;
+            atomic_store_explicit(&r->signaled, 0, memory_order_seq_cst);
+            more = true;
+        }
+        if (more)
+            more = drain(r);
+        if (items[1].revents & ZMQ_POLLIN)
+            read_socket(r, items[1].socket, true);
+        for (size_t i = 0; i < r->npeers; i++) {
+            if (items[3 + i].revents & ZMQ_POLLIN)
+                read_socket(r, items[3 + i].socket, false);
+            if (items[3 + i].revents & ZMQ_POLLOUT)
+                flush_peer(r, &r->peers[i]);
+        }
+        if (now_ns() >= next_hb) {
+            heartbeat(r);
+            next_hb = now_ns() + (uint64_t)r->hb_ms * 1000000u;
+        }
+    }
+    free(items);
+}
+
+sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *err, size_t errlen)
+{
+    sn_relay_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->sched = sched;
+    r->node = sn_sched_node_id(sched);
+    r->incarnation = cfg->incarnation;
+    r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
+    r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 200;
+    r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
+    r->start_ns = now_ns();
+    sn__mpsc_init(&r->outq);
+    r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (r->efd < 0) {
+        snprintf(err, errlen, "eventfd: %s", strerror(errno));
+        free(r);
+        return NULL;
+    }
+    zsys_init();
+    zsys_set_linger(0);
+    r->router = zsock_new(ZMQ_ROUTER);
+    if (!r->router)
+        goto fail_sock;
+    zsock_set_router_mandatory(r->router, 1);
+    zsock_set_sndhwm(r->router, SNDHWM);
+    zsock_set_rcvhwm(r->router, RCVHWM);
+    /* frames up to twice the cap reach us, to be counted and dropped; past
+     * that libzmq closes the connection before buffering them */
+    zsock_set_maxmsgsize(r->router, (int64_t)r->max_frame * 2 + 1024);
+    if (zsock_bind(r->router, "%s", cfg->listen) < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    snprintf(r->endpoint, sizeof r->endpoint, "%s", zsock_endpoint(r->router));
+    r->peers = calloc(cfg->npeers ? cfg->npeers : 1, sizeof *r->peers);
+    if (!r->peers)
+        goto fail_sock;
+    for (size_t i = 0; i < cfg->npeers; i++) {
+        peer_t *p = &r->peers[i];
+        if (cfg->peers[i].node == r->node || find_peer(r, cfg->peers[i].node)) {
+            snprintf(err, errlen, "peer node %" PRIu32 " is this node or listed twice", cfg->peers[i].node);
+            goto fail;
+        }
+        p->node = cfg->peers[i].node;
+        p->endpoint = strdup(cfg->peers[i].endpoint);
+        p->last_heard_ns = r->start_ns;
+        r->npeers = i + 1;
+        p->dealer = zsock_new(ZMQ_DEALER);
+        if (!p->endpoint || !p->dealer)
+            goto fail_sock;
+        zsock_set_sndhwm(p->dealer, SNDHWM);
+        zsock_set_rcvhwm(p->dealer, RCVHWM);
+        zsock_set_maxmsgsize(p->dealer, (int64_t)r->max_frame * 2 + 1024);
+        if (zsock_connect(p->dealer, "%s", p->endpoint) < 0) {
+            snprintf(err, errlen, "bad peer endpoint %s: %s", p->endpoint, zmq_strerror(zmq_errno()));
+            goto fail;
+        }
+    }
+    r->actor = zactor_new(actor, r);
+    if (!r->actor)
+        goto fail_sock;
+    sn_sched_set_relay(sched, &(sn_relay_hooks_t){r, relay_deliver, NULL});
+    return r;
+fail_sock:
+    snprintf(err, errlen, "cannot create sockets: %s", zmq_strerror(zmq_errno()));
+fail:
+    sn_relay_destroy(&r);
+    return NULL;
+}
+
+void sn_relay_destroy(sn_relay_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    sn_relay_t *r = *self_p;
+    zactor_destroy(&r->actor);
+    /* whatever is still queued had nowhere to go: drop it */
+    sn__mpsc_node_t *n;
+    while ((n = sn__mpsc_pop(&r->outq)))
+        free_item((item_t *)n);
+    for (size_t i = 0; i < r->npeers; i++) {
+        peer_t *p = &r->peers[i];
+        for (size_t k = 0; k < p->nbatch; k++)
+            free_item(p->batch[k]);
+        free(p->batch);
+        free(p->pending);
+        free(p->endpoint);
+        zsock_destroy(&p->dealer);
+    }
+    free(r->peers);
+    zsock_destroy(&r->router);
+    if (r->efd >= 0)
+        close(r->efd);
+    free(r);
+    *self_p = NULL;
+}
+
+void sn_relay_stats(sn_relay_t *r, sn_relay_stats_t *out)
+{
+    out->frames_in = atomic_load(&r->frames_in);
+    out->frames_out = atomic_load(&r->frames_out);
+    out->msgs_in = atomic_load(&r->msgs_in);
+    out->msgs_out = atomic_load(&r->msgs_out);
+    out->bad_frames = atomic_load(&r->bad_frames);
+    out->bounced = atomic_load(&r->bounced);
+}
+
+const char *sn_relay_endpoint(sn_relay_t *r) { return r->endpoint; }
+
+/* ----------------------------------------------------------- client */
+
+int sn_client_call(const char *endpoint, const sn_wire_request_t *req, int timeout_ms, sn_wire_reply_t *reply,
+                   char *err, size_t errlen)
+{
+    memset(reply, 0, sizeof *reply);
+    zsys_init();
+    zsys_set_linger(0);
+    zsock_t *s = zsock_new(ZMQ_DEALER);
+    if (!s) {
+        snprintf(err, errlen, "cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        return SN_ENOMEM;
+    }
+    if (zsock_connect(s, "%s", endpoint) < 0) {
+        snprintf(err, errlen, "bad endpoint %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        zsock_destroy(&s);
+        return SN_EINVAL;
+    }
+    void *buf;
+    size_t len;
+    int rc = sn_codec_encode_request(req, &buf, &len);
+    if (rc == 0) {
+        zmq_send(zsock_resolve(s), buf, len, 0);
+        free(buf);
+        zmq_pollitem_t it = {zsock_resolve(s), 0, ZMQ_POLLIN, 0};
+        rc = SN_ETIMEDOUT;
+        snprintf(err, errlen, "no answer from %s within %d ms (is a node listening there?)", endpoint, timeout_ms);
+        uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+        while (now_ns() < deadline) {
+            if (zmq_poll(&it, 1, (long)((deadline - now_ns()) / 1000000u) + 1) <= 0)
+                continue;
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, zsock_resolve(s), ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&m);
+                continue;
+            }
+            sn_frame_t f;
+            const char *why;
+            if (sn_codec_decode(zmq_msg_data(&m), zmq_msg_size(&m), 0, &f, &why) == 0 && f.kind == SN_FRAME_REPLY &&
+                f.reply.id == req->id) {
+                *reply = f.reply;
+                memset(&f.reply, 0, sizeof f.reply); /* moved out */
+                rc = 0;
+                err[0] = 0;
+            } else if (rc != 0) {
+                snprintf(err, errlen, "bad answer from %s", endpoint);
+            }
+            sn_frame_clear(&f);
+            zmq_msg_close(&m);
+            if (rc == 0)
+                break;
+        }
+    }
+    zsock_destroy(&s);
+    return rc;
+}
+
+void sn_client_reply_clear(sn_wire_reply_t *reply)
+{
+    free(reply->reason);
+    sn_payload_destroy(&reply->result);
+    memset(reply, 0, sizeof *reply);
+}

@@ -1,0 +1,61 @@
+/* relay.h - the ZeroMQ relay: carries Sends to processes on other nodes.
+ *
+ * One I/O thread (a czmq actor) owns every socket: a ROUTER bound to the
+ * node's endpoint for inbound traffic and one DEALER per peer for outbound.
+ * Workers hand it messages through a lock-free queue plus an eventfd
+ * wakeup, so a worker never touches a socket and never blocks.
+ */
+#ifndef SN_RELAY_H
+#define SN_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "schednode/schednode.h"
+
+typedef struct sn_peer_config {
+    uint32_t node;
+    const char *endpoint; /* tcp://HOST:PORT */
+} sn_peer_config_t;
+
+typedef struct sn_relay_config {
+    const char *listen;            /* endpoint to bind, e.g. tcp://127.0.0.1:7001 */
+    const sn_peer_config_t *peers; /* static peers (until membership lands) */
+    size_t npeers;
+    uint64_t incarnation;          /* this run of the node */
+    size_t max_frame;              /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
+    int heartbeat_ms;              /* 0 = 200 */
+    int down_after_ms;             /* no frame from a peer for this long: down; 0 = 1500 */
+} sn_relay_config_t;
+
+typedef struct sn_relay_stats {
+    uint64_t frames_in, frames_out;
+    uint64_t msgs_in, msgs_out;
+    uint64_t bad_frames; /* undecodable, oversize, wrong version, out of protocol */
+    uint64_t bounced;    /* sends returned to their senders with an error */
+} sn_relay_stats_t;
+
+typedef struct sn_relay sn_relay_t;
+
+/* Starts the relay for sched and installs it as sched's relay hook. On
+ * failure returns NULL and writes a one-line reason to err. Caller owns the
+ * return value. */
+sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *config, char *err, size_t errlen);
+/* Stops the I/O thread and frees the relay; sets *self_p to NULL. Call
+ * after the scheduler has shut down (no more sends). */
+void sn_relay_destroy(sn_relay_t **self_p);
+/* Snapshot of the counters. */
+void sn_relay_stats(sn_relay_t *relay, sn_relay_stats_t *out);
+/* The endpoint actually bound (with the real port if 0 was asked). */
+const char *sn_relay_endpoint(sn_relay_t *relay);
+
+/* Client side: sends one request to the node at endpoint and waits up to
+ * timeout_ms for its reply (caller clears *reply with sn_frame_clear-like
+ * sn_client_reply_clear). Returns 0, SN_ETIMEDOUT or SN_EPROTO. */
+struct sn_wire_request;
+struct sn_wire_reply;
+int sn_client_call(const char *endpoint, const struct sn_wire_request *req, int timeout_ms,
+                   struct sn_wire_reply *reply, char *err, size_t errlen);
+void sn_client_reply_clear(struct sn_wire_reply *reply);
+
+#endif

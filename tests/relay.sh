@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# relay.sh - real schednode processes on 127.0.0.1: messages between
+# processes on different nodes, order under load, noproc / unreachable /
+# nodedown errors, and a hostile client whose bad frames are counted and
+# dropped while the node keeps serving. Args: $1 schednode, $2 rawzmq.
+set -u
+SN=$1 RAW=$2
+dir=$(mktemp -d)
+pids=()
+pass=0 fail=0
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+
+# A free TCP port on 127.0.0.1 (not in /proc/net/tcp as a listener).
+free_port() {
+  local p hex
+  while :; do
+    p=$((20000 + RANDOM % 40000)); hex=$(printf '%04X' "$p")
+    grep -q ":$hex 00000000:0000 0A" /proc/net/tcp 2>/dev/null || { echo "$p"; return; }
+  done
+}
+
+declare -A port
+for n in 1 2 3; do port[$n]=$(free_port); done
+ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
+
+start() { # node-id -> starts it with the two others as peers
+  local n=$1 args=()
+  for m in 1 2 3; do [ "$m" = "$n" ] || args+=(--peer "$m=$(ep "$m")"); done
+  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" --down-after-ms 1000 --max-frame 65536 "${args[@]}" \
+    >"$dir/node$n.log" 2>&1 &
+  pids+=($!); eval "node_pid_$n=$!"
+  for _ in $(seq 100); do grep -q "listening on" "$dir/node$n.log" && return 0; sleep 0.05; done
+  echo "node $n did not come up:"; cat "$dir/node$n.log"; return 1
+}
+
+call() { timeout 30 "$SN" --timeout 20000 "$@"; }
+
+start 1 && start 2 && start 3 || { bad "three nodes start"; echo "$pass passed, $fail failed"; exit 1; }
+ok "three nodes start on free ports"
+
+# messages between processes on different nodes
+sink=$(call spawn --connect "$(ep 2)" xsink collect 1000)
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 1000" 2>&1)
+[ "$out" = "1000 messages in order" ] && ok "1000 messages node 1 -> node 2, in order" || bad "node 1 -> node 2: $out"
+
+# order under load: three sources on two nodes at once, 20000 each
+for i in 1 2 3; do s[$i]=$(call spawn --connect "$(ep 2)" xsink collect 20000); done
+call call --connect "$(ep 1)" xsource blast "${s[1]} 20000" >"$dir/o1" 2>&1 &
+c1=$!
+call call --connect "$(ep 3)" xsource blast "${s[2]} 20000" >"$dir/o2" 2>&1 &
+c2=$!
+call call --connect "$(ep 1)" xsource blast "${s[3]} 20000" >"$dir/o3" 2>&1 &
+c3=$!
+wait $c1 $c2 $c3
+if [ "$(cat "$dir/o1" "$dir/o2" "$dir/o3")" = "$(printf '20000 messages in order\n%.0s' 1 2 3)" ]; then
+  ok "3 x 20000 concurrent messages from nodes 1 and 3, each stream in order"
+else
+  bad "order under load: $(cat "$dir/o1" "$dir/o2" "$dir/o3" | tr '\n' '|')"
+fi
+
+# errors come back to the sending process with the reason
+out=$(call call --connect "$(ep 1)" xsource blast "2.999999 1" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "noproc" <<<"$out" && ok "send to an unknown PID on node 2: noproc" || bad "noproc: rc=$rc $out"
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 1" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "noproc" <<<"$out" && ok "send to a finished process on node 2: noproc" || bad "finished: rc=$rc $out"
+out=$(call call --connect "$(ep 1)" xsource blast "77.1 1" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "unreachable" <<<"$out" && ok "send to a node nobody knows: unreachable" || bad "unreachable: rc=$rc $out"
+
+# hostile client: every bad frame counted and dropped, the node serves on
+for f in garbage truncated oversize:70000 version multipart nobody; do
+  "$RAW" "$(ep 2)" "$f" || bad "rawzmq $f could not send"
+done
+for _ in $(seq 50); do
+  st=$(call status --json --connect "$(ep 2)")
+  grep -q '"bad_frames": 6' <<<"$st" && break; sleep 0.1
+done
+grep -q '"bad_frames": 6' <<<"$st" && ok "6 hostile frames counted as bad" || bad "bad frames: $st"
+sink=$(call spawn --connect "$(ep 2)" xsink collect 10)
+out=$(call call --connect "$(ep 3)" xsource blast "$sink 10" 2>&1)
+[ "$out" = "10 messages in order" ] && ok "node 2 still serves its peers after the hostile frames" || bad "after hostile: $out"
+grep -q "dropped a bad frame" "$dir/node2.log" && ok "bad frames are logged" || bad "no log line for bad frames"
+
+# nodedown: kill -9 node 2; senders get nodedown once it is declared down
+sink=$(call spawn --connect "$(ep 2)" xsink collect 5)
+kill -9 "$node_pid_2"; wait "$node_pid_2" 2>/dev/null
+sleep 2
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 5" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "send to a killed node: nodedown" || bad "nodedown: rc=$rc $out"
+grep -q "peer 2 .* is down" "$dir/node1.log" && ok "node 1 logs that node 2 is down" || bad "no down log on node 1"
+
+# the survivors keep working with each other
+sink=$(call spawn --connect "$(ep 3)" xsink collect 100)
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 100" 2>&1)
+[ "$out" = "100 messages in order" ] && ok "nodes 1 and 3 keep working after node 2 died" || bad "survivors: $out"
+
+# graceful stop
+kill -TERM "$node_pid_1" "$node_pid_3"
+for n in 1 3; do
+  p=$(eval echo "\$node_pid_$n"); for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$p" 2>/dev/null; then bad "node $n did not stop on SIGTERM"; else wait "$p"; rc=$?
+    [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || bad "node $n exit $rc: $(tail -3 "$dir/node$n.log")"; fi
+done
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
