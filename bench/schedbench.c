@@ -1,7 +1,8 @@
 /* schedbench.c - the benchmark driver: `schedbench CASE [--workers N]`.
  * Each case prints what it measured and ends with one line
  *   RESULT <name> <value> <unit>
- * Cases: skynet, pingpong, pairs, spawn, memory, deque, idle, all.
+ * Cases: skynet, pingpong, pairs, spawn, memory, deque, idle, xnode-send,
+ * xnode-rtt, all.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "deque.h"
+#include "xnode.h"
 #include "schednode/schednode.h"
 
 static int workers = 0;
@@ -557,10 +559,13 @@ static int bench_idle(void)
     return 0;
 }
 
+static int bench_xnode_send(void) { return sn_bench_xnode_send(workers); }
+static int bench_xnode_rtt(void) { return sn_bench_xnode_rtt(workers); }
+
 static const struct {
     const char *name;
     int (*fn)(void);
-} cases[] = {{"skynet", bench_skynet}, {"pingpong", bench_pingpong}, {"pairs", bench_pairs},
+} cases[] = {{"xnode-send", bench_xnode_send}, {"xnode-rtt", bench_xnode_rtt},{"skynet", bench_skynet}, {"pingpong", bench_pingpong}, {"pairs", bench_pairs},
              {"spawn", bench_spawn},   {"memory", bench_memory},     {"deque", bench_deque},
              {"idle", bench_idle}};
 

@@ -241,9 +241,11 @@ static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
 {
     xpeer_t *x = state;
     out->status = SN_IDLE;
-    if (!x->sink && n == 0 && x->next == 0) {
-        for (; x->next < x->n; x->next++)
+    if (!x->sink && n == 0 && x->next < x->n) {
+        /* 1,000 per step, then CONTINUE: bounded yields per step */
+        for (uint64_t k = 0; k < 1000 && x->next < x->n; k++, x->next++)
             sn_out_send(out, x->target, x->next, &(sn_payload_t *){sn_payload_u64(x->next)});
+        out->status = x->next < x->n ? SN_CONTINUE : SN_IDLE;
         return;
     }
     for (size_t i = 0; i < n; i++) {

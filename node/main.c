@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <czmq.h>
+
 #include "codec.h"
 #include "demo.h"
 #include "relay.h"
@@ -25,22 +27,32 @@ static const char *progname = "schednode";
 static int log_level = 2; /* 0 error, 1 warn, 2 info, 3 debug */
 static uint32_t log_node = 1;
 
+/* One log facility for the whole program, czmq's zsys (the relay logs
+ * through it too): one line per event, with the node id. */
 static void logf_(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logf_(int level, const char *fmt, ...)
 {
-    static const char *names[] = {"E", "W", "I", "D"};
     if (level > log_level)
         return;
-    char ts[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
-    fprintf(stderr, "%s %s: %s node=%u ", names[level], ts, progname, log_node);
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    switch (level) {
+    case 0:
+        zsys_error("node=%u %s", log_node, msg);
+        break;
+    case 1:
+        zsys_warning("node=%u %s", log_node, msg);
+        break;
+    case 2:
+        zsys_info("node=%u %s", log_node, msg);
+        break;
+    default:
+        zsys_debug("node=%u %s", log_node, msg);
+        break;
+    }
 }
 
 static void usage(FILE *f)
@@ -271,10 +283,12 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             free(plugins);
+            free(peers);
             return 0;
         case 'V':
             printf("schednode %s (API %u)\n", SN_VERSION_STRING, SN_API_VERSION);
             free(plugins);
+            free(peers);
             return 0;
         case ':':
             die_usage("option '%s' needs a value", argv[optind - 1]);
@@ -302,6 +316,9 @@ int main(int argc, char **argv)
 
     /* Signals are taken synchronously by the main thread (sigwait); every
      * thread the scheduler starts inherits this mask. */
+    zsys_init();
+    zsys_set_logident("schednode");
+    zsys_set_logstream(stderr); /* logs to stderr; stdout carries results */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -312,6 +329,7 @@ int main(int argc, char **argv)
     if (!sched) {
         fprintf(stderr, "%s: cannot start the scheduler (out of memory or threads)\n", progname);
         free(plugins);
+        free(peers);
         return 1;
     }
     int rc = sn_demo_register(sched);
@@ -319,6 +337,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: cannot register the demo types: %s\n", progname, sn_strerror(rc));
         sn_sched_destroy(&sched);
         free(plugins);
+        free(peers);
         return 1;
     }
     for (int i = 0; i < nplugins; i++) {
@@ -327,6 +346,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: %s\n", progname, err);
             sn_sched_destroy(&sched);
             free(plugins);
+            free(peers);
             return EXIT_USAGE;
         }
         logf_(2, "loaded plugin %s", plugins[i]);

@@ -27,7 +27,7 @@
 
 #define BATCH_MAX 4096      /* sends per frame */
 #define DRAIN_BUDGET 65536  /* queue items per loop turn, then serve inbound */
-#define INBOUND_BUDGET 1024 /* frames per socket per loop turn */
+#define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
 /* High-water marks: messages (frames) queued per peer pipe. A frame holds
  * up to BATCH_MAX sends, so 1000 frames bound a pipe at a few million sends;
  * past that the relay holds the batch itself (backpressure). */

@@ -30,7 +30,7 @@ ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 start() { # node-id -> starts it with the two others as peers
   local n=$1 args=()
   for m in 1 2 3; do [ "$m" = "$n" ] || args+=(--peer "$m=$(ep "$m")"); done
-  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" --down-after-ms 1000 --max-frame 65536 "${args[@]}" \
+  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" --down-after-ms 3000 --max-frame 65536 "${args[@]}" \
     >"$dir/node$n.log" 2>&1 &
   pids+=($!); eval "node_pid_$n=$!"
   for _ in $(seq 100); do grep -q "listening on" "$dir/node$n.log" && return 0; sleep 0.05; done
@@ -87,7 +87,7 @@ grep -q "dropped a bad frame" "$dir/node2.log" && ok "bad frames are logged" || 
 # nodedown: kill -9 node 2; senders get nodedown once it is declared down
 sink=$(call spawn --connect "$(ep 2)" xsink collect 5)
 kill -9 "$node_pid_2"; wait "$node_pid_2" 2>/dev/null
-sleep 2
+sleep 4 # down after 3000 ms of silence
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 5" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "send to a killed node: nodedown" || bad "nodedown: rc=$rc $out"
 grep -q "peer 2 .* is down" "$dir/node1.log" && ok "node 1 logs that node 2 is down" || bad "no down log on node 1"
@@ -105,5 +105,8 @@ for n in 1 3; do
     [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || bad "node $n exit $rc: $(tail -3 "$dir/node$n.log")"; fi
 done
 
+if [ $fail -ne 0 ]; then
+  for n in 1 2 3; do echo "--- node $n log (tail)"; tail -40 "$dir/node$n.log"; done
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -84,12 +84,15 @@ static void indices_rebase_when_empty(void **st)
     (void)st;
     sn__deque_t d;
     assert_int_equal(sn__deque_init(&d, 16), 0);
-    /* start past the rebase mark (white box) */
+    /* empty, with indices past the rebase mark (white box) */
     int64_t start = SN__DEQUE_REBASE_AT + 3;
     atomic_store(&d.top, (uint64_t)start);
     atomic_store(&d.bottom, start);
     d.hi = start;
-    for (int i = 0; i < 8; i++)
+    assert_int_equal(sn__deque_push(&d, ITEM(0)), 0);
+    assert_int_equal(atomic_load(&d.bottom), 1);
+    assert_int_equal(atomic_load(&d.top) & ((UINT64_C(1) << 32) - 1), 0);
+    for (int i = 1; i < 8; i++)
         sn__deque_push(&d, ITEM(i));
     void *x;
     assert_int_equal(sn__deque_steal(&d, &x), SN__STEAL_OK);
@@ -97,11 +100,29 @@ static void indices_rebase_when_empty(void **st)
     for (int i = 7; i >= 1; i--)
         assert_ptr_equal(sn__deque_pop(&d), ITEM(i));
     assert_null(sn__deque_pop(&d));
-    assert_int_equal(atomic_load(&d.bottom), 0);
-    assert_int_equal(atomic_load(&d.top) & ((UINT64_C(1) << 48) - 1), 0);
-    sn__deque_push(&d, ITEM(42));
+    sn__deque_fini(&d);
+}
+
+static void indices_rebase_without_running_empty(void **st)
+{
+    (void)st;
+    sn__deque_t d;
+    assert_int_equal(sn__deque_init(&d, 16), 0);
+    int64_t start = SN__DEQUE_REBASE_AT - 5;
+    atomic_store(&d.top, (uint64_t)start);
+    atomic_store(&d.bottom, start);
+    d.hi = start;
+    /* never empty: pushes cross the mark, the items are taken back and
+     * pushed again at index 0, in order */
+    for (int i = 0; i < 12; i++)
+        assert_int_equal(sn__deque_push(&d, ITEM(i)), 0);
+    assert_true(atomic_load(&d.bottom) < 16);
+    void *x;
     assert_int_equal(sn__deque_steal(&d, &x), SN__STEAL_OK);
-    assert_ptr_equal(x, ITEM(42));
+    assert_ptr_equal(x, ITEM(0));
+    for (int i = 11; i >= 1; i--)
+        assert_ptr_equal(sn__deque_pop(&d), ITEM(i));
+    assert_null(sn__deque_pop(&d));
     sn__deque_fini(&d);
 }
 
@@ -216,6 +237,7 @@ int main(void)
         cmocka_unit_test(steal_half_takes_half_oldest_first),
         cmocka_unit_test(growth_keeps_items),
         cmocka_unit_test(indices_rebase_when_empty),
+        cmocka_unit_test(indices_rebase_without_running_empty),
         cmocka_unit_test(stampede_steal_only),
         cmocka_unit_test(stress_owner_pops_and_thieves_steal_half),
         cmocka_unit_test(stress_mostly_owner),

@@ -11,8 +11,11 @@
  * (top = t, bottom = b0) claims [t, t + ceil((b0 - t) / 2)) with one CAS on
  * top; meanwhile the owner may have popped below b0 without touching top
  * (the classic fast path), and both would take the same item. So:
- *   - top carries a 16-bit tag next to its 48-bit index. A thief's CAS
- *     compares both, so any tag change voids every claim in flight.
+ *   - top carries a 32-bit tag next to its 32-bit index. A thief's CAS
+ *     compares both, so any tag change voids every claim in flight. (A
+ *     stale claim could only succeed again if the tag wrapped, i.e. after
+ *     2^32 owner slow paths during one thief's stall: minutes of a thread
+ *     not running while its peer runs flat out.)
  *   - The owner tracks `hi`, the largest bottom since the tag last changed.
  *     Every thief holding the current tag read some bottom <= hi, so its
  *     claim ends at or before t + ceil((hi - t) / 2).
@@ -31,7 +34,7 @@
 
 #include "schednode/schednode.h"
 
-#define IDX_BITS 48
+#define IDX_BITS 32
 #define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
 #define REBASE_AT SN__DEQUE_REBASE_AT
 
@@ -94,8 +97,48 @@ static sn__ring_t *grow(sn__deque_t *d, sn__ring_t *old, int64_t t, int64_t b)
     return r;
 }
 
+static void rebase(sn__deque_t *d, uint64_t top);
+
+/* Owner, the deque not empty but its indices past REBASE_AT: take every
+ * item back (one CAS moving top to bottom, as a thief taking all would),
+ * restart the indices at 0 and push the items again in order. Thieves see
+ * an empty deque meanwhile; a stale claim fails on the tag. O(n), once per
+ * 2^30 pushes without the deque ever running empty. */
+static int reclaim(sn__deque_t *d)
+{
+    int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+    uint64_t top = atomic_load_explicit(&d->top, memory_order_seq_cst);
+    for (;;) {
+        int64_t t = idx(top);
+        if (t >= b) { /* thieves emptied it */
+            rebase(d, top);
+            return 0;
+        }
+        void **items = malloc((size_t)(b - t) * sizeof *items);
+        if (!items)
+            return SN_ENOMEM;
+        sn__ring_t *r = atomic_load_explicit(&d->ring, memory_order_relaxed);
+        for (int64_t i = t; i < b; i++)
+            items[i - t] = atomic_load_explicit(&r->slots[i & r->mask], memory_order_relaxed);
+        uint64_t all = mk(tag(top) + 1, b);
+        if (atomic_compare_exchange_strong_explicit(&d->top, &top, all, memory_order_seq_cst, memory_order_seq_cst)) {
+            rebase(d, all);
+            for (int64_t i = 0; i < b - t; i++) {
+                atomic_store_explicit(&r->slots[i & r->mask], items[i], memory_order_relaxed);
+                atomic_store_explicit(&d->bottom, i + 1, memory_order_release);
+            }
+            d->hi = b - t;
+            free(items);
+            return 0;
+        }
+        free(items); /* a thief took some: look again */
+    }
+}
+
 int sn__deque_push(sn__deque_t *d, void *item)
 {
+    if (atomic_load_explicit(&d->bottom, memory_order_relaxed) >= REBASE_AT && reclaim(d) != 0)
+        return SN_ENOMEM;
     int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
     /* acquire: pairs with thieves' CAS so slots they took are free to reuse */
     int64_t t = idx(atomic_load_explicit(&d->top, memory_order_acquire));
@@ -113,8 +156,9 @@ int sn__deque_push(sn__deque_t *d, void *item)
     return 0;
 }
 
-/* Owner, deque empty with top == bottom == b: restart indices at 0. Thieves
- * see top > bottom (empty) in between; the tag bump voids stale claims. */
+/* Owner, deque empty with top == bottom (or every item taken back): restart
+ * indices at 0. Thieves see top >= bottom (empty) in between; the tag bump
+ * voids stale claims. */
 static void rebase(sn__deque_t *d, uint64_t top)
 {
     atomic_store_explicit(&d->bottom, 0, memory_order_seq_cst);
@@ -152,14 +196,10 @@ void *sn__deque_pop(sn__deque_t *d)
                                                               memory_order_seq_cst);
             atomic_store_explicit(&d->bottom, b + 1, memory_order_relaxed);
             d->hi = b + 1;
-            if (won && b + 1 >= REBASE_AT)
-                rebase(d, next);
             return won ? x : NULL;
         }
         /* Empty (t == b + 1): restore bottom. */
         atomic_store_explicit(&d->bottom, b + 1, memory_order_relaxed);
-        if (b + 1 >= REBASE_AT)
-            rebase(d, top);
         return NULL;
     }
 }

@@ -21,8 +21,8 @@ typedef struct sn__ring {
 } sn__ring_t;
 
 typedef struct sn__deque {
-    /* Written by thieves (CAS) and by the owner on its slow path. Low 48
-     * bits: index of the oldest item; high 16 bits: a tag the owner bumps
+    /* Written by thieves (CAS) and by the owner on its slow path. Low 32
+     * bits: index of the oldest item; high 32 bits: a tag the owner bumps
      * to invalidate thieves holding a stale view (see deque.c). */
     alignas(64) _Atomic uint64_t top;
     /* Written by the owner only. */
@@ -31,9 +31,10 @@ typedef struct sn__deque {
     int64_t hi; /* owner-private: max bottom since the tag last changed */
 } sn__deque_t;
 
-/* Indices restart at 0 when the deque is empty past this mark, keeping them
- * far from the 48-bit limit of top's index. */
-#define SN__DEQUE_REBASE_AT (INT64_C(1) << 45)
+/* Indices restart at 0 past this mark (when the deque runs empty, or by
+ * taking the items back if it never does), keeping them far from the
+ * 32-bit limit of top's index. */
+#define SN__DEQUE_REBASE_AT (INT64_C(1) << 30)
 
 /* The most items one steal_half takes. */
 #define SN__STEAL_MAX 64

@@ -193,6 +193,11 @@ typedef struct sn__waiter {
 } sn__waiter_t;
 
 /* -------------------------------------------------------------- scheduler */
+typedef struct sn__hooks {
+    sn_relay_hooks_t h;
+    struct sn__hooks *older;
+} sn__hooks_t;
+
 struct sn_sched {
     uint32_t node_id;
     int nworkers;
@@ -200,7 +205,10 @@ struct sn_sched {
     sn__gqueue_t global;
     sn__ptable_t table;
     sn__timer_t timer;
-    sn_relay_hooks_t relay;
+    /* The relay hooks: an immutable copy published with a release store,
+     * read by workers with acquire; replaced copies are kept (a worker may
+     * still hold one) and freed with the scheduler. */
+    _Atomic(struct sn__hooks *) relay;
 
     /* parking: see worker.c for the protocol */
     alignas(64) _Atomic int nspinning;

@@ -2,6 +2,7 @@
  * events to processes (the relay.Receiver side), completion, shutdown.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -90,8 +91,9 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
 {
     sn_payload_t *payload = data ? *data : NULL;
     if (to.node != sched->node_id) {
-        if (type == SN_EV_MESSAGE && sched->relay.deliver) {
-            int rc = sched->relay.deliver(sched->relay.arg, to, from, tag, data);
+        const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+        if (type == SN_EV_MESSAGE && hk && hk->h.deliver) {
+            int rc = hk->h.deliver(hk->h.arg, to, from, tag, data);
             if (rc == 0)
                 count(sched, 2);
             return rc;
@@ -266,6 +268,18 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
 
     sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
     sn__shard_lock(s);
+    /* Checked again under the lock: shutdown sets the flag and then takes
+     * every shard lock to collect, so a process is either collected (and
+     * cancelled) or refused here, never orphaned. */
+    if (atomic_load_explicit(&sched->shutting_down, memory_order_seq_cst)) {
+        sn__shard_unlock(s);
+        if (t->close)
+            t->close(p, p->user);
+        sn__proc_free(w, p, proc_size(t));
+        if (reason)
+            *reason = sn_payload_text("the scheduler is shutting down");
+        return SN_ESHUTDOWN;
+    }
     sn__shard_insert(s, p);
     sn__shard_unlock(s);
     if (w)
@@ -437,10 +451,16 @@ sn_sched_t *sn_ctx_sched(const sn_ctx_t *ctx) { return ctx->sched; }
 
 void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay)
 {
+    sn__hooks_t *hk = calloc(1, sizeof *hk);
+    if (!hk)
+        return;
     if (relay)
-        sched->relay = *relay;
-    else
-        memset(&sched->relay, 0, sizeof sched->relay);
+        hk->h = *relay;
+    pthread_mutex_lock(&sched->reg_mu);
+    hk->older = atomic_load_explicit(&sched->relay, memory_order_relaxed);
+    /* release: a worker that loads the pointer sees the hooks filled in */
+    atomic_store_explicit(&sched->relay, hk, memory_order_release);
+    pthread_mutex_unlock(&sched->reg_mu);
 }
 
 int sn_sched_workers(const sn_sched_t *sched) { return sched->nworkers; }
@@ -558,27 +578,35 @@ fail:
     return NULL;
 }
 
-/* Collects every process in the table (caller frees the array). */
-static sn__proc_t **collect(sn_sched_t *sched, size_t *n_out)
+/* Collects every process in the table (caller frees the array). With
+ * `pids`, their PIDs (read under the shard locks: the processes may finish
+ * and be freed as soon as a lock is released); otherwise the processes
+ * themselves, which is only safe once the workers have stopped. */
+static void *collect(sn_sched_t *sched, bool pids, size_t *n_out)
 {
-    size_t n = 0, cap = 0;
-    sn__proc_t **all = NULL;
+    size_t n = 0, cap = 0, size = pids ? sizeof(sn_pid_t) : sizeof(sn__proc_t *);
+    unsigned char *all = NULL;
     for (int i = 0; i < SN__SHARDS; i++) {
         sn__shard_t *s = &sched->table.shards[i];
         sn__shard_lock(s);
         if (n + s->count > cap) {
             size_t nc = (n + s->count) * 2 + 16;
-            sn__proc_t **a = realloc(all, nc * sizeof *a);
-            if (!a) {
-                sn__shard_unlock(s);
-                break;
-            }
+            unsigned char *a;
+            while (!(a = malloc(nc * size))) /* every process must be seen: wait for memory */
+                sched_yield();
+            if (n)
+                memcpy(a, all, n * size);
+            free(all);
             all = a;
             cap = nc;
         }
         for (size_t b = 0; b < s->nbuckets; b++)
-            for (sn__proc_t *p = s->buckets[b]; p; p = p->hnext)
-                all[n++] = p;
+            for (sn__proc_t *p = s->buckets[b]; p; p = p->hnext, n++) {
+                if (pids)
+                    memcpy(all + n * size, &p->pid, size);
+                else
+                    memcpy(all + n * size, &p, size);
+            }
         sn__shard_unlock(s);
     }
     *n_out = n;
@@ -592,19 +620,12 @@ int sn_sched_shutdown(sn_sched_t *sched, int timeout_ms)
         return 0;
     atomic_store_explicit(&sched->shutting_down, true, memory_order_release);
 
-    /* 1. CANCEL to every live process (pids first: posting takes locks). */
+    /* 1. CANCEL to every live process (PIDs first: posting takes locks). */
     size_t n = 0;
-    sn__proc_t **all = collect(sched, &n);
-    sn_pid_t *pids = malloc((n ? n : 1) * sizeof *pids);
-    if (pids)
-        for (size_t i = 0; i < n; i++)
-            pids[i] = all[i]->pid;
-    free(all);
-    if (pids) {
-        for (size_t i = 0; i < n; i++)
-            (void)sn_cancel(sched, pids[i]);
-        free(pids);
-    }
+    sn_pid_t *pids = collect(sched, true, &n);
+    for (size_t i = 0; i < n; i++)
+        (void)sn_cancel(sched, pids[i]);
+    free(pids);
 
     /* 2. Bounded wait for them to finish. */
     uint64_t deadline = sn__now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
@@ -623,7 +644,7 @@ int sn_sched_shutdown(sn_sched_t *sched, int timeout_ms)
 
     /* 4. Force-close the rest; awaiters learn they were killed. */
     int forced = 0;
-    all = collect(sched, &n);
+    sn__proc_t **all = collect(sched, false, &n);
     for (size_t i = 0; i < n; i++) {
         sn_payload_t *why = sn_payload_text("killed: still running when the shutdown timeout expired");
         sn__complete(sched, NULL, all[i], SN_FAIL, SN_EKILLED, &why);
@@ -651,6 +672,11 @@ void sn_sched_destroy(sn_sched_t **self_p)
     sn__ptable_fini(&sched->table);
     sn__registry_fini(sched);
     sn__timer_fini(sched);
+    for (sn__hooks_t *hk = atomic_load(&sched->relay); hk;) {
+        sn__hooks_t *older = hk->older;
+        free(hk);
+        hk = older;
+    }
     pthread_mutex_destroy(&sched->park_mu);
     pthread_cond_destroy(&sched->park_cv);
     pthread_mutex_destroy(&sched->reg_mu);

@@ -228,9 +228,11 @@ void *sn__worker_main(void *arg)
         }
         set_spinning(w, true);
         spins++;
-        if (spins == SPIN_YIELD - 1 && sched->relay.remote_work &&
-            sched->relay.remote_work(sched->relay.arg, sched) > 0)
-            continue;
+        if (spins == SPIN_YIELD - 1) {
+            const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+            if (hk && hk->h.remote_work && hk->h.remote_work(hk->h.arg, sched) > 0)
+                continue;
+        }
         if (spins < SPIN_TIGHT) {
             for (int i = 0; i < 32; i++)
                 sn__cpu_relax();
@@ -302,20 +304,38 @@ static bool step_has_input(sn__proc_t *p, uint32_t target)
     return atomic_load_explicit(&p->wakeups, memory_order_seq_cst) > 0;
 }
 
-/* Moves up to DRAIN_MAX events into the step's buffer. `need` is the kind
- * of event the caller knows is linked in the queue (any event for an Idle
- * process, a wakeup for a Blocked one): a pop can still come back empty
- * while the producer of a later node is between its exchange and its link,
- * so we wait those few instructions out rather than step without it. */
+/* Moves events into the step's buffer: up to DRAIN_MAX, and past that
+ * until the event the process waits for is in (a Blocked process is not
+ * stepped with messages alone). `need` is what the caller knows is queued
+ * or being queued: any event for an Idle process (linked), a wakeup for a
+ * Blocked one (counted in p->wakeups before its producer pushes). A pop can
+ * come back empty while a producer is between its exchange and its link,
+ * or has counted a wakeup and not pushed it yet: we wait those few
+ * instructions out rather than step without it. */
+static bool grow_events(sn__worker_t *w)
+{
+    size_t cap = w->events_cap * 2;
+    sn_event_t *e = realloc(w->events, cap * sizeof *e);
+    if (!e)
+        return false;
+    w->events = e;
+    w->events_cap = cap;
+    return true;
+}
+
 static size_t drain(sn__worker_t *w, sn__proc_t *p, uint32_t need)
 {
     size_t n = 0;
     bool have = need == 0;
     unsigned spins = 0;
-    while (n < DRAIN_MAX) {
+    while (n < DRAIN_MAX || !have) {
+        if (n == w->events_cap && !grow_events(w))
+            break; /* out of memory: step with what we have */
         sn__mpsc_node_t *node = sn__mpsc_pop(&p->q);
         if (!node) {
-            if (have || !sn__mpsc_maybe_nonempty(&p->q))
+            bool coming = need == SN__BLOCKED ? atomic_load_explicit(&p->wakeups, memory_order_seq_cst) > 0
+                                              : sn__mpsc_maybe_nonempty(&p->q);
+            if (have || !coming)
                 break;
             if (++spins < 64)
                 sn__cpu_relax();

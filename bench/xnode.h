@@ -1,0 +1,8 @@
+/* xnode.h - the cross-node cases of schedbench (xnode.c). */
+#ifndef SN_BENCH_XNODE_H
+#define SN_BENCH_XNODE_H
+
+int sn_bench_xnode_send(int workers);
+int sn_bench_xnode_rtt(int workers);
+
+#endif
