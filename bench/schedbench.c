@@ -565,9 +565,9 @@ static int bench_xnode_rtt(void) { return sn_bench_xnode_rtt(workers); }
 static const struct {
     const char *name;
     int (*fn)(void);
-} cases[] = {{"xnode-send", bench_xnode_send}, {"xnode-rtt", bench_xnode_rtt},{"skynet", bench_skynet}, {"pingpong", bench_pingpong}, {"pairs", bench_pairs},
+} cases[] = {{"skynet", bench_skynet}, {"pingpong", bench_pingpong}, {"pairs", bench_pairs},
              {"spawn", bench_spawn},   {"memory", bench_memory},     {"deque", bench_deque},
-             {"idle", bench_idle}};
+             {"idle", bench_idle},     {"xnode-send", bench_xnode_send}, {"xnode-rtt", bench_xnode_rtt}};
 
 static void usage(FILE *f)
 {
@@ -579,6 +579,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strncmp(argv[1], "__", 2))
+        return sn_bench_raw_child(argc, argv);
     static const struct option opts[] = {
         {"workers", required_argument, NULL, 'w'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
     int c;

@@ -1,15 +1,21 @@
 /* xnode.c - cross-node cases of schedbench: two nodes on loopback in two
- * processes (this one and a forked child), each a scheduler plus a relay,
- * measured against raw libzmq between the same two processes in the same
- * run.
+ * processes: node 1 is this process (a scheduler plus a relay), node 2 a
+ * real `schednode` started next to schedbench. Raw libzmq is measured
+ * between this process and a child (schedbench re-executed in a helper
+ * mode) in the same run.
  *   xnode-send: 1,000,000 Sends of 64-byte payloads from a process on node 1
  *               to one on node 2, until the receiver has them all (it acks).
  *   xnode-rtt:  process-to-process round trips across the two nodes.
  */
 #include "xnode.h"
 
+#include <arpa/inet.h>
 #include <czmq.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "codec.h"
 #include "relay.h"
 #include "schednode/schednode.h"
 
@@ -36,10 +43,37 @@ static double now_s(void)
 /* A free TCP port on 127.0.0.1 (bound by the kernel, then released). */
 static int free_port(void)
 {
-    zsock_t *s = zsock_new(ZMQ_PULL);
-    int port = zsock_bind(s, "tcp://127.0.0.1:*");
-    zsock_destroy(&s);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
     return port;
+}
+
+/* The path of a program built next to schedbench. */
+static void sibling(const char *name, char *out, size_t len)
+{
+    char self[PATH_MAX] = "";
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    snprintf(out, len, "%s/%s", dirname(self), name);
+}
+
+/* Starts `argv` in a child process; returns its pid. */
+static pid_t start(char *const argv[])
+{
+    pid_t child = fork();
+    if (child == 0) {
+        execv(argv[0], argv);
+        fprintf(stderr, "schedbench: cannot run %s\n", argv[0]);
+        _exit(127);
+    }
+    return child;
 }
 
 /* ----------------------------------------------------- process types */
@@ -73,8 +107,12 @@ static void b_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step
     out->status = SN_IDLE;
     if ((b->role == 1 || b->role == 3) && n == 0) { /* source / ping: send */
         uint64_t k = b->role == 1 ? (b->n - b->done < CHUNK ? b->n - b->done : CHUNK) : 1;
-        for (uint64_t i = 0; i < k; i++)
-            sn_out_send(out, b->peer, 0, &(sn_payload_t *){sn_payload_new(SN_CT_BYTES, NULL, MSG_BYTES)});
+        for (uint64_t i = 0; i < k; i++) {
+            sn_payload_t *m = sn_payload_new(SN_CT_BYTES, NULL, MSG_BYTES);
+            uint64_t seq = b->done + i; /* the sink checks the order */
+            memcpy(m->data, &seq, sizeof seq);
+            sn_out_send(out, b->peer, 0, &m);
+        }
         if (b->role == 1) {
             b->done += k;
             out->status = b->done < b->n ? SN_CONTINUE : SN_IDLE;
@@ -146,44 +184,35 @@ static void node_stop(node_t *nd)
     sn_sched_destroy(&nd->sched);
 }
 
-/* Forks node 2, which spawns one `method` process and writes its PID to
- * the pipe, then runs until SIGTERM. */
-static pid_t fork_node2(int workers, int p1, int p2, const char *method, sn_pid_t *pid_out)
+/* Starts node 2 (a real schednode) and has it spawn `type method arg`;
+ * returns the node's pid and the new process's PID. */
+static pid_t start_node2(int workers, int p1, int p2, const char *type, const char *method, const char *arg,
+                         sn_pid_t *pid_out)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    pid_t child = fork();
-    if (child == 0) {
-        close(fds[0]);
-        sigset_t s;
-        sigemptyset(&s);
-        sigaddset(&s, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &s, NULL);
-        node_t nd;
-        if (node_start(&nd, 2, workers, p2, 1, p1) != 0)
-            _exit(1);
-        sn_pid_t pid = SN_PID_NONE;
-        unsigned char arg[sizeof(sn_pid_t) + 8] = {0};
-        uint64_t n = SEND_N;
-        memcpy(arg + sizeof(sn_pid_t), &n, 8);
-        sn_payload_t *in = sn_payload_new(SN_CT_BYTES, arg, sizeof arg);
-        if (sn_spawn(nd.sched, "xbench", method, &in, NULL, NULL, &pid) != 0)
-            _exit(1);
-        if (write(fds[1], &pid, sizeof pid) != sizeof pid)
-            _exit(1);
-        int sig;
-        sigwait(&s, &sig);
-        node_stop(&nd);
-        _exit(0);
-    }
-    close(fds[1]);
-    ssize_t got = read(fds[0], pid_out, sizeof *pid_out);
-    close(fds[0]);
-    if (got != sizeof *pid_out) {
+    char bin[PATH_MAX], w[16], listen[64], peer[80], ep[64];
+    sibling("schednode", bin, sizeof bin);
+    snprintf(w, sizeof w, "%d", workers);
+    snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", p2);
+    snprintf(peer, sizeof peer, "1=tcp://127.0.0.1:%d", p1);
+    char *argv[] = {bin, "-n", "2", "-w", w, "--listen", listen, "--peer", peer, "--log-level", "warn",
+                    "--down-after-ms", "5000", NULL};
+    pid_t child = start(argv);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p2);
+    sn_wire_request_t req = {.id = 1, .op = SN_OP_SPAWN, .type = (char *)type, .method = (char *)method};
+    req.arg = arg ? sn_payload_text(arg) : NULL;
+    sn_wire_reply_t rep;
+    char err[256];
+    int rc = sn_client_call(ep, &req, 10000, &rep, err, sizeof err);
+    sn_payload_destroy(&req.arg);
+    if (rc != 0 || rep.error) {
+        fprintf(stderr, "schedbench: node 2: %s\n", rc ? err : sn_strerror(rep.error));
+        kill(child, SIGKILL);
         waitpid(child, NULL, 0);
+        sn_client_reply_clear(&rep);
         return -1;
     }
+    *pid_out = rep.pid;
+    sn_client_reply_clear(&rep);
     return child;
 }
 
@@ -206,73 +235,109 @@ static double run_on_node1(node_t *nd, const char *method, sn_pid_t peer, uint64
     double secs = now_s() - t0;
     if (rc != 0)
         fprintf(stderr, "schedbench: %s failed: %s %s\n", method, sn_strerror(rc), res ? (char *)res->data : "");
+    else if (res && strstr((const char *)res->data, "OUT OF ORDER"))
+        fprintf(stderr, "schedbench: node 2 says: %s\n", (const char *)res->data), secs = -1;
     sn_payload_destroy(&res);
     return rc == 0 ? secs : -1;
 }
 
 /* ------------------------------------------------------- raw libzmq */
+/* The child's side, run as `schedbench __pull PORT BACK N` or
+ * `schedbench __rep PORT N`: a fresh process with its own context. */
+int sn_bench_raw_child(int argc, char **argv)
+{
+    void *ctx = zmq_ctx_new();
+    char buf[MSG_BYTES], ep[64];
+    if (argc == 5 && !strcmp(argv[1], "__pull")) {
+        void *pull = zmq_socket(ctx, ZMQ_PULL), *done = zmq_socket(ctx, ZMQ_PUSH);
+        int hwm = 100000;
+        zmq_setsockopt(pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[2]);
+        zmq_bind(pull, ep);
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[3]);
+        zmq_connect(done, ep);
+        long n = atol(argv[4]);
+        for (long i = 0; i < n; i++)
+            zmq_recv(pull, buf, sizeof buf, 0);
+        zmq_send(done, "k", 1, 0);
+        zmq_close(pull);
+        zmq_close(done);
+    } else if (argc == 4 && !strcmp(argv[1], "__rep")) {
+        void *rep = zmq_socket(ctx, ZMQ_REP);
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[2]);
+        zmq_bind(rep, ep);
+        long n = atol(argv[3]);
+        for (long i = 0; i < n; i++) {
+            int got = zmq_recv(rep, buf, sizeof buf, 0);
+            zmq_send(rep, buf, got > 0 ? (size_t)got : 0, 0);
+        }
+        zmq_close(rep);
+    } else {
+        return 2;
+    }
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
 static double raw_push_pull(void)
 {
+    char bin[PATH_MAX], port_s[16], back_s[16], n_s[16], ep[64];
     int port = free_port(), back = free_port();
-    pid_t child = fork();
-    if (child == 0) {
-        zsock_t *pull = zsock_new(ZMQ_PULL), *done = zsock_new(ZMQ_PUSH);
-        zsock_set_rcvhwm(pull, 100000);
-        zsock_bind(pull, "tcp://127.0.0.1:%d", port);
-        zsock_connect(done, "tcp://127.0.0.1:%d", back);
-        char buf[MSG_BYTES];
-        for (int i = 0; i < SEND_N; i++)
-            zmq_recv(zsock_resolve(pull), buf, sizeof buf, 0);
-        zmq_send(zsock_resolve(done), "k", 1, 0);
-        zsock_destroy(&pull);
-        zsock_destroy(&done);
-        _exit(0);
-    }
-    zsock_t *push = zsock_new(ZMQ_PUSH), *done = zsock_new(ZMQ_PULL);
-    zsock_set_sndhwm(push, 100000);
-    zsock_bind(done, "tcp://127.0.0.1:%d", back);
-    zsock_connect(push, "tcp://127.0.0.1:%d", port);
+    sibling("schedbench", bin, sizeof bin);
+    snprintf(port_s, sizeof port_s, "%d", port);
+    snprintf(back_s, sizeof back_s, "%d", back);
+    snprintf(n_s, sizeof n_s, "%d", SEND_N);
+    void *ctx = zmq_ctx_new();
+    void *push = zmq_socket(ctx, ZMQ_PUSH), *done = zmq_socket(ctx, ZMQ_PULL);
+    int hwm = 100000, linger = 0;
+    zmq_setsockopt(push, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(done, ZMQ_LINGER, &linger, sizeof linger);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", back);
+    zmq_bind(done, ep);
+    char *argv[] = {bin, "__pull", port_s, back_s, n_s, NULL};
+    pid_t child = start(argv);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    zmq_connect(push, ep);
     char buf[MSG_BYTES] = {0}, k;
     double t0 = now_s();
     for (int i = 0; i < SEND_N; i++)
-        zmq_send(zsock_resolve(push), buf, sizeof buf, 0);
-    zmq_recv(zsock_resolve(done), &k, 1, 0);
+        zmq_send(push, buf, sizeof buf, 0);
+    zmq_recv(done, &k, 1, 0);
     double secs = now_s() - t0;
-    zsock_destroy(&push);
-    zsock_destroy(&done);
+    zmq_close(push);
+    zmq_close(done);
+    zmq_ctx_term(ctx);
     waitpid(child, NULL, 0);
     return secs;
 }
 
 static double raw_req_rep(void)
 {
+    char bin[PATH_MAX], port_s[16], n_s[16], ep[64];
     int port = free_port();
-    pid_t child = fork();
-    if (child == 0) {
-        zsock_t *rep = zsock_new(ZMQ_REP);
-        zsock_bind(rep, "tcp://127.0.0.1:%d", port);
-        char buf[MSG_BYTES];
-        for (int i = 0; i < RTT_N + 100; i++) {
-            int n = zmq_recv(zsock_resolve(rep), buf, sizeof buf, 0);
-            zmq_send(zsock_resolve(rep), buf, n > 0 ? (size_t)n : 0, 0);
-        }
-        zsock_destroy(&rep);
-        _exit(0);
-    }
-    zsock_t *req = zsock_new(ZMQ_REQ);
-    zsock_connect(req, "tcp://127.0.0.1:%d", port);
+    sibling("schedbench", bin, sizeof bin);
+    snprintf(port_s, sizeof port_s, "%d", port);
+    snprintf(n_s, sizeof n_s, "%d", RTT_N + 100);
+    char *argv[] = {bin, "__rep", port_s, n_s, NULL};
+    pid_t child = start(argv);
+    void *ctx = zmq_ctx_new();
+    void *req = zmq_socket(ctx, ZMQ_REQ);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    zmq_connect(req, ep);
     char buf[MSG_BYTES] = {0};
     for (int i = 0; i < 100; i++) { /* warm up the connection */
-        zmq_send(zsock_resolve(req), buf, sizeof buf, 0);
-        zmq_recv(zsock_resolve(req), buf, sizeof buf, 0);
+        zmq_send(req, buf, sizeof buf, 0);
+        zmq_recv(req, buf, sizeof buf, 0);
     }
     double t0 = now_s();
     for (int i = 0; i < RTT_N; i++) {
-        zmq_send(zsock_resolve(req), buf, sizeof buf, 0);
-        zmq_recv(zsock_resolve(req), buf, sizeof buf, 0);
+        zmq_send(req, buf, sizeof buf, 0);
+        zmq_recv(req, buf, sizeof buf, 0);
     }
     double secs = now_s() - t0;
-    zsock_destroy(&req);
+    zmq_close(req);
+    zmq_ctx_term(ctx);
     waitpid(child, NULL, 0);
     return secs;
 }
@@ -280,11 +345,12 @@ static double raw_req_rep(void)
 /* ------------------------------------------------------------ cases */
 int sn_bench_xnode_send(int workers)
 {
-    zsys_init();
     double raw = raw_push_pull();
     int p1 = free_port(), p2 = free_port();
+    char arg[32];
+    snprintf(arg, sizeof arg, "%d", SEND_N);
     sn_pid_t sink;
-    pid_t child = fork_node2(workers, p1, p2, "sink", &sink);
+    pid_t child = start_node2(workers, p1, p2, "xsink", "collect", arg, &sink);
     if (child < 0)
         return 1;
     node_t nd;
@@ -297,7 +363,8 @@ int sn_bench_xnode_send(int workers)
     stop_child(child);
     if (secs < 0)
         return 1;
-    printf("xnode-send: %d Sends of %d bytes, node 1 -> node 2 (two processes), %.1f ms; raw PUSH/PULL %.1f ms\n",
+    printf("xnode-send: %d Sends of %d bytes, node 1 -> node 2 (separate processes), %.1f ms, all in order; "
+           "raw PUSH/PULL %.1f ms\n",
            SEND_N, MSG_BYTES, secs * 1e3, raw * 1e3);
     printf("xnode-send: %.2fx raw libzmq's rate\n", raw / secs);
     printf("RESULT zmq-raw-push-pull %.0f msgs/s\n", SEND_N / raw);
@@ -307,11 +374,10 @@ int sn_bench_xnode_send(int workers)
 
 int sn_bench_xnode_rtt(int workers)
 {
-    zsys_init();
     double raw = raw_req_rep();
     int p1 = free_port(), p2 = free_port();
     sn_pid_t pong;
-    pid_t child = fork_node2(workers, p1, p2, "pong", &pong);
+    pid_t child = start_node2(workers, p1, p2, "xpong", "echo", NULL, &pong);
     if (child < 0)
         return 1;
     node_t nd;

@@ -4,5 +4,7 @@
 
 int sn_bench_xnode_send(int workers);
 int sn_bench_xnode_rtt(int workers);
+/* schedbench's helper modes (`__pull`, `__rep`) for the raw libzmq peer. */
+int sn_bench_raw_child(int argc, char **argv);
 
 #endif

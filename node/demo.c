@@ -266,8 +266,12 @@ static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
             sn_out_done(out, &verdict);
             return;
         }
-        uint64_t v;
-        if (sn_payload_get_u64(ev[i].data, &v) != 0 || v != x->got)
+        uint64_t v = 0; /* the sequence number: the first 8 bytes */
+        if (!ev[i].data || ev[i].data->len < sizeof v)
+            x->out_of_order = 1;
+        else
+            memcpy(&v, ev[i].data->data, sizeof v);
+        if (v != x->got)
             x->out_of_order = 1;
         if (++x->got == x->n) {
             sn_payload_t *verdict = sn_payload_printf(SN_CT_TEXT, "%" PRIu64 " messages %s", x->got,
@@ -279,6 +283,27 @@ static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
     }
 }
 
+/* ---- xpong echo: sends every message back to its sender, unchanged */
+static int xpong_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    return strcmp(method, "echo") == 0 ? 0 : SN_ENOMETHOD;
+}
+
+static void xpong_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    out->status = SN_IDLE;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            out->status = SN_DONE;
+            return;
+        }
+        if (ev[i].type == SN_EV_MESSAGE && !sn_pid_is_none(ev[i].from))
+            sn_out_send(out, ev[i].from, ev[i].tag, &ev[i].data);
+    }
+}
+
+static const sn_type_t xpong_type = {"xpong", 1, 0, xpong_init, xpong_step, NULL, NULL, NULL};
+
 static const sn_type_t xsource_type = {"xsource", 1, sizeof(xpeer_t), xpeer_init, xpeer_step, NULL, NULL, NULL};
 static const sn_type_t xsink_type = {"xsink", 1, sizeof(xpeer_t), xpeer_init, xpeer_step, NULL, NULL, NULL};
 
@@ -287,7 +312,8 @@ int sn_demo_register(sn_sched_t *sched)
     int rc;
     if ((rc = sn_type_register(sched, &tree_type)) || (rc = sn_type_register(sched, &ring_type)) ||
         (rc = sn_type_register(sched, &sleeper_type)) || (rc = sn_type_register(sched, &oops_type)) ||
-        (rc = sn_type_register(sched, &xsource_type)) || (rc = sn_type_register(sched, &xsink_type)))
+        (rc = sn_type_register(sched, &xsource_type)) || (rc = sn_type_register(sched, &xsink_type)) ||
+        (rc = sn_type_register(sched, &xpong_type)))
         return rc;
     return 0;
 }

@@ -5,7 +5,7 @@
 #include "schednode/schednode.h"
 
 /* Registers the demo process types (tree, ring, sleeper, oops, xsource,
- * xsink). */
+ * xsink, xpong). */
 int sn_demo_register(sn_sched_t *sched);
 /* Runs the demo, printing what happened to stdout. Returns 0 when every
  * phase produced its expected result. */
