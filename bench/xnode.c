@@ -343,21 +343,32 @@ static double raw_req_rep(void)
 }
 
 /* ------------------------------------------------------------ cases */
+/* Starts node 2 (running one `type method arg` process, whose PID goes to
+ * *peer) and node 1 in this process. */
+static int two_nodes(int workers, const char *type, const char *method, const char *arg, sn_pid_t *peer,
+                     node_t *nd, pid_t *child)
+{
+    int p1 = free_port(), p2 = free_port();
+    *child = start_node2(workers, p1, p2, type, method, arg, peer);
+    if (*child < 0)
+        return -1;
+    if (node_start(nd, 1, workers, p1, 2, p2) != 0) {
+        stop_child(*child);
+        return -1;
+    }
+    return 0;
+}
+
 int sn_bench_xnode_send(int workers)
 {
     double raw = raw_push_pull();
-    int p1 = free_port(), p2 = free_port();
     char arg[32];
     snprintf(arg, sizeof arg, "%d", SEND_N);
     sn_pid_t sink;
-    pid_t child = start_node2(workers, p1, p2, "xsink", "collect", arg, &sink);
-    if (child < 0)
-        return 1;
     node_t nd;
-    if (node_start(&nd, 1, workers, p1, 2, p2) != 0) {
-        stop_child(child);
+    pid_t child;
+    if (two_nodes(workers, "xsink", "collect", arg, &sink, &nd, &child) != 0)
         return 1;
-    }
     double secs = run_on_node1(&nd, "source", sink, SEND_N);
     node_stop(&nd);
     stop_child(child);
@@ -375,16 +386,11 @@ int sn_bench_xnode_send(int workers)
 int sn_bench_xnode_rtt(int workers)
 {
     double raw = raw_req_rep();
-    int p1 = free_port(), p2 = free_port();
     sn_pid_t pong;
-    pid_t child = start_node2(workers, p1, p2, "xpong", "echo", NULL, &pong);
-    if (child < 0)
-        return 1;
     node_t nd;
-    if (node_start(&nd, 1, workers, p1, 2, p2) != 0) {
-        stop_child(child);
+    pid_t child;
+    if (two_nodes(workers, "xpong", "echo", NULL, &pong, &nd, &child) != 0)
         return 1;
-    }
     double warm = run_on_node1(&nd, "ping", pong, 100);
     double secs = run_on_node1(&nd, "ping", pong, RTT_N);
     node_stop(&nd);
