@@ -36,14 +36,20 @@
 
 enum { ITEM_SEND, ITEM_REPLY };
 
+/* What workers hand the I/O thread: a send (small: one per message), or a
+ * reply to a client, which carries the client's routing id. */
 typedef struct item {
     sn__mpsc_node_t link;
     int kind;
-    sn_wire_send_t s;          /* ITEM_SEND */
-    sn_wire_reply_t rep;       /* ITEM_REPLY */
-    unsigned char ident[256];  /* ITEM_REPLY: the client's routing id */
-    size_t ident_len;
+    sn_wire_send_t s; /* ITEM_SEND */
 } item_t;
+
+typedef struct reply_item {
+    item_t base; /* kind ITEM_REPLY */
+    sn_wire_reply_t rep;
+    unsigned char ident[256];
+    size_t ident_len;
+} reply_item_t;
 
 typedef struct peer {
     uint32_t node;
@@ -155,8 +161,9 @@ static void free_item(item_t *it)
     if (it->kind == ITEM_SEND) {
         sn_payload_destroy(&it->s.payload);
     } else {
-        free(it->rep.reason);
-        sn_payload_destroy(&it->rep.result);
+        reply_item_t *ri = (reply_item_t *)it;
+        free(ri->rep.reason);
+        sn_payload_destroy(&ri->rep.result);
     }
     free(it);
 }
@@ -266,7 +273,8 @@ static bool drain(sn_relay_t *r)
         done++;
         item_t *it = (item_t *)n;
         if (it->kind == ITEM_REPLY) {
-            send_reply(r, it->ident, it->ident_len, &it->rep);
+            reply_item_t *ri = (reply_item_t *)it;
+            send_reply(r, ri->ident, ri->ident_len, &ri->rep);
             free_item(it);
             continue;
         }
@@ -330,16 +338,16 @@ static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int e
                       void *arg)
 {
     call_ctx_t *c = arg;
-    item_t *it = calloc(1, sizeof *it);
+    reply_item_t *it = calloc(1, sizeof *it);
     if (it) {
-        it->kind = ITEM_REPLY;
+        it->base.kind = ITEM_REPLY;
         it->rep.id = c->id;
         it->rep.pid = pid;
         it->rep.error = status == SN_DONE ? 0 : (error ? error : SN_EFAILED);
         it->rep.result = sn_take(result);
         memcpy(it->ident, c->ident, c->ident_len);
         it->ident_len = c->ident_len;
-        enqueue(c->relay, it);
+        enqueue(c->relay, &it->base);
     }
     free(c);
 }
