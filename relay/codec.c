@@ -31,6 +31,7 @@ static const struct {
     {SCHEDNODE__ENVELOPE__BODY_LEAVE, SN_FRAME_LEAVE, "leave"},
     {SCHEDNODE__ENVELOPE__BODY_REQUEST, SN_FRAME_REQUEST, "request"},
     {SCHEDNODE__ENVELOPE__BODY_REPLY, SN_FRAME_REPLY, "reply"},
+    {SCHEDNODE__ENVELOPE__BODY_ACK, SN_FRAME_ACK, "ack"},
 };
 
 const char *sn_frame_kind_name(sn_frame_kind_t kind)
@@ -61,8 +62,8 @@ static int to_pb_kind(uint8_t kind, Schednode__Send__Kind *out)
 static int pack(Schednode__Envelope *env, void **buf, size_t *len);
 static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnation);
 
-int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, const sn_wire_send_t *sends, size_t n, void **buf,
-                          size_t *len)
+int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_send_t *sends, size_t n,
+                          void **buf, size_t *len)
 {
     if (!sends || n == 0 || !buf || !len)
         return SN_EINVAL;
@@ -109,6 +110,7 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, const sn_wire_sen
         schednode__send_batch__init(&batch);
         batch.n_sends = n;
         batch.sends = ptrs;
+        batch.seq = seq;
         Schednode__Envelope env;
         envelope(&env, node, incarnation);
         env.body_case = SCHEDNODE__ENVELOPE__BODY_SENDS;
@@ -149,6 +151,18 @@ int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq,
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
+    return pack(&env, buf, len);
+}
+
+int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len)
+{
+    Schednode__Ack ack;
+    schednode__ack__init(&ack);
+    ack.seq = seq;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_ACK;
+    env.ack = &ack;
     return pack(&env, buf, len);
 }
 
@@ -366,7 +380,10 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
         rc = SN_EPROTO;
         goto done;
     }
-    if (out->kind == SN_FRAME_SENDS) {
+    if (out->kind == SN_FRAME_ACK) {
+        out->seq = env->ack ? env->ack->seq : 0;
+    } else if (out->kind == SN_FRAME_SENDS) {
+        out->seq = env->sends ? env->sends->seq : 0;
         rc = decode_sends(env->sends, out);
         if (rc != 0)
             *why = rc == SN_ENOMEM ? "out of memory" : "bad send";

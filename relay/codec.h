@@ -32,7 +32,8 @@ typedef enum sn_frame_kind {
     SN_FRAME_STATS,
     SN_FRAME_LEAVE,
     SN_FRAME_REQUEST,
-    SN_FRAME_REPLY
+    SN_FRAME_REPLY,
+    SN_FRAME_ACK
 } sn_frame_kind_t;
 
 /* Short name of a frame kind, for logs ("sends", "hello", ...). */
@@ -87,20 +88,23 @@ typedef struct sn_frame {
     sn_frame_kind_t kind;
     sn_wire_send_t *sends; /* SN_FRAME_SENDS: owned by the frame */
     size_t nsends;
+    uint64_t seq;          /* SN_FRAME_SENDS: batch number; SN_FRAME_ACK: acknowledged up to */
     sn_wire_request_t request; /* SN_FRAME_REQUEST */
     sn_wire_reply_t reply;     /* SN_FRAME_REPLY */
 } sn_frame_t;
 
-/* Encodes a batch of sends from node/incarnation into one frame. The sends'
+/* Encodes a batch of sends from node/incarnation into one frame, numbered
+ * `seq` (0: not acknowledged, e.g. a lone error return). The sends'
  * payloads are read, not taken. On success *buf (caller frees with free())
  * and *len hold the frame. Returns 0, SN_EINVAL (no sends, a bad kind) or
  * SN_ENOMEM. */
-int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, const sn_wire_send_t *sends, size_t n, void **buf,
-                          size_t *len);
+int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_send_t *sends, size_t n,
+                          void **buf, size_t *len);
 
 /* Encodes a heartbeat, a client request (node 0) or a reply. Same
  * conventions as sn_codec_encode_sends. */
 int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len);
+int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len);
 int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *len);
 int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf,
                           size_t *len);

@@ -51,16 +51,32 @@ typedef struct reply_item {
     size_t ident_len;
 } reply_item_t;
 
+/* An encoded batch kept until the peer acknowledges it. */
+typedef struct sent {
+    void *buf;
+    size_t len;
+    uint64_t seq;
+} sent_t;
+
 typedef struct peer {
     uint32_t node;
     char *endpoint;
     zsock_t *dealer;
     uint64_t last_heard_ns;
     _Atomic int down; /* written by the I/O thread, read by workers */
+    /* outbound: the batch being filled, a frame the socket refused (full
+     * pipe), and frames sent but not yet acknowledged, oldest first */
     item_t **batch;
     size_t nbatch, cap, bytes;
-    void *pending; /* an encoded frame the socket refused (full pipe) */
+    void *pending;
     size_t pending_len;
+    uint64_t pending_seq, next_seq;
+    sent_t *unacked;
+    size_t nunacked, capunacked;
+    /* inbound: the peer's batches to us, to acknowledge on its connection */
+    uint64_t recv_seq, acked_seq;
+    unsigned char ident[256];
+    size_t ident_len;
 } peer_t;
 
 struct sn_relay {
@@ -175,12 +191,40 @@ static bool try_send(peer_t *p, const void *buf, size_t len)
     return false; /* EAGAIN: the pipe is full (or not yet connected) */
 }
 
+/* Keeps a sent frame until the peer acknowledges it. */
+static void keep(peer_t *p, void *buf, size_t len, uint64_t seq)
+{
+    if (p->nunacked == p->capunacked) {
+        size_t cap = p->capunacked ? p->capunacked * 2 : 64;
+        sent_t *u = realloc(p->unacked, cap * sizeof *u);
+        if (!u) { /* out of memory: it is sent, we just cannot bounce it later */
+            free(buf);
+            return;
+        }
+        p->unacked = u;
+        p->capunacked = cap;
+    }
+    p->unacked[p->nunacked++] = (sent_t){buf, len, seq};
+}
+
+/* The peer has every batch up to seq: forget them. */
+static void acked(peer_t *p, uint64_t seq)
+{
+    size_t k = 0;
+    while (k < p->nunacked && p->unacked[k].seq <= seq)
+        free(p->unacked[k++].buf);
+    if (k) {
+        memmove(p->unacked, p->unacked + k, (p->nunacked - k) * sizeof *p->unacked);
+        p->nunacked -= k;
+    }
+}
+
 static void flush_peer(sn_relay_t *r, peer_t *p)
 {
     if (p->pending) {
         if (!try_send(p, p->pending, p->pending_len))
             return;
-        free(p->pending);
+        keep(p, p->pending, p->pending_len, p->pending_seq);
         p->pending = NULL;
         add(&r->frames_out, 1);
     }
@@ -193,10 +237,12 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
         arr[i] = p->batch[i]->s;
     void *buf = NULL;
     size_t len = 0;
-    int rc = sn_codec_encode_sends(r->node, r->incarnation, arr, p->nbatch, &buf, &len);
+    uint64_t seq = p->next_seq + 1;
+    int rc = sn_codec_encode_sends(r->node, r->incarnation, seq, arr, p->nbatch, &buf, &len);
     free(arr);
     if (rc != 0)
         return;
+    p->next_seq = seq;
     add(&r->msgs_out, p->nbatch);
     for (size_t i = 0; i < p->nbatch; i++)
         free_item(p->batch[i]);
@@ -204,23 +250,38 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
     p->bytes = 0;
     if (try_send(p, buf, len)) {
         add(&r->frames_out, 1);
-        free(buf);
+        keep(p, buf, len, seq);
     } else {
         p->pending = buf;
         p->pending_len = len;
+        p->pending_seq = seq;
+    }
+}
+
+/* Every send in an encoded frame goes back to its sender with `error`. */
+static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error)
+{
+    sn_frame_t f;
+    if (sn_codec_decode(buf, len, SIZE_MAX, &f, NULL) == 0) {
+        for (size_t i = 0; i < f.nsends; i++)
+            bounce_local(r, &f.sends[i], error);
+        sn_frame_clear(&f);
     }
 }
 
 /* A peer went down: everything waiting for it goes back to its sender. */
 static void bounce_peer(sn_relay_t *r, peer_t *p)
 {
+    /* oldest first, so a sender sees its errors in the order it sent;
+     * an unacknowledged send may have arrived before the peer died: the
+     * error says the node went down, not that the message was lost */
+    for (size_t i = 0; i < p->nunacked; i++) {
+        bounce_frame(r, p->unacked[i].buf, p->unacked[i].len, SN_ENODEDOWN);
+        free(p->unacked[i].buf);
+    }
+    p->nunacked = 0;
     if (p->pending) {
-        sn_frame_t f;
-        if (sn_codec_decode(p->pending, p->pending_len, SIZE_MAX, &f, NULL) == 0) {
-            for (size_t i = 0; i < f.nsends; i++)
-                bounce_local(r, &f.sends[i], SN_ENODEDOWN);
-            sn_frame_clear(&f);
-        }
+        bounce_frame(r, p->pending, p->pending_len, SN_ENODEDOWN);
         free(p->pending);
         p->pending = NULL;
     }
@@ -318,7 +379,7 @@ static void inbound_send(sn_relay_t *r, sn_wire_send_t *s, const unsigned char *
     sn_wire_send_t back = {s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, rc, s->payload};
     void *buf;
     size_t len;
-    if (sn_codec_encode_sends(r->node, r->incarnation, &back, 1, &buf, &len) == 0) {
+    if (sn_codec_encode_sends(r->node, r->incarnation, 0, &back, 1, &buf, &len) == 0) {
         void *router = zsock_resolve(r->router);
         if (ident && zmq_send(router, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
             zmq_send(router, buf, len, ZMQ_DONTWAIT);
@@ -427,7 +488,21 @@ static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const un
     case SN_FRAME_SENDS:
         for (size_t i = 0; i < f.nsends; i++)
             inbound_send(r, &f.sends[i], ident, ident_len);
+        if (f.seq && ident && ident_len <= sizeof r->peers[0].ident) {
+            peer_t *p = find_peer(r, f.node);
+            if (p && f.seq > p->recv_seq) { /* acknowledged after this turn */
+                p->recv_seq = f.seq;
+                memcpy(p->ident, ident, ident_len);
+                p->ident_len = ident_len;
+            }
+        }
         break;
+    case SN_FRAME_ACK: {
+        peer_t *p = find_peer(r, f.node);
+        if (p)
+            acked(p, f.seq);
+        break;
+    }
     case SN_FRAME_HEARTBEAT:
         break;
     case SN_FRAME_REQUEST:
@@ -484,6 +559,26 @@ static void read_socket(sn_relay_t *r, void *sock, bool router)
             inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0);
         zmq_msg_close(&id);
         zmq_msg_close(&body);
+    }
+}
+
+/* Acknowledges the batches received this turn, one Ack per peer, on the
+ * connection they came in on. */
+static void send_acks(sn_relay_t *r)
+{
+    void *router = zsock_resolve(r->router);
+    for (size_t i = 0; i < r->npeers; i++) {
+        peer_t *p = &r->peers[i];
+        if (p->recv_seq <= p->acked_seq || p->ident_len == 0)
+            continue;
+        void *buf;
+        size_t len;
+        if (sn_codec_encode_ack(r->node, r->incarnation, p->recv_seq, &buf, &len) != 0)
+            continue;
+        if (zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+            zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0)
+            p->acked_seq = p->recv_seq; /* else: again next turn */
+        free(buf);
     }
 }
 
@@ -551,8 +646,10 @@ static void actor(zsock_t *pipe, void *arg)
         }
         if (more)
             more = drain(r);
-        if (items[1].revents & ZMQ_POLLIN)
+        if (items[1].revents & ZMQ_POLLIN) {
             read_socket(r, items[1].socket, true);
+            send_acks(r);
+        }
         for (size_t i = 0; i < r->npeers; i++) {
             if (items[3 + i].revents & ZMQ_POLLIN)
                 read_socket(r, items[3 + i].socket, false);
@@ -656,6 +753,9 @@ void sn_relay_destroy(sn_relay_t **self_p)
             free_item(p->batch[k]);
         free(p->batch);
         free(p->pending);
+        for (size_t k = 0; k < p->nunacked; k++)
+            free(p->unacked[k].buf);
+        free(p->unacked);
         free(p->endpoint);
         zsock_destroy(&p->dealer);
     }

@@ -36,7 +36,7 @@ int main(int argc, char **argv)
         sn_wire_send_t one = {{1, 1}, {9, 1}, 0, SN_EV_MESSAGE, 0, p};
         void *buf;
         size_t len;
-        if (sn_codec_encode_sends(9, 1, &one, 1, &buf, &len) != 0)
+        if (sn_codec_encode_sends(9, 1, 0, &one, 1, &buf, &len) != 0)
             return 1;
         if (!strcmp(what, "truncated"))
             rc = zmq_send(sock, buf, len - 5, 0);

@@ -84,6 +84,16 @@ out=$(call call --connect "$(ep 3)" xsource blast "$sink 10" 2>&1)
 [ "$out" = "10 messages in order" ] && ok "node 2 still serves its peers after the hostile frames" || bad "after hostile: $out"
 grep -q "dropped a bad frame" "$dir/node2.log" && ok "bad frames are logged" || bad "no log line for bad frames"
 
+# a frozen node: its messages are in the pipe, never acknowledged; once it
+# is declared down they come back to the sender as nodedown (not lost)
+sink=$(call spawn --connect "$(ep 2)" xsink collect 5)
+kill -STOP "$node_pid_2"
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 5" 2>&1); rc=$?
+kill -CONT "$node_pid_2"
+[ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "sends to a frozen node come back as nodedown" || bad "frozen: rc=$rc $out"
+for _ in $(seq 100); do grep -q "peer 2 .* is up again" "$dir/node1.log" && break; sleep 0.1; done
+grep -q "peer 2 .* is up again" "$dir/node1.log" && ok "node 2 is up again after SIGCONT" || bad "node 2 not back up"
+
 # nodedown: kill -9 node 2; senders get nodedown once it is declared down
 sink=$(call spawn --connect "$(ep 2)" xsink collect 5)
 kill -9 "$node_pid_2"; wait "$node_pid_2" 2>/dev/null

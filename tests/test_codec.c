@@ -31,7 +31,7 @@ static void roundtrip_batch_in_order(void **st)
     }
     void *buf = NULL;
     size_t len = 0;
-    assert_int_equal(sn_codec_encode_sends(1, 42, in, N, &buf, &len), 0);
+    assert_int_equal(sn_codec_encode_sends(1, 42, 7, in, N, &buf, &len), 0);
     sn_frame_t f;
     const char *why = NULL;
     assert_int_equal(sn_codec_decode(buf, len, 0, &f, &why), 0);
@@ -39,6 +39,7 @@ static void roundtrip_batch_in_order(void **st)
     assert_int_equal(f.version, SN_WIRE_VERSION);
     assert_int_equal(f.node, 1);
     assert_int_equal(f.incarnation, 42);
+    assert_int_equal(f.seq, 7);
     assert_int_equal(f.nsends, N);
     for (int i = 0; i < N; i++) {
         sn_wire_send_t *a = &in[i], *b = &f.sends[i];
@@ -69,9 +70,9 @@ static void encode_refuses_nonsense(void **st)
     (void)st;
     void *buf = NULL;
     size_t len = 0;
-    assert_int_equal(sn_codec_encode_sends(1, 1, NULL, 0, &buf, &len), SN_EINVAL);
+    assert_int_equal(sn_codec_encode_sends(1, 1, 1, NULL, 0, &buf, &len), SN_EINVAL);
     sn_wire_send_t bad = {{2, 1}, {1, 1}, 0, 99, 0, NULL};
-    assert_int_equal(sn_codec_encode_sends(1, 1, &bad, 1, &buf, &len), SN_EINVAL);
+    assert_int_equal(sn_codec_encode_sends(1, 1, 1, &bad, 1, &buf, &len), SN_EINVAL);
     assert_null(buf);
 }
 
@@ -93,7 +94,7 @@ static void hostile_frames_are_refused(void **st)
     sn_wire_send_t one = {{2, 5}, {1, 9}, 1, SN_EV_MESSAGE, 0, p};
     void *buf;
     size_t len;
-    assert_int_equal(sn_codec_encode_sends(1, 1, &one, 1, &buf, &len), 0);
+    assert_int_equal(sn_codec_encode_sends(1, 1, 1, &one, 1, &buf, &len), 0);
 
     /* truncated at every length: refused or (rarely) a valid shorter
      * message; never a crash, never a leak */
