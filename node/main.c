@@ -357,7 +357,10 @@ int main(int argc, char **argv)
     if (rcfg.listen) {
         char err[512];
         rcfg.peers = peers;
-        rcfg.incarnation = (uint64_t)time(NULL);
+        /* this run of the node: distinct across restarts, even within a second */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        rcfg.incarnation = ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^ (uint64_t)getpid();
         relay = sn_relay_new(sched, &rcfg, err, sizeof err);
         if (!relay) {
             fprintf(stderr, "%s: %s\n", progname, err);

@@ -73,8 +73,9 @@ typedef struct peer {
     uint64_t pending_seq, next_seq;
     sent_t *unacked;
     size_t nunacked, capunacked;
-    /* inbound: the peer's batches to us, to acknowledge on its connection */
-    uint64_t recv_seq, acked_seq;
+    /* inbound: the peer's batches to us, to acknowledge on its connection,
+     * numbered within the peer's incarnation (its run) */
+    uint64_t incarnation, recv_seq, acked_seq;
     unsigned char ident[256];
     size_t ident_len;
 } peer_t;
@@ -476,6 +477,18 @@ static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const un
     add(&r->frames_in, 1);
     if (f.kind != SN_FRAME_REQUEST) {
         peer_t *p = find_peer(r, f.node);
+        if (p && f.incarnation != p->incarnation) {
+            if (p->incarnation) {
+                /* The peer restarted: what its previous run had not
+                 * confirmed is gone with it. Its numbering starts again. */
+                zsys_warning("node=%" PRIu32 " peer %" PRIu32 " at %s restarted: unconfirmed sends to it come back "
+                             "as nodedown",
+                             r->node, p->node, p->endpoint);
+                bounce_peer(r, p);
+            }
+            p->incarnation = f.incarnation;
+            p->recv_seq = p->acked_seq = 0;
+        }
         if (p) {
             p->last_heard_ns = now_ns();
             if (atomic_load_explicit(&p->down, memory_order_relaxed)) {

@@ -102,14 +102,22 @@ out=$(call call --connect "$(ep 1)" xsource blast "$sink 5" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "send to a killed node: nodedown" || bad "nodedown: rc=$rc $out"
 grep -q "peer 2 .* is down" "$dir/node1.log" && ok "node 1 logs that node 2 is down" || bad "no down log on node 1"
 
+# node 2 comes back (a new incarnation on the same endpoint) and serves again
+start 2 || bad "node 2 restarts"
+for _ in $(seq 100); do grep -q "peer 2 .* restarted" "$dir/node1.log" && break; sleep 0.1; done
+grep -q "peer 2 .* restarted" "$dir/node1.log" && ok "node 1 sees node 2 restarted" || bad "restart not seen by node 1"
+sink=$(call spawn --connect "$(ep 2)" xsink collect 1000)
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 1000" 2>&1)
+[ "$out" = "1000 messages in order" ] && ok "the restarted node 2 receives 1000 messages in order" || bad "after restart: $out"
+
 # the survivors keep working with each other
 sink=$(call spawn --connect "$(ep 3)" xsink collect 100)
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 100" 2>&1)
 [ "$out" = "100 messages in order" ] && ok "nodes 1 and 3 keep working after node 2 died" || bad "survivors: $out"
 
 # graceful stop
-kill -TERM "$node_pid_1" "$node_pid_3"
-for n in 1 3; do
+kill -TERM "$node_pid_1" "$node_pid_2" "$node_pid_3"
+for n in 1 2 3; do
   p=$(eval echo "\$node_pid_$n"); for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$p" 2>/dev/null; then bad "node $n did not stop on SIGTERM"; else wait "$p"; rc=$?
     [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || bad "node $n exit $rc: $(tail -3 "$dir/node$n.log")"; fi
