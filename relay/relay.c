@@ -76,6 +76,7 @@ typedef struct peer {
     /* inbound: the peer's batches to us, to acknowledge on its connection,
      * numbered within the peer's incarnation (its run) */
     uint64_t incarnation, recv_seq, acked_seq;
+    uint64_t bad_log_ns, bad_quiet; /* rate limit of its bad-frame log lines */
     unsigned char ident[256];
     size_t ident_len;
 } peer_t;
@@ -149,19 +150,25 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, sn
 
 /* --------------------------------------------------------- I/O side */
 
+static peer_t *find_peer(sn_relay_t *r, uint32_t node);
+
+/* Counts and logs a dropped frame: at most one line per second per peer
+ * (plus one shared by senders that are not peers, which cannot be told
+ * apart), each with the count of the quiet ones since. */
 static void bad(sn_relay_t *r, const char *why, uint32_t node)
 {
     add(&r->bad_frames, 1);
-    /* at most one log line per second, with a count of the quiet ones */
+    peer_t *p = node ? find_peer(r, node) : NULL;
+    uint64_t *last = p ? &p->bad_log_ns : &r->bad_log_ns, *quiet = p ? &p->bad_quiet : &r->bad_quiet;
     uint64_t now = now_ns();
-    if (now - r->bad_log_ns < 1000000000u) {
-        r->bad_quiet++;
+    if (*last && now - *last < 1000000000u) {
+        (*quiet)++;
         return;
     }
-    zsys_warning("node=%" PRIu32 " dropped a bad frame from node %" PRIu32 ": %s (%" PRIu64 " more since last report)",
-                 r->node, node, why, r->bad_quiet);
-    r->bad_log_ns = now;
-    r->bad_quiet = 0;
+    zsys_warning("node=%" PRIu32 " dropped a bad frame from %s %" PRIu32 ": %s (%" PRIu64 " more since last report)",
+                 r->node, p ? "peer" : "node", node, why, *quiet);
+    *last = now;
+    *quiet = 0;
 }
 
 /* Returns a send to the process that made it, on this node. */
