@@ -59,6 +59,14 @@ void sn__wake_all(sn_sched_t *sched)
     pthread_mutex_unlock(&sched->park_mu);
 }
 
+/* Appends a Ready process to the global queue. It must never be dropped:
+ * on out-of-memory, retry until there is room. The caller notifies. */
+static void to_global(sn_sched_t *sched, sn__proc_t *p)
+{
+    while (sn__gqueue_push(&sched->global, p) != 0)
+        sched_yield();
+}
+
 void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
 {
     sn__worker_t *w = sn__self_worker(sched);
@@ -74,9 +82,7 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
             return;
         }
     }
-    /* A Ready process must never be dropped: on out-of-memory, retry. */
-    while (sn__gqueue_push(&sched->global, p) != 0)
-        sched_yield();
+    to_global(sched, p);
     sn__notify(sched);
 }
 
@@ -96,8 +102,7 @@ static sn__proc_t *from_global(sn__worker_t *w)
         return NULL;
     for (size_t i = 1; i < n; i++)
         if (sn__deque_push(&w->deque, items[i]) != 0)
-            while (sn__gqueue_push(&w->sched->global, items[i]) != 0)
-                sched_yield();
+            to_global(w->sched, items[i]);
     if (n > 1)
         sn__notify(w->sched);
     return items[0];
@@ -395,8 +400,7 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         p->wait_status = 0;
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
         /* to the back of the global queue: a long job must not starve others */
-        while (sn__gqueue_push(&sched->global, p) != 0)
-            sched_yield();
+        to_global(sched, p);
         sn__notify(sched);
         return;
     case SN_WAIT:
