@@ -5,6 +5,7 @@
  */
 #include "codec.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,23 +43,6 @@ const char *sn_frame_kind_name(sn_frame_kind_t kind)
     return "none";
 }
 
-static int to_pb_kind(uint8_t kind, Schednode__Send__Kind *out)
-{
-    switch (kind) {
-    case SN_EV_MESSAGE:
-        *out = SCHEDNODE__SEND__KIND__MESSAGE;
-        return 0;
-    case SN_EV_YIELD_COMPLETE:
-        *out = SCHEDNODE__SEND__KIND__YIELD_COMPLETE;
-        return 0;
-    case SN_EV_CANCEL:
-        *out = SCHEDNODE__SEND__KIND__CANCEL;
-        return 0;
-    default:
-        return SN_EINVAL;
-    }
-}
-
 static int pack(Schednode__Envelope *env, void **buf, size_t *len);
 static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnation);
 
@@ -67,58 +51,71 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
 {
     if (!sends || n == 0 || !buf || !len)
         return SN_EINVAL;
-    /* One allocation for every nested message; the payload bytes are not
-     * copied until pack. */
-    struct item {
-        Schednode__Send send;
-        Schednode__Pid to, from;
-        Schednode__Payload payload;
-    };
-    struct item *items = calloc(n, sizeof *items);
-    Schednode__Send **ptrs = calloc(n, sizeof *ptrs);
-    if (!items || !ptrs) {
-        free(items);
-        free(ptrs);
+    size_t bytes = 0;
+    bool kinds_needed = false, errors_needed = false;
+    for (size_t i = 0; i < n; i++) {
+        if (sends[i].to.node != sends[0].to.node)
+            return SN_EINVAL; /* a batch goes to one node */
+        if (sends[i].kind != SN_EV_MESSAGE && sends[i].kind != SN_EV_YIELD_COMPLETE &&
+            sends[i].kind != SN_EV_CANCEL)
+            return SN_EINVAL;
+        kinds_needed |= sends[i].kind != SN_EV_MESSAGE;
+        errors_needed |= sends[i].error != 0;
+        bytes += sends[i].payload ? sends[i].payload->len : 0;
+    }
+    /* The columns in one allocation: the three 8-byte ones first, then five
+     * 4-byte ones, then the payload bytes. */
+    _Static_assert(sizeof(Schednode__SendKind) == 4, "enum column width");
+    size_t n64 = 3, n32 = 5;
+    uint8_t *mem = malloc(n * (n64 * 8 + n32 * 4) + (bytes ? bytes : 1));
+    if (!mem)
         return SN_ENOMEM;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        struct item *it = &items[i];
-        schednode__send__init(&it->send);
-        schednode__pid__init(&it->to);
-        schednode__pid__init(&it->from);
-        it->to.node = sends[i].to.node;
-        it->to.serial = sends[i].to.serial;
-        it->from.node = sends[i].from.node;
-        it->from.serial = sends[i].from.serial;
-        it->send.to = &it->to;
-        it->send.from = &it->from;
-        it->send.tag = sends[i].tag;
-        it->send.error = sends[i].error;
-        rc = to_pb_kind(sends[i].kind, &it->send.kind);
-        if (sends[i].payload) {
-            schednode__payload__init(&it->payload);
-            it->payload.ctype = sends[i].payload->ctype;
-            it->payload.data.len = sends[i].payload->len;
-            it->payload.data.data = sends[i].payload->data;
-            it->send.payload = &it->payload;
+    uint64_t *to_serial = (uint64_t *)mem, *from_serial = to_serial + n, *tag = from_serial + n;
+    uint32_t *from_node = (uint32_t *)(tag + n), *ctype = from_node + n, *size = ctype + n;
+    int32_t *error = (int32_t *)(size + n);
+    Schednode__SendKind *kind = (Schednode__SendKind *)(error + n);
+    uint8_t *data = (uint8_t *)(kind + n), *d = data;
+    for (size_t i = 0; i < n; i++) {
+        const sn_wire_send_t *w = &sends[i];
+        to_serial[i] = w->to.serial;
+        from_node[i] = w->from.node;
+        from_serial[i] = w->from.serial;
+        tag[i] = w->tag;
+        kind[i] = w->kind == SN_EV_MESSAGE          ? SCHEDNODE__SEND_KIND__MESSAGE
+                  : w->kind == SN_EV_YIELD_COMPLETE ? SCHEDNODE__SEND_KIND__YIELD_COMPLETE
+                                                    : SCHEDNODE__SEND_KIND__CANCEL;
+        error[i] = w->error;
+        ctype[i] = w->payload ? w->payload->ctype : 0;
+        size[i] = w->payload ? w->payload->len + 1u : 0;
+        if (w->payload && w->payload->len) {
+            memcpy(d, w->payload->data, w->payload->len);
+            d += w->payload->len;
         }
-        ptrs[i] = &it->send;
     }
-    if (rc == 0) {
-        Schednode__SendBatch batch;
-        schednode__send_batch__init(&batch);
-        batch.n_sends = n;
-        batch.sends = ptrs;
-        batch.seq = seq;
-        Schednode__Envelope env;
-        envelope(&env, node, incarnation);
-        env.body_case = SCHEDNODE__ENVELOPE__BODY_SENDS;
-        env.sends = &batch;
-        rc = pack(&env, buf, len);
-    }
-    free(items);
-    free(ptrs);
+    Schednode__SendBatch batch;
+    schednode__send_batch__init(&batch);
+    batch.seq = seq;
+    batch.to_node = sends[0].to.node;
+    batch.n_to_serial = batch.n_from_node = batch.n_from_serial = batch.n_tag = n;
+    batch.n_ctype = batch.n_size = n;
+    batch.to_serial = to_serial;
+    batch.from_node = from_node;
+    batch.from_serial = from_serial;
+    batch.tag = tag;
+    batch.ctype = ctype;
+    batch.size = size;
+    batch.n_kind = kinds_needed ? n : 0;
+    batch.kind = kind;
+    batch.n_error = errors_needed ? n : 0;
+    batch.error = error;
+    batch.data.len = bytes;
+    batch.data.data = data;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_SENDS;
+    env.sends = &batch;
+    int rc = pack(&env, buf, len);
+    free(mem);
     return rc;
 }
 
@@ -247,42 +244,43 @@ static int pid_from_pb(const Schednode__Pid *p, sn_pid_t *out)
     return 0;
 }
 
+/* Checks every column against the count before reading any of them. */
 static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
 {
-    if (!b || b->n_sends == 0)
+    size_t n = b ? b->n_to_serial : 0;
+    if (n == 0 || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n ||
+        b->n_size != n || (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n))
         return SN_EPROTO;
-    out->sends = calloc(b->n_sends, sizeof *out->sends);
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (b->size[i] > UINT32_MAX - 1 || b->to_serial[i] == 0)
+            return SN_EPROTO;
+        if (b->n_kind && b->kind[i] != SCHEDNODE__SEND_KIND__MESSAGE &&
+            b->kind[i] != SCHEDNODE__SEND_KIND__YIELD_COMPLETE && b->kind[i] != SCHEDNODE__SEND_KIND__CANCEL)
+            return SN_EPROTO;
+        bytes += b->size[i] ? b->size[i] - 1u : 0;
+    }
+    if (bytes != b->data.len)
+        return SN_EPROTO;
+    out->sends = calloc(n, sizeof *out->sends);
     if (!out->sends)
         return SN_ENOMEM;
-    for (size_t i = 0; i < b->n_sends; i++) {
-        const Schednode__Send *s = b->sends[i];
+    const uint8_t *d = b->data.data;
+    for (size_t i = 0; i < n; i++) {
         sn_wire_send_t *w = &out->sends[i];
         out->nsends = i + 1; /* so sn_frame_clear frees what we made */
-        if (!s || pid_from_pb(s->to, &w->to) != 0 || w->to.serial == 0)
-            return SN_EPROTO;
-        if (s->from && pid_from_pb(s->from, &w->from) != 0)
-            return SN_EPROTO;
-        switch (s->kind) {
-        case SCHEDNODE__SEND__KIND__MESSAGE:
-            w->kind = SN_EV_MESSAGE;
-            break;
-        case SCHEDNODE__SEND__KIND__YIELD_COMPLETE:
-            w->kind = SN_EV_YIELD_COMPLETE;
-            break;
-        case SCHEDNODE__SEND__KIND__CANCEL:
-            w->kind = SN_EV_CANCEL;
-            break;
-        default:
-            return SN_EPROTO;
-        }
-        w->tag = s->tag;
-        w->error = s->error;
-        if (s->payload) {
-            if (s->payload->data.len > UINT32_MAX - 1)
-                return SN_EPROTO;
-            w->payload = sn_payload_new(s->payload->ctype, s->payload->data.data, s->payload->data.len);
+        w->to = (sn_pid_t){b->to_node, b->to_serial[i]};
+        w->from = (sn_pid_t){b->from_node[i], b->from_serial[i]};
+        w->tag = b->tag[i];
+        w->kind = !b->n_kind || b->kind[i] == SCHEDNODE__SEND_KIND__MESSAGE ? SN_EV_MESSAGE
+                  : b->kind[i] == SCHEDNODE__SEND_KIND__YIELD_COMPLETE    ? SN_EV_YIELD_COMPLETE
+                                                                          : SN_EV_CANCEL;
+        w->error = b->n_error ? b->error[i] : 0;
+        if (b->size[i]) {
+            w->payload = sn_payload_new(b->ctype[i], d, b->size[i] - 1u);
             if (!w->payload)
                 return SN_ENOMEM;
+            d += b->size[i] - 1u;
         }
     }
     return 0;

@@ -1,6 +1,7 @@
 /* test_codec.c - the wire codec: a batch of sends survives a round trip
  * in order; hostile frames (garbage, truncated, oversize, wrong version, no
- * body, no sender, a send without a target) are refused with a reason and
+ * body, no sender, ragged send columns, payload sizes that disagree with
+ * the data, an unknown send kind) are refused with a reason and
  * never crash or leak.
  */
 #include <setjmp.h>
@@ -121,9 +122,34 @@ static void hostile_frames_are_refused(void **st)
     /* a heartbeat (field 13, empty) from node 0 */
     const unsigned char no_node[] = {0x08, 0x01, 0x6a, 0x00};
     expect_refused(no_node, sizeof no_node, 0, "no sender node");
-    /* a send batch (field 14) holding one Send with no target */
-    const unsigned char no_target[] = {0x08, 0x01, 0x10, 0x01, 0x72, 0x02, 0x0a, 0x00};
-    expect_refused(no_target, sizeof no_target, 0, "bad send");
+    /* send batches (field 14) whose columns disagree: two targets
+     * (field 4) but one sender node (field 5) */
+    const unsigned char ragged[] = {0x08, 0x01, 0x10, 0x01, 0x72, 0x07, 0x22, 0x02,
+                                    0x05, 0x06, 0x2a, 0x01, 0x01};
+    expect_refused(ragged, sizeof ragged, 0, "bad send");
+    /* one complete send: to 5, from node 1 serial 9, tag 1, ctype 0, a
+     * 2-byte payload (size column holds length + 1), then the data */
+#define ONE_SEND(datalen, ...)                                                                                   \
+    {0x08, 0x01, 0x10, 0x01, 0x72, 0x14 + (datalen), 0x22, 0x01, 0x05, 0x2a, 0x01, 0x01, 0x32, 0x01, 0x09, 0x3a, \
+     0x01, 0x01, 0x52, 0x01, 0x00, 0x5a, 0x01, 0x03, 0x62, (datalen), __VA_ARGS__}
+    const unsigned char short_data[] = ONE_SEND(1, 'a');
+    expect_refused(short_data, sizeof short_data, 0, "bad send");
+    const unsigned char long_data[] = ONE_SEND(3, 'a', 'b', 'c');
+    expect_refused(long_data, sizeof long_data, 0, "bad send");
+    const unsigned char good[] = ONE_SEND(2, 'a', 'b');
+    sn_frame_t g;
+    assert_int_equal(sn_codec_decode(good, sizeof good, 0, &g, NULL), 0);
+    assert_int_equal(g.nsends, 1);
+    assert_true(sn_pid_eq(g.sends[0].from, (sn_pid_t){1, 9}));
+    assert_int_equal(g.sends[0].payload->len, 2);
+    assert_memory_equal(g.sends[0].payload->data, "ab", 2);
+    sn_frame_clear(&g);
+    /* the same send with an unknown kind (field 8) */
+    const unsigned char bad_kind[] = {0x08, 0x01, 0x10, 0x01, 0x72, 0x19, 0x22, 0x01, 0x05, 0x2a, 0x01, 0x01, 0x32,
+                                      0x01, 0x09, 0x3a, 0x01, 0x01, 0x42, 0x01, 0x07, 0x52, 0x01, 0x00, 0x5a, 0x01,
+                                      0x03, 0x62, 0x02, 'a', 'b'};
+    expect_refused(bad_kind, sizeof bad_kind, 0, "bad send");
+#undef ONE_SEND
     /* an empty send batch */
     const unsigned char empty_batch[] = {0x08, 0x01, 0x10, 0x01, 0x72, 0x00};
     expect_refused(empty_batch, sizeof empty_batch, 0, "bad send");
