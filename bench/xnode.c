@@ -168,7 +168,13 @@ static int node_start(node_t *nd, uint32_t id, int workers, int port, uint32_t p
     if (!nd->sched || sn_type_register(nd->sched, &b_type) != 0)
         return -1;
     sn_peer_config_t peer = {peer_id, peer_ep};
-    sn_relay_config_t cfg = {listen, &peer, 1, (uint64_t)time(NULL), 0, 200, 5000};
+    sn_relay_config_t cfg = {.listen = listen,
+                             .peers = &peer,
+                             .npeers = 1,
+                             .first_serial = 1,
+                             .incarnation = (uint64_t)time(NULL),
+                             .heartbeat_ms = 200,
+                             .down_after_ms = 5000};
     nd->relay = sn_relay_new(nd->sched, &cfg, err, sizeof err);
     if (!nd->relay) {
         fprintf(stderr, "schedbench: %s\n", err);

@@ -69,7 +69,7 @@ static void usage(FILE *f)
             "  spawn TYPE METHOD [ARG] spawn a process there, print its PID\n"
             "  send PID DATA           send DATA (text) to PID\n"
             "  call TYPE METHOD [ARG]  spawn, wait, print the result; exit 1 with the error if it fails\n"
-            "  status [--json]         the node's counters\n"
+            "  status [--json]         one row per node of the cluster: state, load, counters\n"
             "\n"
             "Options:\n"
             "  -w, --workers N            worker threads (default: one per online CPU)\n"
@@ -79,7 +79,12 @@ static void usage(FILE *f)
             "      --timeout MS           run: how long to wait for the result (default: forever)\n"
             "      --log-level LEVEL      error, warn, info or debug (default info)\n"
             "      --listen ENDPOINT      accept other nodes and clients here, e.g. tcp://127.0.0.1:7001\n"
-            "      --peer N=ENDPOINT      node N listens at ENDPOINT (repeatable; static cluster)\n"
+            "      --join ENDPOINT        join the cluster through the member at ENDPOINT (repeatable:\n"
+            "                             any one that answers will do); without it, start a cluster\n"
+            "      --advertise ENDPOINT   where other nodes reach this one (default: the --listen address)\n"
+            "      --cluster NAME         cluster name; a node of another cluster is refused (default schednode)\n"
+            "      --join-timeout MS      give up joining after this long (default 10000)\n"
+            "      --peer N=ENDPOINT      node N listens at ENDPOINT (repeatable; a fixed cluster, no joining)\n"
             "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
             "      --heartbeat-ms MS      heartbeat period to peers (default 200)\n"
             "      --down-after-ms MS     a peer silent this long is down (default 1500)\n"
@@ -136,6 +141,45 @@ static void print_result(int rc, sn_payload_t *res)
     }
 }
 
+static const char *state_name(int state)
+{
+    static const char *names[] = {"up", "suspect", "down", "left"};
+    return state >= 0 && state < 4 ? names[state] : "?";
+}
+
+/* `status`: one row per node, as a table or as JSON (one object with a
+ * "nodes" array; every figure a number, state and endpoint strings). */
+static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
+{
+    if (json) {
+        printf("{\"nodes\": [");
+        for (size_t i = 0; i < n; i++) {
+            const sn_wire_stats_t *r = &rows[i];
+            printf("%s\n  {\"id\": %u, \"endpoint\": \"%s\", \"state\": \"%s\", \"workers\": %u, "
+                   "\"idle_workers\": %u, \"live\": %" PRIu64 ", \"ready\": %" PRIu64 ", \"idle\": %" PRIu64
+                   ", \"blocked\": %" PRIu64 ", \"msgs_in\": %" PRIu64 ", \"msgs_out\": %" PRIu64
+                   ", \"steals_in\": %" PRIu64 ", \"steals_out\": %" PRIu64 ", \"migrated\": %" PRIu64
+                   ", \"bad_frames\": %" PRIu64 ", \"uptime_ms\": %" PRIu64 "}",
+                   i ? "," : "", r->node, r->endpoint, state_name(r->state), r->workers, r->idle_workers, r->live,
+                   r->ready, r->idle, r->blocked, r->msgs_in, r->msgs_out, r->steals_in, r->steals_out, r->migrated,
+                   r->bad_frames, r->uptime_ms);
+        }
+        printf("\n]}\n");
+        return;
+    }
+    printf("%-6s %-28s %-8s %7s %7s %7s %7s %10s %10s %6s %6s %10s\n", "NODE", "ENDPOINT", "STATE", "WORKERS",
+           "READY", "IDLE", "BLOCKED", "MSGS_IN", "MSGS_OUT", "ST_IN", "ST_OUT", "UPTIME");
+    for (size_t i = 0; i < n; i++) {
+        const sn_wire_stats_t *r = &rows[i];
+        char up[32];
+        snprintf(up, sizeof up, "%" PRIu64 ".%01" PRIu64 "s", r->uptime_ms / 1000, r->uptime_ms % 1000 / 100);
+        printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %10" PRIu64 " %10" PRIu64 " %6" PRIu64
+               " %6" PRIu64 " %10s\n",
+               r->node, r->endpoint, state_name(r->state), r->workers, r->ready, r->idle, r->blocked, r->msgs_in,
+               r->msgs_out, r->steals_in, r->steals_out, up);
+    }
+}
+
 /* The client commands: one request to the node at `connect`, one reply. */
 static int client(const char *cmd, int argc, char **argv, const char *connect, int timeout_ms, int json)
 {
@@ -181,15 +225,7 @@ static int client(const char *cmd, int argc, char **argv, const char *connect, i
     } else if (!strcmp(cmd, "call")) {
         print_result(0, rep.result);
     } else if (!strcmp(cmd, "status")) {
-        const sn_wire_stats_t *s = &rep.stats;
-        if (json)
-            printf("{\"node\": %u, \"workers\": %u, \"live\": %" PRIu64 ", \"msgs_in\": %" PRIu64
-                   ", \"msgs_out\": %" PRIu64 ", \"bad_frames\": %" PRIu64 ", \"uptime_ms\": %" PRIu64 "}\n",
-                   s->node, s->workers, s->live, s->msgs_in, s->msgs_out, s->bad_frames, s->uptime_ms);
-        else
-            printf("node %u: %u workers, %" PRIu64 " live processes, %" PRIu64 " messages in, %" PRIu64
-                   " out, %" PRIu64 " bad frames, up %" PRIu64 " ms\n",
-                   s->node, s->workers, s->live, s->msgs_in, s->msgs_out, s->bad_frames, s->uptime_ms);
+        print_status(rep.rows, rep.nrows, json);
     }
     sn_client_reply_clear(&rep);
     return exit_code;
@@ -197,7 +233,21 @@ static int client(const char *cmd, int argc, char **argv, const char *connect, i
 
 int main(int argc, char **argv)
 {
-    enum { OPT_SHUTDOWN = 256, OPT_TIMEOUT, OPT_LOGLEVEL, OPT_LISTEN, OPT_PEER, OPT_MAXFRAME, OPT_HB, OPT_DOWN, OPT_JSON };
+    enum {
+        OPT_SHUTDOWN = 256,
+        OPT_TIMEOUT,
+        OPT_LOGLEVEL,
+        OPT_LISTEN,
+        OPT_PEER,
+        OPT_MAXFRAME,
+        OPT_HB,
+        OPT_DOWN,
+        OPT_JSON,
+        OPT_JOIN,
+        OPT_ADVERTISE,
+        OPT_CLUSTER,
+        OPT_JOIN_TIMEOUT
+    };
     static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
                                          {"load", required_argument, NULL, 'l'},
                                          {"node-id", required_argument, NULL, 'n'},
@@ -206,6 +256,10 @@ int main(int argc, char **argv)
                                          {"log-level", required_argument, NULL, OPT_LOGLEVEL},
                                          {"listen", required_argument, NULL, OPT_LISTEN},
                                          {"peer", required_argument, NULL, OPT_PEER},
+                                         {"join", required_argument, NULL, OPT_JOIN},
+                                         {"advertise", required_argument, NULL, OPT_ADVERTISE},
+                                         {"cluster", required_argument, NULL, OPT_CLUSTER},
+                                         {"join-timeout", required_argument, NULL, OPT_JOIN_TIMEOUT},
                                          {"max-frame", required_argument, NULL, OPT_MAXFRAME},
                                          {"heartbeat-ms", required_argument, NULL, OPT_HB},
                                          {"down-after-ms", required_argument, NULL, OPT_DOWN},
@@ -220,6 +274,8 @@ int main(int argc, char **argv)
     int nplugins = 0;
     sn_relay_config_t rcfg = {0};
     sn_peer_config_t *peers = calloc((size_t)argc, sizeof *peers);
+    const char **seeds = calloc((size_t)argc, sizeof *seeds);
+    int join_timeout_ms = 10000;
     const char *connect = NULL;
     int json = 0;
     int c;
@@ -253,6 +309,24 @@ int main(int argc, char **argv)
             peers[rcfg.npeers++].endpoint = eq + 1;
             break;
         }
+        case OPT_JOIN:
+            if (strncmp(optarg, "tcp://", 6) != 0)
+                die_usage("--join: '%s' is not tcp://HOST:PORT", optarg);
+            seeds[rcfg.nseeds++] = optarg;
+            break;
+        case OPT_ADVERTISE:
+            if (strncmp(optarg, "tcp://", 6) != 0)
+                die_usage("--advertise: '%s' is not tcp://HOST:PORT", optarg);
+            rcfg.advertise = optarg;
+            break;
+        case OPT_CLUSTER:
+            if (!*optarg || strlen(optarg) >= 64)
+                die_usage("--cluster: the name must have 1 to 63 characters");
+            rcfg.cluster = optarg;
+            break;
+        case OPT_JOIN_TIMEOUT:
+            join_timeout_ms = (int)parse_num("--join-timeout", optarg, 100, INT_MAX);
+            break;
         case OPT_MAXFRAME:
             rcfg.max_frame = (size_t)parse_num("--max-frame", optarg, 1024, 1LL << 30);
             break;
@@ -284,11 +358,13 @@ int main(int argc, char **argv)
             usage(stdout);
             free(plugins);
             free(peers);
+            free(seeds);
             return 0;
         case 'V':
             printf("schednode %s (API %u)\n", SN_VERSION_STRING, SN_API_VERSION);
             free(plugins);
             free(peers);
+            free(seeds);
             return 0;
         case ':':
             die_usage("option '%s' needs a value", argv[optind - 1]);
@@ -302,12 +378,17 @@ int main(int argc, char **argv)
     if (cmd && (!strcmp(cmd, "spawn") || !strcmp(cmd, "send") || !strcmp(cmd, "call") || !strcmp(cmd, "status"))) {
         free(plugins);
         free(peers);
+        free(seeds);
         return client(cmd, argc - optind - 1, argv + optind + 1, connect, timeout_ms, json);
     }
     if (cmd && strcmp(cmd, "demo") != 0 && strcmp(cmd, "run") != 0)
         die_usage("unknown command '%s'", cmd);
     if (rcfg.npeers && !rcfg.listen)
         die_usage("--peer needs --listen (peers must be able to answer)");
+    if (rcfg.nseeds && !rcfg.listen)
+        die_usage("--join needs --listen (members must be able to reach this node)");
+    if (rcfg.nseeds && rcfg.npeers)
+        die_usage("--join and --peer do not mix: either join a cluster or name a fixed one");
     if (cmd && !strcmp(cmd, "demo") && argc - optind != 1)
         die_usage("demo takes no arguments");
     if (cmd && !strcmp(cmd, "run") && (argc - optind < 3 || argc - optind > 4))
@@ -325,11 +406,23 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    /* This run of the node: its incarnation (realtime ns, larger for every
+     * later run) and its first PID serial, the start time in microseconds
+     * times 1024. A run hands out fewer than 1024 serials per microsecond
+     * it lives (4 M spawns/s is 4 per microsecond), so every serial of a
+     * later run is above every serial of an earlier one: an old PID can
+     * never name a new process. Good until the year 2255. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    rcfg.incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    cfg.first_serial = rcfg.incarnation / 1000u * 1024u;
+    rcfg.first_serial = cfg.first_serial;
     sn_sched_t *sched = sn_sched_new(&cfg);
     if (!sched) {
         fprintf(stderr, "%s: cannot start the scheduler (out of memory or threads)\n", progname);
         free(plugins);
         free(peers);
+        free(seeds);
         return 1;
     }
     int rc = sn_demo_register(sched);
@@ -338,6 +431,7 @@ int main(int argc, char **argv)
         sn_sched_destroy(&sched);
         free(plugins);
         free(peers);
+        free(seeds);
         return 1;
     }
     for (int i = 0; i < nplugins; i++) {
@@ -347,6 +441,7 @@ int main(int argc, char **argv)
             sn_sched_destroy(&sched);
             free(plugins);
             free(peers);
+            free(seeds);
             return EXIT_USAGE;
         }
         logf_(2, "loaded plugin %s", plugins[i]);
@@ -357,18 +452,27 @@ int main(int argc, char **argv)
     if (rcfg.listen) {
         char err[512];
         rcfg.peers = peers;
-        /* this run of the node: distinct across restarts, even within a second */
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        rcfg.incarnation = ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^ (uint64_t)getpid();
+        rcfg.seeds = seeds;
         relay = sn_relay_new(sched, &rcfg, err, sizeof err);
         if (!relay) {
             fprintf(stderr, "%s: %s\n", progname, err);
             sn_sched_destroy(&sched);
             free(peers);
+            free(seeds);
             return 1;
         }
-        logf_(2, "listening on %s, %zu static peer(s)", sn_relay_endpoint(relay), rcfg.npeers);
+        logf_(2, "listening on %s%s%s", sn_relay_endpoint(relay), rcfg.advertise ? ", advertised as " : "",
+              rcfg.advertise ? rcfg.advertise : "");
+        rc = sn_relay_join_wait(relay, join_timeout_ms, err, sizeof err);
+        if (rc != 0) {
+            fprintf(stderr, "%s: cannot join the cluster: %s\n", progname, err);
+            sn_sched_shutdown(sched, 0);
+            sn_relay_destroy(&relay);
+            sn_sched_destroy(&sched);
+            free(peers);
+            free(seeds);
+            return 1;
+        }
     }
 
     int exit_code = 0;
@@ -389,6 +493,7 @@ int main(int argc, char **argv)
         logf_(2, "%s: shutting down (processes get %d ms)", sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_ms);
     }
     int forced = sn_sched_shutdown(sched, shutdown_ms);
+    sn_relay_leave(relay); /* the members hear we left, not that we failed */
     sn_stats_t st;
     sn_sched_stats(sched, &st);
     logf_(cmd ? 3 : 2, "stopped: %" PRIu64 " processes run, %" PRIu64 " messages, %d force-closed", st.completed,
@@ -396,5 +501,6 @@ int main(int argc, char **argv)
     sn_relay_destroy(&relay);
     sn_sched_destroy(&sched);
     free(peers);
+    free(seeds);
     return exit_code;
 }

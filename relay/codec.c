@@ -139,15 +139,160 @@ static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnati
     env->incarnation = incarnation;
 }
 
-int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len)
+/* Fills a NodeStats from our row type (strings are borrowed). */
+static void stats_to_pb(const sn_wire_stats_t *st, Schednode__NodeStats *ns)
+{
+    schednode__node_stats__init(ns);
+    ns->node = st->node;
+    ns->endpoint = (char *)st->endpoint;
+    ns->state = (Schednode__Member__State)st->state;
+    ns->workers = st->workers;
+    ns->idle_workers = st->idle_workers;
+    ns->live = st->live;
+    ns->ready = st->ready;
+    ns->idle = st->idle;
+    ns->blocked = st->blocked;
+    ns->msgs_in = st->msgs_in;
+    ns->msgs_out = st->msgs_out;
+    ns->steals_in = st->steals_in;
+    ns->steals_out = st->steals_out;
+    ns->migrated = st->migrated;
+    ns->bad_frames = st->bad_frames;
+    ns->uptime_ms = st->uptime_ms;
+}
+
+static int copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap)
+        return SN_EPROTO;
+    memcpy(dst, src ? src : "", n + 1);
+    return 0;
+}
+
+static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
+{
+    if (ns->state > SCHEDNODE__MEMBER__STATE__LEFT)
+        return SN_EPROTO;
+    *st = (sn_wire_stats_t){.node = ns->node,
+                            .workers = ns->workers,
+                            .idle_workers = ns->idle_workers,
+                            .state = (int)ns->state,
+                            .live = ns->live,
+                            .ready = ns->ready,
+                            .idle = ns->idle,
+                            .blocked = ns->blocked,
+                            .msgs_in = ns->msgs_in,
+                            .msgs_out = ns->msgs_out,
+                            .steals_in = ns->steals_in,
+                            .steals_out = ns->steals_out,
+                            .migrated = ns->migrated,
+                            .bad_frames = ns->bad_frames,
+                            .uptime_ms = ns->uptime_ms};
+    return copy_str(st->endpoint, sizeof st->endpoint, ns->endpoint);
+}
+
+int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_stats_t *stats,
+                              void **buf, size_t *len)
 {
     Schednode__Heartbeat hb;
+    Schednode__NodeStats ns;
     schednode__heartbeat__init(&hb);
     hb.seq = seq;
+    if (stats) {
+        stats_to_pb(stats, &ns);
+        hb.stats = &ns;
+        hb.ready = (uint32_t)(stats->ready > UINT32_MAX ? UINT32_MAX : stats->ready);
+        hb.idle_workers = stats->idle_workers;
+        hb.workers = stats->workers;
+    }
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
+    return pack(&env, buf, len);
+}
+
+int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
+                          uint64_t first_serial, void **buf, size_t *len)
+{
+    Schednode__Hello h;
+    schednode__hello__init(&h);
+    h.endpoint = (char *)endpoint;
+    h.cluster = (char *)cluster;
+    h.first_serial = first_serial;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    return pack(&env, buf, len);
+}
+
+int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members,
+                            size_t n, void **buf, size_t *len)
+{
+    Schednode__Member *ms = calloc(n ? n : 1, sizeof *ms);
+    Schednode__Member **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+    if (!ms || !ptrs) {
+        free(ms);
+        free(ptrs);
+        return SN_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        schednode__member__init(&ms[i]);
+        ms[i].node = members[i].node;
+        ms[i].incarnation = members[i].incarnation;
+        ms[i].endpoint = (char *)members[i].endpoint;
+        ms[i].state = (Schednode__Member__State)members[i].state;
+        ms[i].first_serial = members[i].first_serial;
+        ptrs[i] = &ms[i];
+    }
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    Schednode__Welcome w;
+    Schednode__Members m;
+    if (welcome) {
+        schednode__welcome__init(&w);
+        w.n_members = n;
+        w.members = ptrs;
+        env.body_case = SCHEDNODE__ENVELOPE__BODY_WELCOME;
+        env.welcome = &w;
+    } else {
+        schednode__members__init(&m);
+        m.n_members = n;
+        m.members = ptrs;
+        env.body_case = SCHEDNODE__ENVELOPE__BODY_MEMBERS;
+        env.members = &m;
+    }
+    int rc = pack(&env, buf, len);
+    free(ms);
+    free(ptrs);
+    return rc;
+}
+
+int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf,
+                            size_t *len)
+{
+    Schednode__Error e;
+    schednode__error__init(&e);
+    e.code = code;
+    e.reason = (char *)reason;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_ERROR;
+    env.error = &e;
+    return pack(&env, buf, len);
+}
+
+int sn_codec_encode_leave(uint32_t node, uint64_t incarnation, const char *reason, void **buf, size_t *len)
+{
+    Schednode__Leave l;
+    schednode__leave__init(&l);
+    l.reason = (char *)reason;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_LEAVE;
+    env.leave = &l;
     return pack(&env, buf, len);
 }
 
@@ -199,7 +344,7 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
     Schednode__Payload res;
     Schednode__Pid pid;
     Schednode__Stats stats;
-    Schednode__NodeStats ns, *nsp = &ns;
+    Schednode__NodeStats *ns = NULL, **nsp = NULL;
     r.id = rep->id;
     r.error = rep->error;
     r.reason = rep->reason ? rep->reason : "";
@@ -214,25 +359,31 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
         res.data.data = rep->result->data;
         r.result = &res;
     }
-    if (rep->has_stats) {
+    if (rep->nrows) {
+        ns = calloc(rep->nrows, sizeof *ns);
+        nsp = calloc(rep->nrows, sizeof *nsp);
+        if (!ns || !nsp) {
+            free(ns);
+            free(nsp);
+            return SN_ENOMEM;
+        }
+        for (size_t i = 0; i < rep->nrows; i++) {
+            stats_to_pb(&rep->rows[i], &ns[i]);
+            nsp[i] = &ns[i];
+        }
         schednode__stats__init(&stats);
-        schednode__node_stats__init(&ns);
-        ns.node = rep->stats.node;
-        ns.workers = rep->stats.workers;
-        ns.msgs_in = rep->stats.msgs_in;
-        ns.msgs_out = rep->stats.msgs_out;
-        ns.bad_frames = rep->stats.bad_frames;
-        ns.ready = rep->stats.live;
-        ns.uptime_ms = rep->stats.uptime_ms;
-        stats.n_nodes = 1;
-        stats.nodes = &nsp;
+        stats.n_nodes = rep->nrows;
+        stats.nodes = nsp;
         r.stats = &stats;
     }
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_REPLY;
     env.reply = &r;
-    return pack(&env, buf, len);
+    int rc = pack(&env, buf, len);
+    free(ns);
+    free(nsp);
+    return rc;
 }
 
 static int pid_from_pb(const Schednode__Pid *p, sn_pid_t *out)
@@ -330,13 +481,49 @@ static int decode_reply(const Schednode__ClientReply *r, sn_wire_reply_t *out)
     if (r->pid)
         pid_from_pb(r->pid, &out->pid);
     out->result = payload_from_pb(r->result, &rc);
-    if (r->stats && r->stats->n_nodes > 0 && r->stats->nodes[0]) {
-        const Schednode__NodeStats *n = r->stats->nodes[0];
-        out->has_stats = 1;
-        out->stats = (sn_wire_stats_t){n->node, n->workers, n->msgs_in, n->msgs_out, n->bad_frames, n->ready,
-                                       n->uptime_ms};
+    if (rc == 0 && r->stats && r->stats->n_nodes > 0) {
+        out->rows = calloc(r->stats->n_nodes, sizeof *out->rows);
+        if (!out->rows)
+            return SN_ENOMEM;
+        for (size_t i = 0; i < r->stats->n_nodes; i++) {
+            if (!r->stats->nodes[i] || stats_from_pb(r->stats->nodes[i], &out->rows[i]) != 0)
+                return SN_EPROTO;
+            out->nrows = i + 1;
+        }
     }
     return rc;
+}
+
+static int decode_hello(const Schednode__Hello *h, sn_frame_t *out)
+{
+    if (!h || !h->endpoint || strlen(h->endpoint) >= SN_WIRE_ENDPOINT_MAX || strncmp(h->endpoint, "tcp://", 6) != 0)
+        return SN_EPROTO;
+    out->endpoint = strdup(h->endpoint);
+    out->cluster = strdup(h->cluster ? h->cluster : "");
+    out->first_serial = h->first_serial;
+    return out->endpoint && out->cluster ? 0 : SN_ENOMEM;
+}
+
+static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
+{
+    if (n == 0)
+        return SN_EPROTO;
+    out->members = calloc(n, sizeof *out->members);
+    if (!out->members)
+        return SN_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const Schednode__Member *m = ms[i];
+        sn_wire_member_t *w = &out->members[i];
+        if (!m || m->node == 0 || m->state > SCHEDNODE__MEMBER__STATE__LEFT ||
+            copy_str(w->endpoint, sizeof w->endpoint, m->endpoint) != 0 || strncmp(w->endpoint, "tcp://", 6) != 0)
+            return SN_EPROTO;
+        w->node = m->node;
+        w->state = (int)m->state;
+        w->incarnation = m->incarnation;
+        w->first_serial = m->first_serial;
+        out->nmembers = i + 1;
+    }
+    return 0;
 }
 
 int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out, const char **why)
@@ -389,6 +576,34 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
         rc = decode_request(env->request, &out->request);
         if (rc != 0)
             *why = rc == SN_ENOMEM ? "out of memory" : "bad request";
+    } else if (out->kind == SN_FRAME_HELLO) {
+        rc = decode_hello(env->hello, out);
+        if (rc != 0)
+            *why = rc == SN_ENOMEM ? "out of memory" : "bad hello";
+    } else if (out->kind == SN_FRAME_WELCOME || out->kind == SN_FRAME_MEMBERS) {
+        Schednode__Member **ms = out->kind == SN_FRAME_WELCOME ? (env->welcome ? env->welcome->members : NULL)
+                                                                : (env->members ? env->members->members : NULL);
+        size_t n = out->kind == SN_FRAME_WELCOME ? (env->welcome ? env->welcome->n_members : 0)
+                                                  : (env->members ? env->members->n_members : 0);
+        rc = decode_members(ms, n, out);
+        if (rc != 0)
+            *why = rc == SN_ENOMEM ? "out of memory" : "bad member list";
+    } else if (out->kind == SN_FRAME_HEARTBEAT) {
+        if (env->heartbeat && env->heartbeat->stats) {
+            rc = stats_from_pb(env->heartbeat->stats, &out->stats);
+            out->has_stats = rc == 0;
+            if (rc != 0)
+                *why = "bad heartbeat";
+        }
+    } else if (out->kind == SN_FRAME_ERROR || out->kind == SN_FRAME_LEAVE) {
+        const char *reason = out->kind == SN_FRAME_ERROR ? (env->error ? env->error->reason : NULL)
+                                                         : (env->leave ? env->leave->reason : NULL);
+        out->code = out->kind == SN_FRAME_ERROR && env->error ? env->error->code : 0;
+        out->reason = strdup(reason ? reason : "");
+        if (!out->reason) {
+            rc = SN_ENOMEM;
+            *why = "out of memory";
+        }
     } else if (out->kind == SN_FRAME_REPLY) {
         rc = decode_reply(env->reply, &out->reply);
         if (rc != 0)
@@ -417,5 +632,10 @@ void sn_frame_clear(sn_frame_t *f)
     sn_payload_destroy(&f->request.arg);
     free(f->reply.reason);
     sn_payload_destroy(&f->reply.result);
+    free(f->reply.rows);
+    free(f->endpoint);
+    free(f->cluster);
+    free(f->members);
+    free(f->reason);
     memset(f, 0, sizeof *f);
 }

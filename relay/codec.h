@@ -63,10 +63,27 @@ typedef struct sn_wire_request {
     sn_pid_t to;
 } sn_wire_request_t;
 
-/* A node's counters, as `status` shows them. */
+/* Member states (Member.State). */
+enum { SN_MEMBER_UP = 0, SN_MEMBER_SUSPECT = 1, SN_MEMBER_DOWN = 2, SN_MEMBER_LEFT = 3 };
+#define SN_WIRE_ENDPOINT_MAX 256 /* bytes, with the terminating NUL */
+
+/* A member of the cluster, as gossiped. */
+typedef struct sn_wire_member {
+    uint32_t node;
+    int state;
+    uint64_t incarnation;
+    uint64_t first_serial;
+    char endpoint[SN_WIRE_ENDPOINT_MAX];
+} sn_wire_member_t;
+
+/* A node's counters and load, as heartbeats carry them and `status` shows
+ * them (one row per node). */
 typedef struct sn_wire_stats {
-    uint32_t node, workers;
-    uint64_t msgs_in, msgs_out, bad_frames, live, uptime_ms;
+    uint32_t node, workers, idle_workers;
+    int state; /* SN_MEMBER_* as the answering node sees it */
+    char endpoint[SN_WIRE_ENDPOINT_MAX];
+    uint64_t live, ready, idle, blocked;
+    uint64_t msgs_in, msgs_out, steals_in, steals_out, migrated, bad_frames, uptime_ms;
 } sn_wire_stats_t;
 
 /* A node's answer to a client request. */
@@ -76,8 +93,8 @@ typedef struct sn_wire_reply {
     char *reason;
     sn_pid_t pid;
     sn_payload_t *result;
-    sn_wire_stats_t stats;
-    int has_stats;
+    sn_wire_stats_t *rows; /* status: one per node known to the answering node */
+    size_t nrows;
 } sn_wire_reply_t;
 
 /* A decoded frame. Decoding allocates; sn_frame_clear frees. */
@@ -91,6 +108,18 @@ typedef struct sn_frame {
     uint64_t seq;          /* SN_FRAME_SENDS: batch number; SN_FRAME_ACK: acknowledged up to */
     sn_wire_request_t request; /* SN_FRAME_REQUEST */
     sn_wire_reply_t reply;     /* SN_FRAME_REPLY */
+    /* SN_FRAME_HELLO */
+    char *endpoint, *cluster;
+    uint64_t first_serial;
+    /* SN_FRAME_WELCOME, SN_FRAME_MEMBERS */
+    sn_wire_member_t *members;
+    size_t nmembers;
+    /* SN_FRAME_HEARTBEAT */
+    sn_wire_stats_t stats;
+    int has_stats;
+    /* SN_FRAME_ERROR (a refusal), SN_FRAME_LEAVE */
+    int code;
+    char *reason;
 } sn_frame_t;
 
 /* Encodes a batch of sends from node/incarnation into one frame, numbered
@@ -101,9 +130,20 @@ typedef struct sn_frame {
 int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_send_t *sends, size_t n,
                           void **buf, size_t *len);
 
-/* Encodes a heartbeat, a client request (node 0) or a reply. Same
- * conventions as sn_codec_encode_sends. */
-int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len);
+/* Encodes a heartbeat (stats may be NULL), a client request (node 0) or a
+ * reply. Same conventions as sn_codec_encode_sends. */
+int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_stats_t *stats,
+                              void **buf, size_t *len);
+/* Membership: a joining node's Hello to a seed; the seed's Welcome, or a
+ * gossiped Members view (welcome = 0); a refusal (Error with code and
+ * reason); a graceful Leave. */
+int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
+                          uint64_t first_serial, void **buf, size_t *len);
+int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members,
+                            size_t n, void **buf, size_t *len);
+int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf,
+                            size_t *len);
+int sn_codec_encode_leave(uint32_t node, uint64_t incarnation, const char *reason, void **buf, size_t *len);
 int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len);
 int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *len);
 int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf,

@@ -11,10 +11,8 @@
  */
 #include "relay.h"
 
-#include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "codec.h"
-#include "mpsc.h"
+#include "relay_int.h"
 
 #define BATCH_MAX 4096      /* sends per frame */
 #define DRAIN_BUDGET 65536  /* queue items per loop turn, then serve inbound */
@@ -34,72 +31,7 @@
 #define SNDHWM 1000
 #define RCVHWM 1000
 
-enum { ITEM_SEND, ITEM_REPLY };
-
-/* What workers hand the I/O thread: a send (small: one per message), or a
- * reply to a client, which carries the client's routing id. */
-typedef struct item {
-    sn__mpsc_node_t link;
-    int kind;
-    sn_wire_send_t s; /* ITEM_SEND */
-} item_t;
-
-typedef struct reply_item {
-    item_t base; /* kind ITEM_REPLY */
-    sn_wire_reply_t rep;
-    unsigned char ident[256];
-    size_t ident_len;
-} reply_item_t;
-
-/* An encoded batch kept until the peer acknowledges it. */
-typedef struct sent {
-    void *buf;
-    size_t len;
-    uint64_t seq;
-} sent_t;
-
-typedef struct peer {
-    uint32_t node;
-    char *endpoint;
-    zsock_t *dealer;
-    uint64_t last_heard_ns;
-    _Atomic int down; /* written by the I/O thread, read by workers */
-    /* outbound: the batch being filled, a frame the socket refused (full
-     * pipe), and frames sent but not yet acknowledged, oldest first */
-    item_t **batch;
-    size_t nbatch, cap, bytes;
-    void *pending;
-    size_t pending_len;
-    uint64_t pending_seq, next_seq;
-    sent_t *unacked;
-    size_t nunacked, capunacked;
-    /* inbound: the peer's batches to us, to acknowledge on its connection,
-     * numbered within the peer's incarnation (its run) */
-    uint64_t incarnation, recv_seq, acked_seq;
-    uint64_t bad_log_ns, bad_quiet; /* rate limit of its bad-frame log lines */
-    unsigned char ident[256];
-    size_t ident_len;
-} peer_t;
-
-struct sn_relay {
-    sn_sched_t *sched;
-    uint32_t node;
-    uint64_t incarnation;
-    size_t max_frame;
-    int hb_ms, down_ms;
-    peer_t *peers;
-    size_t npeers;
-    sn__mpsc_t outq;
-    int efd;
-    _Atomic int signaled;
-    zsock_t *router;
-    zactor_t *actor;
-    char endpoint[256];
-    uint64_t start_ns, hb_seq, bad_log_ns, bad_quiet;
-    _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
-};
-
-static uint64_t now_ns(void)
+uint64_t sn__relay_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -108,9 +40,16 @@ static uint64_t now_ns(void)
 
 static void add(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
-static peer_t *find_peer(sn_relay_t *r, uint32_t node)
+#define now_ns sn__relay_now_ns
+#define find_peer sn__relay_find_peer
+#define bad sn__relay_bad
+#define try_send sn__relay_try_send
+
+peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
 {
-    for (size_t i = 0; i < r->npeers; i++)
+    /* acquire: pairs with the release that published the slots */
+    size_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
         if (r->peers[i].node == node)
             return &r->peers[i];
     return NULL;
@@ -139,6 +78,8 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, sn
         return SN_EUNREACHABLE;
     if (atomic_load_explicit(&p->down, memory_order_acquire))
         return SN_ENODEDOWN;
+    if (to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed))
+        return SN_ENOPROC; /* a process of an earlier run of that node */
     item_t *it = malloc(sizeof *it);
     if (!it)
         return SN_ENOMEM;
@@ -150,12 +91,10 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, sn
 
 /* --------------------------------------------------------- I/O side */
 
-static peer_t *find_peer(sn_relay_t *r, uint32_t node);
-
 /* Counts and logs a dropped frame: at most one line per second per peer
  * (plus one shared by senders that are not peers, which cannot be told
  * apart), each with the count of the quiet ones since. */
-static void bad(sn_relay_t *r, const char *why, uint32_t node)
+void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
 {
     add(&r->bad_frames, 1);
     peer_t *p = node ? find_peer(r, node) : NULL;
@@ -192,8 +131,10 @@ static void free_item(item_t *it)
     free(it);
 }
 
-static bool try_send(peer_t *p, const void *buf, size_t len)
+bool sn__relay_try_send(peer_t *p, const void *buf, size_t len)
 {
+    if (!p->dealer)
+        return false;
     if (zmq_send(zsock_resolve(p->dealer), buf, len, ZMQ_DONTWAIT) >= 0)
         return true;
     return false; /* EAGAIN: the pipe is full (or not yet connected) */
@@ -277,28 +218,36 @@ static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error)
     }
 }
 
-/* A peer went down: everything waiting for it goes back to its sender. */
-static void bounce_peer(sn_relay_t *r, peer_t *p)
+void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error)
 {
     /* oldest first, so a sender sees its errors in the order it sent;
      * an unacknowledged send may have arrived before the peer died: the
      * error says the node went down, not that the message was lost */
     for (size_t i = 0; i < p->nunacked; i++) {
-        bounce_frame(r, p->unacked[i].buf, p->unacked[i].len, SN_ENODEDOWN);
+        bounce_frame(r, p->unacked[i].buf, p->unacked[i].len, error);
         free(p->unacked[i].buf);
     }
     p->nunacked = 0;
     if (p->pending) {
-        bounce_frame(r, p->pending, p->pending_len, SN_ENODEDOWN);
+        bounce_frame(r, p->pending, p->pending_len, error);
         free(p->pending);
         p->pending = NULL;
     }
     for (size_t i = 0; i < p->nbatch; i++) {
-        bounce_local(r, &p->batch[i]->s, SN_ENODEDOWN);
+        bounce_local(r, &p->batch[i]->s, error);
         free_item(p->batch[i]);
     }
     p->nbatch = 0;
     p->bytes = 0;
+}
+
+void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
+{
+    p->incarnation = incarnation;
+    p->recv_seq = p->acked_seq = 0;
+    p->next_seq = 0;
+    p->ident_len = 0;
+    p->has_stats = false;
 }
 
 static void batch_add(sn_relay_t *r, peer_t *p, item_t *it)
@@ -320,16 +269,21 @@ static void batch_add(sn_relay_t *r, peer_t *p, item_t *it)
         flush_peer(r, p);
 }
 
+void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len)
+{
+    void *router = zsock_resolve(r->router);
+    /* ROUTER_MANDATORY: an unknown client id fails here instead of vanishing */
+    if (zmq_send(router, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+        zmq_send(router, buf, len, ZMQ_DONTWAIT);
+}
+
 static void send_reply(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_wire_reply_t *rep)
 {
     void *buf;
     size_t len;
     if (sn_codec_encode_reply(r->node, r->incarnation, rep, &buf, &len) != 0)
         return;
-    void *router = zsock_resolve(r->router);
-    /* ROUTER_MANDATORY: an unknown client id fails here instead of vanishing */
-    if (zmq_send(router, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-        zmq_send(router, buf, len, ZMQ_DONTWAIT);
+    sn__relay_answer(r, ident, ident_len, buf, len);
     free(buf);
 }
 
@@ -348,14 +302,20 @@ static bool drain(sn_relay_t *r)
             continue;
         }
         peer_t *p = find_peer(r, it->s.to.node);
-        if (!p || atomic_load_explicit(&p->down, memory_order_relaxed)) {
-            bounce_local(r, &it->s, p ? SN_ENODEDOWN : SN_EUNREACHABLE);
+        int err = !p ? SN_EUNREACHABLE
+                  : atomic_load_explicit(&p->down, memory_order_relaxed)
+                      ? SN_ENODEDOWN
+                      : (it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed) ? SN_ENOPROC
+                                                                                                        : 0);
+        if (err) {
+            bounce_local(r, &it->s, err);
             free_item(it);
             continue;
         }
         batch_add(r, p, it);
     }
-    for (size_t i = 0; i < r->npeers; i++)
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++)
         flush_peer(r, &r->peers[i]);
     return done == DRAIN_BUDGET;
 }
@@ -425,20 +385,18 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
 {
     sn_wire_reply_t rep = {.id = q->id};
     char reason[512] = "";
-    switch (q->op) {
-    case SN_OP_STATUS: {
-        sn_stats_t st;
-        sn_sched_stats(r->sched, &st);
-        rep.has_stats = 1;
-        rep.stats = (sn_wire_stats_t){r->node,
-                                      (uint32_t)sn_sched_workers(r->sched),
-                                      atomic_load(&r->msgs_in),
-                                      atomic_load(&r->msgs_out),
-                                      atomic_load(&r->bad_frames),
-                                      st.live,
-                                      (now_ns() - r->start_ns) / 1000000u};
-        break;
+    if (q->op != SN_OP_STATUS && atomic_load_explicit(&r->joined, memory_order_acquire) != 1) {
+        rep.error = SN_EREFUSED;
+        rep.reason = "this node has not joined its cluster yet";
+        send_reply(r, ident, ident_len, &rep);
+        return;
     }
+    switch (q->op) {
+    case SN_OP_STATUS:
+        rep.rows = sn__members_rows(r, &rep.nrows);
+        if (!rep.rows)
+            rep.error = SN_ENOMEM;
+        break;
     case SN_OP_SPAWN:
         rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, NULL, NULL, &rep.pid);
         break;
@@ -467,9 +425,11 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
         snprintf(reason, sizeof reason, "%s", sn_strerror(rep.error));
     rep.reason = reason;
     send_reply(r, ident, ident_len, &rep);
+    free(rep.rows);
 }
 
-static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len)
+static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,
+                          zsock_t *from_seed)
 {
     if (size > r->max_frame) {
         bad(r, "oversize", 0);
@@ -482,48 +442,40 @@ static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const un
         return;
     }
     add(&r->frames_in, 1);
-    if (f.kind != SN_FRAME_REQUEST) {
-        peer_t *p = find_peer(r, f.node);
-        if (p && f.incarnation != p->incarnation) {
-            if (p->incarnation) {
-                /* The peer restarted: what its previous run had not
-                 * confirmed is gone with it. Its numbering starts again. */
-                zsys_warning("node=%" PRIu32 " peer %" PRIu32 " at %s restarted: unconfirmed sends to it come back "
-                             "as nodedown",
-                             r->node, p->node, p->endpoint);
-                bounce_peer(r, p);
-            }
-            p->incarnation = f.incarnation;
-            p->recv_seq = p->acked_seq = 0;
-        }
-        if (p) {
-            p->last_heard_ns = now_ns();
-            if (atomic_load_explicit(&p->down, memory_order_relaxed)) {
-                atomic_store_explicit(&p->down, 0, memory_order_release);
-                zsys_info("node=%" PRIu32 " peer %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
-            }
-        }
+    peer_t *p = f.kind == SN_FRAME_REQUEST ? NULL : find_peer(r, f.node);
+    if (p && f.incarnation < p->incarnation) {
+        bad(r, "frame from an earlier run of that node", f.node);
+        sn_frame_clear(&f);
+        return;
     }
+    if (p && f.kind != SN_FRAME_HELLO)
+        sn__members_heard(r, p, f.incarnation);
     switch (f.kind) {
     case SN_FRAME_SENDS:
         for (size_t i = 0; i < f.nsends; i++)
             inbound_send(r, &f.sends[i], ident, ident_len);
-        if (f.seq && ident && ident_len <= sizeof r->peers[0].ident) {
-            peer_t *p = find_peer(r, f.node);
-            if (p && f.seq > p->recv_seq) { /* acknowledged after this turn */
-                p->recv_seq = f.seq;
-                memcpy(p->ident, ident, ident_len);
-                p->ident_len = ident_len;
-            }
+        if (f.seq && ident && ident_len <= sizeof r->peers[0].ident && p && f.seq > p->recv_seq) {
+            p->recv_seq = f.seq; /* acknowledged after this turn */
+            memcpy(p->ident, ident, ident_len);
+            p->ident_len = ident_len;
         }
         break;
-    case SN_FRAME_ACK: {
-        peer_t *p = find_peer(r, f.node);
+    case SN_FRAME_ACK:
         if (p)
             acked(p, f.seq);
         break;
-    }
     case SN_FRAME_HEARTBEAT:
+        if (p && f.has_stats) {
+            p->stats = f.stats;
+            p->has_stats = true;
+        }
+        break;
+    case SN_FRAME_HELLO:
+    case SN_FRAME_WELCOME:
+    case SN_FRAME_MEMBERS:
+    case SN_FRAME_ERROR:
+    case SN_FRAME_LEAVE:
+        sn__members_frame(r, &f, ident, ident_len, from_seed);
         break;
     case SN_FRAME_REQUEST:
         if (ident)
@@ -540,7 +492,7 @@ static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const un
 
 /* Reads what is waiting on a socket: ROUTER frames come as [id, body],
  * DEALER frames as [body]. Anything else is a bad frame. */
-static void read_socket(sn_relay_t *r, void *sock, bool router)
+static void read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_seed)
 {
     for (int n = 0; n < INBOUND_BUDGET; n++) {
         zmq_msg_t id, body;
@@ -574,9 +526,10 @@ static void read_socket(sn_relay_t *r, void *sock, bool router)
         if (!ok || extra)
             bad(r, "unexpected message parts", 0);
         else if (router)
-            inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), zmq_msg_data(&id), zmq_msg_size(&id));
+            inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), zmq_msg_data(&id), zmq_msg_size(&id),
+                          NULL);
         else
-            inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0);
+            inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0, from_seed);
         zmq_msg_close(&id);
         zmq_msg_close(&body);
     }
@@ -587,7 +540,8 @@ static void read_socket(sn_relay_t *r, void *sock, bool router)
 static void send_acks(sn_relay_t *r)
 {
     void *router = zsock_resolve(r->router);
-    for (size_t i = 0; i < r->npeers; i++) {
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
         peer_t *p = &r->peers[i];
         if (p->recv_seq <= p->acked_seq || p->ident_len == 0)
             continue;
@@ -602,50 +556,43 @@ static void send_acks(sn_relay_t *r)
     }
 }
 
-static void heartbeat(sn_relay_t *r)
+/* Frees the connections to seeds once we are a member. */
+static void drop_seeds(sn_relay_t *r)
 {
-    void *buf;
-    size_t len;
-    if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &buf, &len) != 0)
-        return;
-    uint64_t now = now_ns();
-    for (size_t i = 0; i < r->npeers; i++) {
-        peer_t *p = &r->peers[i];
-        (void)try_send(p, buf, len); /* a heartbeat that does not fit is dropped */
-        if (!atomic_load_explicit(&p->down, memory_order_relaxed) &&
-            now - p->last_heard_ns > (uint64_t)r->down_ms * 1000000u) {
-            atomic_store_explicit(&p->down, 1, memory_order_release);
-            zsys_warning("node=%" PRIu32 " peer %" PRIu32 " at %s is down: nothing heard for %d ms", r->node, p->node,
-                         p->endpoint, r->down_ms);
-            bounce_peer(r, p);
-        }
-    }
-    free(buf);
+    for (size_t i = 0; i < r->nseeds; i++)
+        zsock_destroy(&r->seeds[i].dealer);
+    free(r->seeds);
+    r->seeds = NULL;
+    r->nseeds = 0;
 }
 
 static void actor(zsock_t *pipe, void *arg)
 {
     sn_relay_t *r = arg;
-    size_t np = 3 + r->npeers;
-    zmq_pollitem_t *items = calloc(np, sizeof *items);
+    /* the pipe, the ROUTER, the eventfd, then one DEALER per peer and per
+     * seed; rebuilt each turn because members come and go */
+    size_t cap = 3 + SN_MAX_NODES + r->nseeds;
+    zmq_pollitem_t *items = calloc(cap, sizeof *items);
     if (!items) {
         zsock_signal(pipe, 1);
         return;
     }
-    items[0] = (zmq_pollitem_t){zsock_resolve(pipe), 0, ZMQ_POLLIN, 0};
-    items[1] = (zmq_pollitem_t){zsock_resolve(r->router), 0, ZMQ_POLLIN, 0};
-    items[2] = (zmq_pollitem_t){NULL, r->efd, ZMQ_POLLIN, 0};
-    for (size_t i = 0; i < r->npeers; i++)
-        items[3 + i] = (zmq_pollitem_t){zsock_resolve(r->peers[i].dealer), 0, ZMQ_POLLIN, 0};
+    r->actor_pipe = pipe;
     zsock_signal(pipe, 0);
-    uint64_t next_hb = now_ns();
     bool more = false;
     for (;;) {
-        for (size_t i = 0; i < r->npeers; i++)
-            items[3 + i].events = (short)(ZMQ_POLLIN | (r->peers[i].pending ? ZMQ_POLLOUT : 0));
-        uint64_t now = now_ns();
-        long timeout = more ? 0 : (next_hb > now ? (long)((next_hb - now) / 1000000u) + 1 : 0);
-        if (zmq_poll(items, (int)np, timeout) < 0) {
+        items[0] = (zmq_pollitem_t){zsock_resolve(pipe), 0, ZMQ_POLLIN, 0};
+        items[1] = (zmq_pollitem_t){zsock_resolve(r->router), 0, ZMQ_POLLIN, 0};
+        items[2] = (zmq_pollitem_t){NULL, r->efd, ZMQ_POLLIN, 0};
+        size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed), ns = r->nseeds;
+        for (size_t i = 0; i < np; i++)
+            items[3 + i] = (zmq_pollitem_t){zsock_resolve(r->peers[i].dealer), 0,
+                                            (short)(ZMQ_POLLIN | (r->peers[i].pending ? ZMQ_POLLOUT : 0)), 0};
+        for (size_t i = 0; i < ns; i++)
+            items[3 + np + i] = (zmq_pollitem_t){zsock_resolve(r->seeds[i].dealer), 0, ZMQ_POLLIN, 0};
+        uint64_t now = now_ns(), next = sn__members_next_ns(r);
+        long timeout = more ? 0 : (next > now ? (long)((next - now) / 1000000u) + 1 : 0);
+        if (zmq_poll(items, (int)(3 + np + ns), timeout) < 0) {
             if (errno == EINTR)
                 continue;
             break;
@@ -653,6 +600,10 @@ static void actor(zsock_t *pipe, void *arg)
         if (items[0].revents & ZMQ_POLLIN) {
             char *cmd = zstr_recv(pipe);
             bool term = !cmd || streq(cmd, "$TERM");
+            if (cmd && streq(cmd, "LEAVE")) { /* members.c signals the pipe when done */
+                r->leave_deadline_ns = now_ns() + 1000000000u;
+                r->next_tick_ns = 0;
+            }
             zstr_free(&cmd);
             if (term)
                 break;
@@ -667,21 +618,44 @@ static void actor(zsock_t *pipe, void *arg)
         if (more)
             more = drain(r);
         if (items[1].revents & ZMQ_POLLIN) {
-            read_socket(r, items[1].socket, true);
+            read_socket(r, items[1].socket, true, NULL);
             send_acks(r);
         }
-        for (size_t i = 0; i < r->npeers; i++) {
+        for (size_t i = 0; i < np; i++) {
             if (items[3 + i].revents & ZMQ_POLLIN)
-                read_socket(r, items[3 + i].socket, false);
+                read_socket(r, items[3 + i].socket, false, NULL);
             if (items[3 + i].revents & ZMQ_POLLOUT)
                 flush_peer(r, &r->peers[i]);
         }
-        if (now_ns() >= next_hb) {
-            heartbeat(r);
-            next_hb = now_ns() + (uint64_t)r->hb_ms * 1000000u;
-        }
+        for (size_t i = 0; i < ns && i < r->nseeds; i++)
+            if (items[3 + np + i].revents & ZMQ_POLLIN)
+                read_socket(r, items[3 + np + i].socket, false, r->seeds[i].dealer);
+        if (r->nseeds && atomic_load_explicit(&r->joined, memory_order_relaxed) != 0)
+            drop_seeds(r);
+        if (r->gossip_due || now_ns() >= sn__members_next_ns(r))
+            sn__members_tick(r);
     }
     free(items);
+}
+
+zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint)
+{
+    zsock_t *d = zsock_new(ZMQ_DEALER);
+    if (!d)
+        return NULL;
+    zsock_set_sndhwm(d, SNDHWM);
+    zsock_set_rcvhwm(d, RCVHWM);
+    zsock_set_maxmsgsize(d, (int64_t)r->max_frame * 2 + 1024);
+    zsock_set_linger(d, 500); /* a Leave or a last batch gets out at exit */
+    if (zsock_connect(d, "%s", endpoint) < 0)
+        zsock_destroy(&d);
+    return d;
+}
+
+/* A wildcard address cannot be advertised: peers could not dial it. */
+static bool wildcard(const char *ep)
+{
+    return !strncmp(ep, "tcp://*", 7) || !strncmp(ep, "tcp://0.0.0.0", 13) || !strncmp(ep, "tcp://[::]", 10);
 }
 
 sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *err, size_t errlen)
@@ -694,10 +668,12 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
     r->sched = sched;
     r->node = sn_sched_node_id(sched);
     r->incarnation = cfg->incarnation;
+    r->first_serial = cfg->first_serial;
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
     r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 200;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
     r->start_ns = now_ns();
+    snprintf(r->cluster, sizeof r->cluster, "%s", cfg->cluster ? cfg->cluster : "schednode");
     sn__mpsc_init(&r->outq);
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (r->efd < 0) {
@@ -707,8 +683,9 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
     }
     zsys_init();
     zsys_set_linger(0);
+    r->peers = calloc(SN_MAX_NODES, sizeof *r->peers);
     r->router = zsock_new(ZMQ_ROUTER);
-    if (!r->router)
+    if (!r->router || !r->peers)
         goto fail_sock;
     zsock_set_router_mandatory(r->router, 1);
     zsock_set_sndhwm(r->router, SNDHWM);
@@ -721,30 +698,44 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
         goto fail;
     }
     snprintf(r->endpoint, sizeof r->endpoint, "%s", zsock_endpoint(r->router));
-    r->peers = calloc(cfg->npeers ? cfg->npeers : 1, sizeof *r->peers);
-    if (!r->peers)
-        goto fail_sock;
+    const char *adv = cfg->advertise ? cfg->advertise : r->endpoint;
+    if (wildcard(adv) && (cfg->nseeds || cfg->npeers)) {
+        snprintf(err, errlen, "%s listens on every interface: say which address peers should use with --advertise "
+                              "tcp://HOST:PORT", r->endpoint);
+        goto fail;
+    }
+    snprintf(r->advertise, sizeof r->advertise, "%s", adv);
     for (size_t i = 0; i < cfg->npeers; i++) {
-        peer_t *p = &r->peers[i];
         if (cfg->peers[i].node == r->node || find_peer(r, cfg->peers[i].node)) {
             snprintf(err, errlen, "peer node %" PRIu32 " is this node or listed twice", cfg->peers[i].node);
             goto fail;
         }
-        p->node = cfg->peers[i].node;
-        p->endpoint = strdup(cfg->peers[i].endpoint);
-        p->last_heard_ns = r->start_ns;
-        r->npeers = i + 1;
-        p->dealer = zsock_new(ZMQ_DEALER);
-        if (!p->endpoint || !p->dealer)
-            goto fail_sock;
-        zsock_set_sndhwm(p->dealer, SNDHWM);
-        zsock_set_rcvhwm(p->dealer, RCVHWM);
-        zsock_set_maxmsgsize(p->dealer, (int64_t)r->max_frame * 2 + 1024);
-        if (zsock_connect(p->dealer, "%s", p->endpoint) < 0) {
-            snprintf(err, errlen, "bad peer endpoint %s: %s", p->endpoint, zmq_strerror(zmq_errno()));
+        sn_wire_member_t m = {.node = cfg->peers[i].node, .state = SN_MEMBER_UP};
+        snprintf(m.endpoint, sizeof m.endpoint, "%s", cfg->peers[i].endpoint);
+        if (!sn__members_upsert(r, &m, "static peer")) {
+            snprintf(err, errlen, "bad peer endpoint %s: %s", cfg->peers[i].endpoint, zmq_strerror(zmq_errno()));
             goto fail;
         }
     }
+    r->seeds = calloc(cfg->nseeds ? cfg->nseeds : 1, sizeof *r->seeds);
+    if (!r->seeds)
+        goto fail_sock;
+    for (size_t i = 0; i < cfg->nseeds; i++) {
+        if (!strcmp(cfg->seeds[i], r->advertise) || !strcmp(cfg->seeds[i], r->endpoint))
+            continue; /* ourselves, e.g. one config listing every seed */
+        seed_t *sd = &r->seeds[r->nseeds];
+        snprintf(sd->endpoint, sizeof sd->endpoint, "%s", cfg->seeds[i]);
+        sd->dealer = sn__relay_dealer_to(r, cfg->seeds[i]);
+        if (!sd->dealer) {
+            snprintf(err, errlen, "bad seed endpoint %s: %s", cfg->seeds[i], zmq_strerror(zmq_errno()));
+            goto fail;
+        }
+        zsock_set_immediate(sd->dealer, 1); /* no Hellos queued for a seed not there */
+        r->nseeds++;
+        size_t off = strlen(r->seed_list);
+        snprintf(r->seed_list + off, sizeof r->seed_list - off, " %s", cfg->seeds[i]);
+    }
+    atomic_store(&r->joined, r->nseeds ? 0 : 1);
     r->actor = zactor_new(actor, r);
     if (!r->actor)
         goto fail_sock;
@@ -757,6 +748,32 @@ fail:
     return NULL;
 }
 
+int sn_relay_join_wait(sn_relay_t *r, int timeout_ms, char *err, size_t errlen)
+{
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+    int j;
+    /* acquire: join_error is written before joined = -1 (release) */
+    while ((j = atomic_load_explicit(&r->joined, memory_order_acquire)) == 0 && now_ns() < deadline)
+        zclock_sleep(10);
+    if (j == 1)
+        return 0;
+    if (j == -1) {
+        snprintf(err, errlen, "%s", r->join_error);
+        return SN_EREFUSED;
+    }
+    snprintf(err, errlen, "no seed answered within %d ms:%s (are they running? is the address right?)", timeout_ms,
+             r->seed_list);
+    return SN_ETIMEDOUT;
+}
+
+void sn_relay_leave(sn_relay_t *r)
+{
+    if (!r || !r->actor)
+        return;
+    zstr_send(r->actor, "LEAVE");
+    zsock_wait(r->actor); /* the actor signals when the Leave is out */
+}
+
 void sn_relay_destroy(sn_relay_t **self_p)
 {
     if (!self_p || !*self_p)
@@ -767,7 +784,8 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn__mpsc_node_t *n;
     while ((n = sn__mpsc_pop(&r->outq)))
         free_item((item_t *)n);
-    for (size_t i = 0; i < r->npeers; i++) {
+    size_t np = atomic_load(&r->npeers);
+    for (size_t i = 0; i < np; i++) {
         peer_t *p = &r->peers[i];
         for (size_t k = 0; k < p->nbatch; k++)
             free_item(p->batch[k]);
@@ -776,10 +794,10 @@ void sn_relay_destroy(sn_relay_t **self_p)
         for (size_t k = 0; k < p->nunacked; k++)
             free(p->unacked[k].buf);
         free(p->unacked);
-        free(p->endpoint);
         zsock_destroy(&p->dealer);
     }
     free(r->peers);
+    drop_seeds(r);
     zsock_destroy(&r->router);
     if (r->efd >= 0)
         close(r->efd);
@@ -860,6 +878,7 @@ int sn_client_call(const char *endpoint, const sn_wire_request_t *req, int timeo
 void sn_client_reply_clear(sn_wire_reply_t *reply)
 {
     free(reply->reason);
+    free(reply->rows);
     sn_payload_destroy(&reply->result);
     memset(reply, 0, sizeof *reply);
 }

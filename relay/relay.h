@@ -20,8 +20,13 @@ typedef struct sn_peer_config {
 
 typedef struct sn_relay_config {
     const char *listen;            /* endpoint to bind, e.g. tcp://127.0.0.1:7001 */
-    const sn_peer_config_t *peers; /* static peers (until membership lands) */
+    const char *advertise;         /* where peers reach us; NULL: the bound endpoint */
+    const char *cluster;           /* cluster name, must match at join; NULL: "schednode" */
+    const char *const *seeds;      /* members to join through (none: start a cluster) */
+    size_t nseeds;
+    const sn_peer_config_t *peers; /* static peers (no join: a fixed cluster) */
     size_t npeers;
+    uint64_t first_serial;         /* the scheduler's first PID serial (see main.c) */
     uint64_t incarnation;          /* this run of the node */
     size_t max_frame;              /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
     int heartbeat_ms;              /* 0 = 200 */
@@ -44,6 +49,14 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *config, cha
 /* Stops the I/O thread and frees the relay; sets *self_p to NULL. Call
  * after the scheduler has shut down (no more sends). */
 void sn_relay_destroy(sn_relay_t **self_p);
+/* Waits until the node is a member of its cluster: at once without seeds,
+ * else until a seed welcomes it. Returns 0, SN_ETIMEDOUT (no seed answered)
+ * or SN_EREFUSED (a seed said no); err gets the reason. */
+int sn_relay_join_wait(sn_relay_t *relay, int timeout_ms, char *err, size_t errlen);
+/* Graceful leave: sends what is queued (up to a second for the peers to
+ * confirm it), then tells every member this node is leaving, so they do not
+ * report it as failed. Call after the scheduler has shut down. */
+void sn_relay_leave(sn_relay_t *relay);
 /* Snapshot of the counters. */
 void sn_relay_stats(sn_relay_t *relay, sn_relay_stats_t *out);
 /* The endpoint actually bound (with the real port if 0 was asked). */

@@ -93,8 +93,8 @@ kill -STOP "$node_pid_2"
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 5" 2>&1); rc=$?
 kill -CONT "$node_pid_2"
 [ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "sends to a frozen node come back as nodedown" || bad "frozen: rc=$rc $out"
-for _ in $(seq 100); do grep -q "peer 2 .* is up again" "$dir/node1.log" && break; sleep 0.1; done
-grep -q "peer 2 .* is up again" "$dir/node1.log" && ok "node 2 is up again after SIGCONT" || bad "node 2 not back up"
+for _ in $(seq 100); do grep -q "node 2 .* is up again" "$dir/node1.log" && break; sleep 0.1; done
+grep -q "node 2 .* is up again" "$dir/node1.log" && ok "node 2 is up again after SIGCONT" || bad "node 2 not back up"
 
 # nodedown: kill -9 node 2; senders get nodedown once it is declared down
 sink=$(call spawn --connect "$(ep 2)" xsink collect 5)
@@ -102,12 +102,12 @@ kill -9 "$node_pid_2"; wait "$node_pid_2" 2>/dev/null
 sleep 4 # down after 3000 ms of silence
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 5" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "send to a killed node: nodedown" || bad "nodedown: rc=$rc $out"
-grep -q "peer 2 .* is down" "$dir/node1.log" && ok "node 1 logs that node 2 is down" || bad "no down log on node 1"
+grep -q "node 2 .* is down" "$dir/node1.log" && ok "node 1 logs that node 2 is down" || bad "no down log on node 1"
 
 # node 2 comes back (a new incarnation on the same endpoint) and serves again
 start 2 || bad "node 2 restarts"
-for _ in $(seq 100); do grep -q "peer 2 .* restarted" "$dir/node1.log" && break; sleep 0.1; done
-grep -q "peer 2 .* restarted" "$dir/node1.log" && ok "node 1 sees node 2 restarted" || bad "restart not seen by node 1"
+for _ in $(seq 100); do grep -q "node 2 .* restarted" "$dir/node1.log" && break; sleep 0.1; done
+grep -q "node 2 .* restarted" "$dir/node1.log" && ok "node 1 sees node 2 restarted" || bad "restart not seen by node 1"
 sink=$(call spawn --connect "$(ep 2)" xsink collect 1000)
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 1000" 2>&1)
 [ "$out" = "1000 messages in order" ] && ok "the restarted node 2 receives 1000 messages in order" || bad "after restart: $out"

@@ -52,7 +52,8 @@ extern "C" {
     X(SN_EEXIST, -14, "already registered")                                   \
     X(SN_EBADWAIT, -15, "WAIT with no pending yields")                        \
     X(SN_EKILLED, -16, "killed at shutdown")                                  \
-    X(SN_EPROTO, -17, "protocol error")
+    X(SN_EPROTO, -17, "protocol error")                                       \
+    X(SN_EREFUSED, -18, "refused")
 
 enum {
 #define SN__ERR_ENUM(name, code, text) name = code,
@@ -292,6 +293,11 @@ typedef struct sn_stats {
     uint64_t parks;       /* times a worker went to sleep */
     uint64_t remote_out;  /* messages handed to the relay */
     uint64_t noproc;      /* sends answered with noproc */
+    /* load, approximate (read without stopping anything): */
+    uint64_t ready;        /* processes queued to run (deques + global queue) */
+    uint64_t blocked;      /* processes waiting for a yield to complete */
+    uint64_t idle;         /* the other live processes: waiting for a message (or running) */
+    uint32_t idle_workers; /* workers asleep */
 } sn_stats_t;
 /* Snapshot of the counters (relaxed reads: consistent enough to print). */
 void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out);

@@ -224,6 +224,10 @@ struct sn_sched {
     alignas(64) _Atomic uint64_t serial_next; /* blocks of serials */
     /* counters for work done off the workers */
     _Atomic uint64_t ext_spawned, ext_completed, ext_messages, ext_noproc, ext_remote_out;
+    /* processes in Blocked now: +1 by the worker whose CAS put one there,
+     * -1 by the CAS that takes it out; relaxed, so it may read one off
+     * (even -1) for an instant: a display figure, never a decision */
+    _Atomic int64_t nblocked;
 
     /* registries: copy-on-write arrays published with release stores;
      * retired arrays are freed with the scheduler */

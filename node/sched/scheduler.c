@@ -25,8 +25,11 @@ bool sn__wake(sn__proc_t *p, uint8_t event_type)
             /* acq_rel: we take the process out of its sleep, seeing the
              * writes of the step that put it there */
             if (atomic_compare_exchange_weak_explicit(&p->state, &s, SN__READY, memory_order_seq_cst,
-                                                      memory_order_seq_cst))
+                                                      memory_order_seq_cst)) {
+                if (st == SN__BLOCKED)
+                    atomic_fetch_sub_explicit(&p->sched->nblocked, 1, memory_order_relaxed);
                 return true;
+            }
         } else if (st == SN__RUNNING && !(s & SN__WAKE)) {
             /* release: the worker that sees the flag sees our event linked */
             if (atomic_compare_exchange_weak_explicit(&p->state, &s, s | SN__WAKE, memory_order_seq_cst,
@@ -489,6 +492,17 @@ void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out)
     out->noproc += ld(&sched->ext_noproc);
     out->remote_out += ld(&sched->ext_remote_out);
     out->live = out->spawned >= out->completed ? out->spawned - out->completed : 0;
+    for (int i = 0; i < sched->nworkers; i++) {
+        int64_t n = sn__deque_size(&sched->workers[i].deque);
+        out->ready += n > 0 ? (uint64_t)n : 0;
+    }
+    out->ready += sn__gqueue_size(&sched->global);
+    int64_t b = atomic_load_explicit(&sched->nblocked, memory_order_relaxed);
+    out->blocked = b > 0 ? (uint64_t)b : 0;
+    uint64_t busy = out->ready + out->blocked;
+    out->idle = out->live > busy ? out->live - busy : 0;
+    int parked = atomic_load_explicit(&sched->nparked, memory_order_relaxed);
+    out->idle_workers = parked > 0 ? (uint32_t)parked : 0;
 }
 
 static uint64_t live_count(sn_sched_t *sched)

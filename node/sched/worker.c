@@ -293,8 +293,11 @@ static void go_to_sleep(sn__worker_t *w, sn__proc_t *p, uint32_t target)
         uint32_t expect = SN__RUNNING;
         /* also release: whoever wakes the process sees what this step wrote */
         if (atomic_compare_exchange_strong_explicit(&p->state, &expect, target, memory_order_seq_cst,
-                                                    memory_order_seq_cst))
+                                                    memory_order_seq_cst)) {
+            if (target == SN__BLOCKED)
+                atomic_fetch_add_explicit(&w->sched->nblocked, 1, memory_order_relaxed);
             return;
+        }
         /* SN__WAKE was set: clear it with an RMW and look again */
         atomic_exchange_explicit(&p->state, SN__RUNNING, memory_order_seq_cst);
     }

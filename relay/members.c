@@ -1,0 +1,435 @@
+/* members.c - cluster membership, run on the relay's I/O thread.
+ *
+ * Joining: a new node sends Hello to its seeds every 500 ms until one
+ * answers Welcome (the member list) or refuses (Error: another cluster
+ * name, a node id another live node holds, an earlier run of a node). The
+ * seed adds the newcomer and gossips the view at once.
+ *
+ * The view: every member's id, endpoint, incarnation (its run: a restart
+ * makes a new one) and first PID serial. Members gossip the whole view to
+ * each other on every change and every ten heartbeats; a member takes
+ * what is new to it (an unknown node, a newer incarnation, a departure).
+ * Full mesh: each member connects to every other.
+ *
+ * Failure detection is direct: every member heartbeats every other (the
+ * heartbeat carries its load and counters), and declares a member down when
+ * nothing came from it for the down timeout; everything unconfirmed that
+ * was sent to it goes back to its senders as nodedown. Every member watches
+ * every other itself, so all of them reach the same verdict within one
+ * timeout of each other. A member heard from again is up again. A member
+ * that leaves (SIGTERM) says so, and is marked left, not down.
+ *
+ * Old PIDs: a node's PID serials start at its first_serial, which is
+ * larger than any serial its earlier runs handed out (main.c), so a PID of
+ * an earlier run names no process of this one: sends to it get noproc,
+ * from the sender's relay already when it knows the new run.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_int.h"
+
+#define HELLO_EVERY_NS 500000000u
+#define GOSSIP_EVERY_HB 10
+#define LEAVE_TICK_NS 10000000u
+
+static void set_down(peer_t *p, int state)
+{
+    p->state = state;
+    /* release: a worker that sees the flag sees the state change */
+    atomic_store_explicit(&p->down, state != SN_MEMBER_UP, memory_order_release);
+}
+
+static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint)
+{
+    if (p->dealer && !strcmp(p->endpoint, endpoint))
+        return;
+    zsock_destroy(&p->dealer);
+    snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
+    p->dealer = sn__relay_dealer_to(r, endpoint);
+    if (!p->dealer)
+        zsys_error("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s", r->node, p->node, endpoint);
+}
+
+/* p restarted as incarnation inc: what its earlier run had not confirmed
+ * goes back to its senders, and its numbering starts again. */
+static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
+{
+    if (p->incarnation) {
+        zsys_warning("node=%" PRIu32 " node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
+                     "nodedown, its old PIDs are dead",
+                     r->node, p->node, p->endpoint);
+        sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+    }
+    sn__relay_reset_peer(p, inc);
+    r->gossip_due = true;
+}
+
+peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char *how)
+{
+    if (m->node == r->node)
+        return NULL;
+    uint64_t now = sn__relay_now_ns();
+    peer_t *p = sn__relay_find_peer(r, m->node);
+    if (!p) {
+        if (m->state == SN_MEMBER_LEFT)
+            return NULL; /* gone before we knew it */
+        size_t n = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+        if (n == SN_MAX_NODES) {
+            zsys_error("node=%" PRIu32 " cannot add node %" PRIu32 ": the cluster is full (%d nodes)", r->node,
+                       m->node, SN_MAX_NODES);
+            return NULL;
+        }
+        p = &r->peers[n];
+        p->node = m->node;
+        p->incarnation = m->incarnation;
+        atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
+        p->last_heard_ns = now; /* a grace period of one timeout to hear from it */
+        set_down(p, SN_MEMBER_UP);
+        connect_to(r, p, m->endpoint);
+        if (!p->dealer)
+            return NULL;
+        /* release: the slot is complete before workers can find it */
+        atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
+        zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
+        r->gossip_due = true;
+        return p;
+    }
+    if (m->incarnation > p->incarnation) {
+        bool first = p->incarnation == 0; /* a static peer we had not heard from yet */
+        restarted(r, p, m->incarnation);
+        atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
+        connect_to(r, p, m->endpoint);
+        p->last_heard_ns = now;
+        set_down(p, m->state == SN_MEMBER_LEFT ? SN_MEMBER_LEFT : SN_MEMBER_UP);
+        if (p->state == SN_MEMBER_UP && !first)
+            zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s is a member again, a new run (%s)", r->node, p->node,
+                      p->endpoint, how);
+    } else if (m->incarnation == p->incarnation && m->state == SN_MEMBER_LEFT && p->state != SN_MEMBER_LEFT) {
+        set_down(p, SN_MEMBER_LEFT);
+        sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+        zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node, p->endpoint,
+                  how);
+        r->gossip_due = true;
+    }
+    if (m->first_serial > atomic_load_explicit(&p->first_serial, memory_order_relaxed) &&
+        m->incarnation == p->incarnation)
+        atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
+    return p;
+}
+
+void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
+{
+    if (inc > p->incarnation) {
+        restarted(r, p, inc);
+        if (p->state == SN_MEMBER_LEFT)
+            set_down(p, SN_MEMBER_UP);
+    }
+    p->last_heard_ns = sn__relay_now_ns();
+    if (p->state == SN_MEMBER_DOWN) {
+        set_down(p, SN_MEMBER_UP);
+        zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
+        r->gossip_due = true;
+    }
+}
+
+/* The view: ourselves first, then every member we know. */
+static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    sn_wire_member_t *v = calloc(np + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    v[0] = (sn_wire_member_t){r->node, SN_MEMBER_UP, r->incarnation, r->first_serial, ""};
+    snprintf(v[0].endpoint, sizeof v[0].endpoint, "%s", r->advertise);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        v[i + 1] = (sn_wire_member_t){p->node, p->state, p->incarnation,
+                                      atomic_load_explicit(&p->first_serial, memory_order_relaxed), ""};
+        snprintf(v[i + 1].endpoint, sizeof v[i + 1].endpoint, "%s", p->endpoint);
+    }
+    *n = np + 1;
+    return v;
+}
+
+static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f,
+                   const char *reason)
+{
+    zsys_warning("node=%" PRIu32 " refused node %" PRIu32 " from %s: %s", r->node, f->node, f->endpoint, reason);
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_refusal(r->node, r->incarnation, SN_EREFUSED, reason, &buf, &len) == 0) {
+        sn__relay_answer(r, ident, ident_len, buf, len);
+        free(buf);
+    }
+}
+
+static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
+{
+    char why[512];
+    peer_t *p = sn__relay_find_peer(r, f->node);
+    uint64_t now = sn__relay_now_ns();
+    if (strcmp(f->cluster, r->cluster) != 0) {
+        snprintf(why, sizeof why, "it belongs to cluster '%s', this is cluster '%s'", f->cluster, r->cluster);
+        refuse(r, ident, ident_len, f, why);
+        return;
+    }
+    if (f->node == r->node) {
+        snprintf(why, sizeof why, "node id %" PRIu32 " is this node's (%s); give every node its own id", f->node,
+                 r->advertise);
+        refuse(r, ident, ident_len, f, why);
+        return;
+    }
+    if (p && f->incarnation < p->incarnation) {
+        snprintf(why, sizeof why, "an earlier run of node %" PRIu32 " than the one already in the cluster", f->node);
+        refuse(r, ident, ident_len, f, why);
+        return;
+    }
+    if (p && f->incarnation != p->incarnation && p->state == SN_MEMBER_UP && strcmp(p->endpoint, f->endpoint) != 0 &&
+        now - p->last_heard_ns < (uint64_t)r->down_ms * 1000000u) {
+        snprintf(why, sizeof why, "node id %" PRIu32 " is taken by %s, which is up; give every node its own id",
+                 f->node, p->endpoint);
+        refuse(r, ident, ident_len, f, why);
+        return;
+    }
+    sn_wire_member_t m = {f->node, SN_MEMBER_UP, f->incarnation, f->first_serial, ""};
+    snprintf(m.endpoint, sizeof m.endpoint, "%s", f->endpoint);
+    p = sn__members_upsert(r, &m, "joined here");
+    if (!p) {
+        refuse(r, ident, ident_len, f, "this member cannot take more nodes");
+        return;
+    }
+    sn__members_heard(r, p, f->incarnation);
+    size_t n;
+    sn_wire_member_t *v = view(r, &n);
+    void *buf;
+    size_t len;
+    if (v && sn_codec_encode_members(r->node, r->incarnation, 1, v, n, &buf, &len) == 0) {
+        sn__relay_answer(r, ident, ident_len, buf, len);
+        free(buf);
+    }
+    free(v);
+    r->gossip_due = true;
+}
+
+void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed)
+{
+    peer_t *p = sn__relay_find_peer(r, f->node);
+    int joined = atomic_load_explicit(&r->joined, memory_order_relaxed);
+    switch (f->kind) {
+    case SN_FRAME_HELLO:
+        if (!ident)
+            sn__relay_bad(r, "hello on an outbound connection", f->node);
+        else
+            hello(r, f, ident, ident_len);
+        break;
+    case SN_FRAME_WELCOME:
+        if (!from_seed) {
+            sn__relay_bad(r, "welcome we did not ask for", f->node);
+            break;
+        }
+        if (joined != 0)
+            break; /* a second seed's answer */
+        for (size_t i = 0; i < f->nmembers; i++)
+            if (f->members[i].node != r->node)
+                sn__members_upsert(r, &f->members[i], "welcome");
+        zsys_info("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
+                  f->node, f->nmembers + (f->nmembers && f->members[0].node == r->node ? 0 : 1));
+        atomic_store_explicit(&r->joined, 1, memory_order_release);
+        break;
+    case SN_FRAME_MEMBERS:
+        if (!p) {
+            sn__relay_bad(r, "gossip from a node that is not a member", f->node);
+            break;
+        }
+        for (size_t i = 0; i < f->nmembers; i++)
+            if (f->members[i].node != r->node)
+                sn__members_upsert(r, &f->members[i], "gossip");
+        break;
+    case SN_FRAME_ERROR:
+        if (from_seed && joined == 0) {
+            snprintf(r->join_error, sizeof r->join_error, "node %" PRIu32 " refused to let this node in: %s", f->node,
+                     f->reason);
+            zsys_error("node=%" PRIu32 " %s", r->node, r->join_error);
+            /* release: join_error is written before the flag */
+            atomic_store_explicit(&r->joined, -1, memory_order_release);
+        } else {
+            sn__relay_bad(r, "error frame out of a join", f->node);
+        }
+        break;
+    case SN_FRAME_LEAVE:
+        if (!p || f->incarnation != p->incarnation) {
+            sn__relay_bad(r, "leave from a node that is not a member", f->node);
+            break;
+        }
+        if (p->state != SN_MEMBER_LEFT) {
+            set_down(p, SN_MEMBER_LEFT);
+            sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+            zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node,
+                      p->endpoint, f->reason);
+            r->gossip_due = true;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Our own row for status and heartbeats. */
+static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
+{
+    sn_stats_t st;
+    sn_sched_stats(r->sched, &st);
+    *row = (sn_wire_stats_t){.node = r->node,
+                             .workers = (uint32_t)sn_sched_workers(r->sched),
+                             .idle_workers = st.idle_workers,
+                             .state = SN_MEMBER_UP,
+                             .live = st.live,
+                             .ready = st.ready,
+                             .idle = st.idle,
+                             .blocked = st.blocked,
+                             .msgs_in = atomic_load_explicit(&r->msgs_in, memory_order_relaxed),
+                             .msgs_out = atomic_load_explicit(&r->msgs_out, memory_order_relaxed),
+                             .bad_frames = atomic_load_explicit(&r->bad_frames, memory_order_relaxed),
+                             .uptime_ms = (sn__relay_now_ns() - r->start_ns) / 1000000u};
+    snprintf(row->endpoint, sizeof row->endpoint, "%s", r->advertise);
+}
+
+int sn__members_state(sn_relay_t *r, const peer_t *p)
+{
+    if (p->state == SN_MEMBER_UP && sn__relay_now_ns() - p->last_heard_ns > (uint64_t)r->down_ms * 500000u)
+        return SN_MEMBER_SUSPECT;
+    return p->state;
+}
+
+sn_wire_stats_t *sn__members_rows(sn_relay_t *r, size_t *n)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    sn_wire_stats_t *rows = calloc(np + 1, sizeof *rows);
+    if (!rows)
+        return NULL;
+    own_row(r, &rows[0]);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        sn_wire_stats_t *row = &rows[i + 1];
+        if (p->has_stats)
+            *row = p->stats;
+        row->node = p->node;
+        row->state = sn__members_state(r, p);
+        snprintf(row->endpoint, sizeof row->endpoint, "%s", p->endpoint);
+    }
+    *n = np + 1;
+    return rows;
+}
+
+static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p->state == SN_MEMBER_LEFT || (p->state == SN_MEMBER_DOWN && !to_down))
+            continue;
+        (void)sn__relay_try_send(p, buf, len); /* one that does not fit is dropped: the next one comes */
+    }
+}
+
+static void heartbeats(sn_relay_t *r, uint64_t now)
+{
+    sn_wire_stats_t row;
+    own_row(r, &row);
+    void *buf;
+    size_t len;
+    /* to down members too: a member that was only cut off finds us again */
+    if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, &buf, &len) == 0) {
+        send_all(r, buf, len, true);
+        free(buf);
+    }
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p->state == SN_MEMBER_UP && now - p->last_heard_ns > (uint64_t)r->down_ms * 1000000u) {
+            set_down(p, SN_MEMBER_DOWN);
+            zsys_warning("node=%" PRIu32 " node %" PRIu32 " at %s is down: nothing heard for %d ms", r->node,
+                         p->node, p->endpoint, r->down_ms);
+            sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+        }
+    }
+}
+
+static void gossip(sn_relay_t *r)
+{
+    size_t n;
+    sn_wire_member_t *v = view(r, &n);
+    void *buf;
+    size_t len;
+    if (v && sn_codec_encode_members(r->node, r->incarnation, 0, v, n, &buf, &len) == 0) {
+        send_all(r, buf, len, false);
+        free(buf);
+    }
+    free(v);
+}
+
+static void hellos(sn_relay_t *r)
+{
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_hello(r->node, r->incarnation, r->advertise, r->cluster, r->first_serial, &buf, &len) != 0)
+        return;
+    for (size_t i = 0; i < r->nseeds; i++)
+        zmq_send(zsock_resolve(r->seeds[i].dealer), buf, len, ZMQ_DONTWAIT);
+    free(buf);
+}
+
+/* Leaving: done when everything we sent is confirmed (or the deadline). */
+static void leaving(sn_relay_t *r, uint64_t now)
+{
+    bool flushed = true;
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p->state == SN_MEMBER_UP && (p->nbatch || p->pending || p->nunacked))
+            flushed = false;
+    }
+    if (!flushed && now < r->leave_deadline_ns)
+        return;
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_leave(r->node, r->incarnation, "shutdown", &buf, &len) == 0) {
+        send_all(r, buf, len, false);
+        free(buf);
+    }
+    r->leave_deadline_ns = 0;
+    zsock_signal(r->actor_pipe, 0);
+}
+
+void sn__members_tick(sn_relay_t *r)
+{
+    uint64_t now = sn__relay_now_ns();
+    int joined = atomic_load_explicit(&r->joined, memory_order_relaxed);
+    if (joined == 0 && now >= r->next_hello_ns) {
+        hellos(r);
+        r->next_hello_ns = now + HELLO_EVERY_NS;
+    }
+    if (now >= r->next_hb_ns) {
+        heartbeats(r, now);
+        r->next_hb_ns = now + (uint64_t)r->hb_ms * 1000000u;
+        if (r->hb_seq % GOSSIP_EVERY_HB == 0) /* anti-entropy: the whole view now and then */
+            r->gossip_due = true;
+    }
+    if (r->gossip_due && joined == 1) {
+        gossip(r);
+        r->gossip_due = false;
+    }
+    if (r->leave_deadline_ns)
+        leaving(r, now);
+    uint64_t next = r->next_hb_ns;
+    if (joined == 0 && r->next_hello_ns < next)
+        next = r->next_hello_ns;
+    if (r->leave_deadline_ns && now + LEAVE_TICK_NS < next)
+        next = now + LEAVE_TICK_NS;
+    r->next_tick_ns = next;
+}
+
+uint64_t sn__members_next_ns(sn_relay_t *r) { return r->next_tick_ns; }

@@ -1,0 +1,152 @@
+/* relay_int.h - what relay.c (the data path and the I/O loop) and
+ * members.c (joining, gossip, failure detection, leaving, status) share.
+ * Nothing outside relay/ includes this.
+ *
+ * Ownership: the I/O thread (the actor) owns every socket and every field
+ * of sn_relay and peer_t except those marked "any thread". Workers only
+ * read the peer table through find_peer: the table is a fixed array that
+ * only grows; a slot is filled completely before `npeers` is raised with a
+ * release store, and workers read `npeers` with acquire. A slot's `node`
+ * never changes once published; `down` and `first_serial` are atomics the
+ * actor updates in place.
+ */
+#ifndef SN_RELAY_INT_H
+#define SN_RELAY_INT_H
+
+#include <czmq.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "codec.h"
+#include "mpsc.h"
+#include "relay.h"
+
+/* Full mesh: every member keeps one outbound connection to every other.
+ * The table is a fixed array of this many members (a restarted node reuses
+ * its slot); we tested up to 5 nodes and expect a few dozen to work. */
+#define SN_MAX_NODES 256
+#define SN_CLUSTER_MAX 64 /* bytes of a cluster name, with the NUL */
+
+enum { ITEM_SEND, ITEM_REPLY };
+
+/* What workers hand the I/O thread: a send (small: one per message), or a
+ * reply to a client, which carries the client's routing id. */
+typedef struct item {
+    sn__mpsc_node_t link;
+    int kind;
+    sn_wire_send_t s; /* ITEM_SEND */
+} item_t;
+
+typedef struct reply_item {
+    item_t base; /* kind ITEM_REPLY */
+    sn_wire_reply_t rep;
+    unsigned char ident[256];
+    size_t ident_len;
+} reply_item_t;
+
+/* An encoded batch kept until the peer acknowledges it. */
+typedef struct sent {
+    void *buf;
+    size_t len;
+    uint64_t seq;
+} sent_t;
+
+typedef struct peer {
+    uint32_t node;                  /* any thread: fixed once published */
+    _Atomic int down;               /* any thread: down or left, sends bounce */
+    _Atomic uint64_t first_serial;  /* any thread: lower serials are dead */
+    int state;                      /* SN_MEMBER_UP, _DOWN or _LEFT (suspect is derived) */
+    char endpoint[SN_WIRE_ENDPOINT_MAX];
+    zsock_t *dealer;
+    uint64_t last_heard_ns;
+    /* outbound: the batch being filled, a frame the socket refused (full
+     * pipe), and frames sent but not yet acknowledged, oldest first */
+    item_t **batch;
+    size_t nbatch, cap, bytes;
+    void *pending;
+    size_t pending_len;
+    uint64_t pending_seq, next_seq;
+    sent_t *unacked;
+    size_t nunacked, capunacked;
+    /* inbound: the peer's batches to us, to acknowledge on its connection,
+     * numbered within the peer's incarnation (its run) */
+    uint64_t incarnation, recv_seq, acked_seq;
+    uint64_t bad_log_ns, bad_quiet; /* rate limit of its bad-frame log lines */
+    unsigned char ident[256];
+    size_t ident_len;
+    /* its last heartbeat's counters, for `status` */
+    sn_wire_stats_t stats;
+    bool has_stats;
+} peer_t;
+
+/* A seed we are joining through (only until the first Welcome). */
+typedef struct seed {
+    char endpoint[SN_WIRE_ENDPOINT_MAX];
+    zsock_t *dealer;
+} seed_t;
+
+struct sn_relay {
+    sn_sched_t *sched;
+    uint32_t node;
+    uint64_t incarnation, first_serial;
+    size_t max_frame;
+    int hb_ms, down_ms;
+    char cluster[SN_CLUSTER_MAX];
+    char advertise[SN_WIRE_ENDPOINT_MAX];
+    peer_t *peers;              /* SN_MAX_NODES slots */
+    _Atomic size_t npeers;      /* any thread: see the top of this file */
+    seed_t *seeds;
+    size_t nseeds;
+    char seed_list[1024];       /* for error messages (immutable after start) */
+    uint64_t next_hello_ns, next_hb_ns, next_tick_ns;
+    _Atomic int joined;         /* any thread: 0 joining, 1 member, -1 refused */
+    char join_error[512];       /* set before joined = -1 (release) */
+    bool gossip_due;
+    uint64_t next_gossip_ns;
+    uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
+    sn__mpsc_t outq;
+    int efd;
+    _Atomic int signaled;
+    zsock_t *router;
+    zactor_t *actor;
+    zsock_t *actor_pipe;        /* the actor's end, to signal a finished leave */
+    char endpoint[SN_WIRE_ENDPOINT_MAX];
+    uint64_t start_ns, hb_seq, bad_log_ns, bad_quiet;
+    _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
+};
+
+uint64_t sn__relay_now_ns(void);
+/* The peer with this node id, or NULL (any thread). */
+peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node);
+/* Counts and logs (rate-limited) a dropped frame. */
+void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node);
+/* Everything waiting for p goes back to its senders with `error`. */
+void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error);
+/* Sends a frame on p's connection without blocking; false if it would. */
+bool sn__relay_try_send(peer_t *p, const void *buf, size_t len);
+/* Sends [ident, frame] on the ROUTER (an answer on an inbound connection). */
+void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len);
+/* A DEALER to endpoint with the relay's limits, or NULL. */
+zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint);
+/* Forgets p's numbering after a restart and takes on the new incarnation. */
+void sn__relay_reset_peer(peer_t *p, uint64_t incarnation);
+
+/* members.c (I/O thread only) */
+/* Adds a member or updates what we know of it; returns its slot or NULL. */
+peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char *how);
+/* Handles a Hello, Welcome, Members, Error or Leave frame. */
+void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
+                       zsock_t *from_seed);
+/* A frame of incarnation `inc` came from member p: restart, up again. */
+void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc);
+/* The periodic turn: Hellos while joining, heartbeats, failure detection,
+ * gossip, and the end of a leave. */
+void sn__members_tick(sn_relay_t *r);
+/* When the next tick is due. */
+uint64_t sn__members_next_ns(sn_relay_t *r);
+/* Status rows for every member we know, ourselves first. Caller frees. */
+sn_wire_stats_t *sn__members_rows(sn_relay_t *r, size_t *n);
+/* The state `status` shows for p now (suspect when half-way to down). */
+int sn__members_state(sn_relay_t *r, const peer_t *p);
+
+#endif
