@@ -5,23 +5,7 @@
 # dropped while the node keeps serving. Args: $1 schednode, $2 rawzmq.
 set -u
 SN=$1 RAW=$2
-dir=$(mktemp -d)
-pids=()
-pass=0 fail=0
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-
-# A free TCP port on 127.0.0.1 (not in /proc/net/tcp as a listener).
-free_port() {
-  local p hex
-  while :; do
-    p=$((20000 + RANDOM % 40000)); hex=$(printf '%04X' "$p")
-    grep -q ":$hex 00000000:0000 0A" /proc/net/tcp 2>/dev/null || { echo "$p"; return; }
-  done
-}
+. "$(dirname "$0")/lib.sh"
 
 declare -A port
 for n in 1 2 3; do port[$n]=$(free_port); done

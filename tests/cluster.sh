@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# cluster.sh - membership with five real schednode processes on 127.0.0.1:
+# joining through different seeds, every member converging on one view
+# (read with `status --json` and jq), refused joins (taken id, another
+# cluster, no seed), kill -9 of a member (declared down by every other
+# member within the default timeout, and how long that took), the others
+# working on, the restarted member (a new run: its old PIDs are dead) and a
+# graceful leave (left, not down). Args: $1 schednode.
+set -u
+SN=$1
+. "$(dirname "$0")/lib.sh"
+
+declare -A port
+for n in 1 2 3 4 5 6; do port[$n]=$(free_port); done
+ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
+
+start() { # node-id [seed node ids...]: starts it, joining through the seeds
+  local n=$1 args=()
+  shift
+  for s in "$@"; do args+=(--join "$(ep "$s")"); done
+  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" "${args[@]}" >>"$dir/node$n.log" 2>&1 &
+  pids+=($!); eval "node_pid_$n=$!"
+  wait_for 100 grep -q "up: " "$dir/node$n.log" && return 0
+  echo "node $n did not come up:"; cat "$dir/node$n.log"; return 1
+}
+call() { timeout 30 "$SN" --timeout 20000 "$@"; }
+status() { call status --json --connect "$(ep "$1")" 2>/dev/null; }
+# state_of ASKED NODE: the state node ASKED reports for NODE
+state_of() { status "$1" | jq -r ".nodes[] | select(.id == $2) | .state"; }
+# all_see NODE STATE ASKED...: every ASKED node reports NODE in STATE
+all_see() {
+  local n=$1 st=$2; shift 2
+  for a in "$@"; do [ "$(state_of "$a" "$n")" = "$st" ] || return 1; done
+}
+view() { status "$1" | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
+all_up() { # every node in $@ sees exactly the nodes in $@ up
+  local want
+  want=$(printf '%s\n' "$@" | sort -n | jq -sc .)
+  for a in "$@"; do [ "$(view "$a")" = "$want" ] || return 1; done
+}
+
+# --- joining through different seeds: 1 starts the cluster, 2 joins
+# through 1, 3 through 2, 4 through 3 (or 1), 5 through 4
+start 1 && start 2 1 && start 3 2 && start 4 3 1 && start 5 4 ||
+  { bad "five nodes join"; echo "$pass passed, $fail failed"; exit 1; }
+ok "five nodes joined through four different seeds"
+wait_for 100 all_up 1 2 3 4 5 && ok "every member sees the same five members up" ||
+  bad "views differ: $(for a in 1 2 3 4 5; do echo -n "$a:$(view $a) "; done)"
+grep -q "joined cluster 'schednode' through node 4" "$dir/node5.log" && ok "node 5 logs whom it joined through" ||
+  bad "no join log on node 5"
+st=$(status 1)
+[ "$(jq '.nodes | length' <<<"$st")" = 5 ] && [ "$(jq '.nodes[0].id' <<<"$st")" = 1 ] &&
+  [ "$(jq '[.nodes[] | .workers] | add' <<<"$st")" = 10 ] && [ "$(jq '.nodes[0].uptime_ms > 0' <<<"$st")" = true ] &&
+  ok "status --json from node 1: five rows with workers and uptime" || bad "status: $st"
+table=$(call status --connect "$(ep 1)")
+grep -q "^NODE" <<<"$table" && [ "$(grep -c " up " <<<"$table")" = 5 ] && ok "status prints a table" ||
+  bad "table: $table"
+
+# --- messages between members that did not join through each other
+sink=$(call spawn --connect "$(ep 5)" xsink collect 1000)
+out=$(call call --connect "$(ep 2)" xsource blast "$sink 1000" 2>&1)
+[ "$out" = "1000 messages in order" ] && ok "1000 messages node 2 -> node 5, in order" || bad "2 -> 5: $out"
+
+# --- refused joins: a taken id, another cluster, no seed at all
+out=$(timeout 20 "$SN" -n 3 --listen "$(ep 6)" --join "$(ep 1)" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "node id 3 is taken by $(ep 3)" <<<"$out" && ok "a second node 3 is refused: id taken" ||
+  bad "taken id: rc=$rc $out"
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --join "$(ep 1)" --cluster other 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "cluster 'other', this is cluster 'schednode'" <<<"$out" &&
+  ok "a node of another cluster is refused" || bad "cluster name: rc=$rc $out"
+grep -q "refused node 6 from $(ep 6)" "$dir/node1.log" && ok "the seed logs the refusal" || bad "no refusal log"
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --join "tcp://127.0.0.1:$(free_port)" --join-timeout 1000 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "no seed answered within 1000 ms" <<<"$out" && ok "no seed: a clear error, exit 1" ||
+  bad "no seed: rc=$rc $out"
+
+# --- kill -9 of node 3: every other member declares it down in time
+old=$(call spawn --connect "$(ep 3)" xsink collect 5)
+kill -9 "$node_pid_3"; wait "$node_pid_3" 2>/dev/null
+t0=$(date +%s%N)
+if wait_for 100 all_see 3 down 1 2 4 5; then
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  echo "     down-detection: every member saw node 3 down after $ms ms (timeout 1500 ms)"
+  [ "$ms" -lt 3000 ] && ok "node 3 declared down by all four others within 3 s" || bad "down after $ms ms"
+else
+  bad "node 3 not down everywhere: $(for a in 1 2 4 5; do echo -n "$a:$(state_of $a 3) "; done)"
+fi
+sink=$(call spawn --connect "$(ep 5)" xsink collect 1000)
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 1000" 2>&1)
+[ "$out" = "1000 messages in order" ] && ok "the others keep working (1000 messages 1 -> 5)" || bad "1 -> 5: $out"
+out=$(call call --connect "$(ep 1)" xsource blast "$old 1" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "a send to the dead node comes back: nodedown" ||
+  bad "to dead node: rc=$rc $out"
+
+# --- restart of node 3: a new run, its old PIDs dead
+start 3 1 || bad "node 3 restarts"
+wait_for 100 all_up 1 2 3 4 5 && ok "node 3 is back and every member sees five up" || bad "no rejoin: $(view 1)"
+grep -q "node 3 .* restarted" "$dir/node1.log" && ok "node 1 logs the restart" || bad "no restart log"
+out=$(call call --connect "$(ep 2)" xsource blast "$old 1" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "noproc" <<<"$out" && ok "a PID of node 3's earlier run is dead: noproc" ||
+  bad "old PID: rc=$rc $out"
+sink=$(call spawn --connect "$(ep 3)" xsink collect 1000)
+out=$(call call --connect "$(ep 4)" xsource blast "$sink 1000" 2>&1)
+[ "$out" = "1000 messages in order" ] && ok "the new node 3 works (1000 messages 4 -> 3)" || bad "4 -> 3: $out"
+
+# --- graceful leave of node 4: left, not down, and not logged as a failure
+kill -TERM "$node_pid_4"
+wait "$node_pid_4"; rc=$?
+[ $rc -eq 0 ] && ok "node 4 stops on SIGTERM with exit 0" || bad "node 4 exit $rc"
+wait_for 30 all_see 4 left 1 2 3 5 && ok "every member reports node 4 as left" ||
+  bad "node 4 not left everywhere: $(for a in 1 2 3 5; do echo -n "$a:$(state_of $a 4) "; done)"
+sleep 2 # past the down timeout: a left node must not turn into a down one
+all_see 4 left 1 2 3 5 && ! grep -q "node 4 .* is down" "$dir"/node[1235].log &&
+  ok "a left node is never reported down" || bad "node 4 reported down after leaving"
+
+for n in 1 2 3 5; do
+  eval "p=\$node_pid_$n"
+  kill -TERM "$p"; wait "$p"; rc=$?
+  [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || bad "node $n exit $rc"
+done
+if [ "$fail" -ne 0 ]; then
+  for n in 1 3 5; do echo "--- node $n log (tail)"; tail -20 "$dir/node$n.log"; done
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
