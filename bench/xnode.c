@@ -201,14 +201,14 @@ static pid_t start_node2(int workers, int p1, int p2, const char *type, const ch
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", p2);
     snprintf(peer, sizeof peer, "1=tcp://127.0.0.1:%d", p1);
     char *argv[] = {bin, "-n", "2", "-w", w, "--listen", listen, "--peer", peer, "--log-level", "warn",
-                    "--down-after-ms", "5000", NULL};
+                    "--down-after-ms", "5000", "--insecure", NULL};
     pid_t child = start(argv);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p2);
     sn_wire_request_t req = {.id = 1, .op = SN_OP_SPAWN, .type = (char *)type, .method = (char *)method};
     req.arg = arg ? sn_payload_text(arg) : NULL;
     sn_wire_reply_t rep;
     char err[256];
-    int rc = sn_client_call(ep, &req, 10000, &rep, err, sizeof err);
+    int rc = sn_client_call(ep, NULL, &req, 10000, &rep, err, sizeof err);
     sn_payload_destroy(&req.arg);
     if (rc != 0 || rep.error) {
         fprintf(stderr, "schedbench: node 2: %s\n", rc ? err : sn_strerror(rep.error));

@@ -70,6 +70,11 @@ static void usage(FILE *f)
             "  send PID DATA           send DATA (text) to PID\n"
             "  call TYPE METHOD [ARG]  spawn, wait, print the result; exit 1 with the error if it fails\n"
             "  status [--json]         one row per node of the cluster: state, load, counters\n"
+            "Keys:\n"
+            "  keygen DIR [--name NAME] [--endpoint EP]\n"
+            "                          write a CurveZMQ certificate: DIR/NAME.cert (public, goes into\n"
+            "                          every node's authorized-keys directory) and DIR/NAME.cert_secret;\n"
+            "                          --endpoint records where that node listens (how others find its key)\n"
             "\n"
             "Options:\n"
             "  -w, --workers N            worker threads (default: one per online CPU)\n"
@@ -85,6 +90,10 @@ static void usage(FILE *f)
             "      --cluster NAME         cluster name; a node of another cluster is refused (default schednode)\n"
             "      --join-timeout MS      give up joining after this long (default 10000)\n"
             "      --peer N=ENDPOINT      node N listens at ENDPOINT (repeatable; a fixed cluster, no joining)\n"
+            "      --cert FILE            this node's (or client's) certificate, from keygen: CurveZMQ on\n"
+            "                             every connection\n"
+            "      --authorized-keys DIR  public certificates of the nodes and clients allowed in\n"
+            "      --insecure             plain TCP, no keys (only for a cluster that is all --insecure)\n"
             "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
             "      --heartbeat-ms MS      heartbeat period to peers (default 200)\n"
             "      --down-after-ms MS     a peer silent this long is down (default 1500)\n"
@@ -181,7 +190,8 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
 }
 
 /* The client commands: one request to the node at `connect`, one reply. */
-static int client(const char *cmd, int argc, char **argv, const char *connect, int timeout_ms, int json)
+static int client(const char *cmd, int argc, char **argv, const char *connect, const sn_security_t *sec,
+                  int timeout_ms, int json)
 {
     if (!connect)
         die_usage("%s needs --connect ENDPOINT (the node to talk to)", cmd);
@@ -207,7 +217,7 @@ static int client(const char *cmd, int argc, char **argv, const char *connect, i
     }
     sn_wire_reply_t rep;
     char err[512];
-    int rc = sn_client_call(connect, &req, timeout_ms < 0 ? 30000 : timeout_ms, &rep, err, sizeof err);
+    int rc = sn_client_call(connect, sec, &req, timeout_ms < 0 ? 30000 : timeout_ms, &rep, err, sizeof err);
     sn_payload_destroy(&req.arg);
     if (rc != 0) {
         fprintf(stderr, "%s: %s\n", progname, err);
@@ -246,7 +256,12 @@ int main(int argc, char **argv)
         OPT_JOIN,
         OPT_ADVERTISE,
         OPT_CLUSTER,
-        OPT_JOIN_TIMEOUT
+        OPT_JOIN_TIMEOUT,
+        OPT_CERT,
+        OPT_AUTHORIZED,
+        OPT_INSECURE,
+        OPT_NAME,
+        OPT_ENDPOINT
     };
     static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
                                          {"load", required_argument, NULL, 'l'},
@@ -260,6 +275,11 @@ int main(int argc, char **argv)
                                          {"advertise", required_argument, NULL, OPT_ADVERTISE},
                                          {"cluster", required_argument, NULL, OPT_CLUSTER},
                                          {"join-timeout", required_argument, NULL, OPT_JOIN_TIMEOUT},
+                                         {"cert", required_argument, NULL, OPT_CERT},
+                                         {"authorized-keys", required_argument, NULL, OPT_AUTHORIZED},
+                                         {"insecure", no_argument, NULL, OPT_INSECURE},
+                                         {"name", required_argument, NULL, OPT_NAME},
+                                         {"endpoint", required_argument, NULL, OPT_ENDPOINT},
                                          {"max-frame", required_argument, NULL, OPT_MAXFRAME},
                                          {"heartbeat-ms", required_argument, NULL, OPT_HB},
                                          {"down-after-ms", required_argument, NULL, OPT_DOWN},
@@ -275,7 +295,8 @@ int main(int argc, char **argv)
     sn_relay_config_t rcfg = {0};
     sn_peer_config_t *peers = calloc((size_t)argc, sizeof *peers);
     const char **seeds = calloc((size_t)argc, sizeof *seeds);
-    int join_timeout_ms = 10000;
+    int join_timeout_ms = 10000, insecure = 0;
+    const char *key_name = NULL, *key_endpoint = NULL;
     const char *connect = NULL;
     int json = 0;
     int c;
@@ -323,6 +344,23 @@ int main(int argc, char **argv)
             if (!*optarg || strlen(optarg) >= 64)
                 die_usage("--cluster: the name must have 1 to 63 characters");
             rcfg.cluster = optarg;
+            break;
+        case OPT_CERT:
+            rcfg.security.cert = optarg;
+            break;
+        case OPT_AUTHORIZED:
+            rcfg.security.authorized = optarg;
+            break;
+        case OPT_INSECURE:
+            insecure = 1;
+            break;
+        case OPT_NAME:
+            key_name = optarg;
+            break;
+        case OPT_ENDPOINT:
+            if (strncmp(optarg, "tcp://", 6) != 0)
+                die_usage("--endpoint: '%s' is not tcp://HOST:PORT", optarg);
+            key_endpoint = optarg;
             break;
         case OPT_JOIN_TIMEOUT:
             join_timeout_ms = (int)parse_num("--join-timeout", optarg, 100, INT_MAX);
@@ -375,11 +413,35 @@ int main(int argc, char **argv)
         }
     }
     const char *cmd = optind < argc ? argv[optind] : NULL;
+    if ((key_name || key_endpoint) && (!cmd || strcmp(cmd, "keygen") != 0))
+        die_usage("--name and --endpoint belong to keygen");
+    if (insecure && rcfg.security.cert)
+        die_usage("--insecure and --cert contradict each other: choose one");
+    if (!insecure) {
+        char err[1024];
+        if (sn_keys_check(&rcfg.security, err, sizeof err) != 0)
+            die_usage("%s", err);
+    }
+    if (cmd && !strcmp(cmd, "keygen")) {
+        free(plugins);
+        free(peers);
+        free(seeds);
+        if (argc - optind != 2)
+            die_usage("usage: keygen DIR [--name NAME] [--endpoint tcp://HOST:PORT]");
+        char err[1024], key[41];
+        if (sn_keys_generate(argv[optind + 1], key_name ? key_name : "node", key_endpoint, key, err, sizeof err) !=
+            0) {
+            fprintf(stderr, "%s: %s\n", progname, err);
+            return 1;
+        }
+        printf("%s/%s.cert %s\n", argv[optind + 1], key_name ? key_name : "node", key);
+        return 0;
+    }
     if (cmd && (!strcmp(cmd, "spawn") || !strcmp(cmd, "send") || !strcmp(cmd, "call") || !strcmp(cmd, "status"))) {
         free(plugins);
         free(peers);
         free(seeds);
-        return client(cmd, argc - optind - 1, argv + optind + 1, connect, timeout_ms, json);
+        return client(cmd, argc - optind - 1, argv + optind + 1, connect, &rcfg.security, timeout_ms, json);
     }
     if (cmd && strcmp(cmd, "demo") != 0 && strcmp(cmd, "run") != 0)
         die_usage("unknown command '%s'", cmd);
@@ -389,6 +451,10 @@ int main(int argc, char **argv)
         die_usage("--join needs --listen (members must be able to reach this node)");
     if (rcfg.nseeds && rcfg.npeers)
         die_usage("--join and --peer do not mix: either join a cluster or name a fixed one");
+    if (rcfg.listen && !rcfg.security.cert && !insecure)
+        die_usage("a listening node talks CurveZMQ: give --cert FILE and --authorized-keys DIR (make keys with "
+                  "'%s keygen DIR'), or --insecure for plain TCP",
+                  progname);
     if (cmd && !strcmp(cmd, "demo") && argc - optind != 1)
         die_usage("demo takes no arguments");
     if (cmd && !strcmp(cmd, "run") && (argc - optind < 3 || argc - optind > 4))

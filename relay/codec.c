@@ -214,10 +214,11 @@ int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq,
 }
 
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
-                          uint64_t first_serial, void **buf, size_t *len)
+                          uint64_t first_serial, const char *public_key, void **buf, size_t *len)
 {
     Schednode__Hello h;
     schednode__hello__init(&h);
+    h.public_key = (char *)public_key;
     h.endpoint = (char *)endpoint;
     h.cluster = (char *)cluster;
     h.first_serial = first_serial;
@@ -245,6 +246,7 @@ int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, co
         ms[i].endpoint = (char *)members[i].endpoint;
         ms[i].state = (Schednode__Member__State)members[i].state;
         ms[i].first_serial = members[i].first_serial;
+        ms[i].public_key = (char *)members[i].public_key;
         ptrs[i] = &ms[i];
     }
     Schednode__Envelope env;
@@ -498,6 +500,8 @@ static int decode_hello(const Schednode__Hello *h, sn_frame_t *out)
 {
     if (!h || !h->endpoint || strlen(h->endpoint) >= SN_WIRE_ENDPOINT_MAX || strncmp(h->endpoint, "tcp://", 6) != 0)
         return SN_EPROTO;
+    if (copy_str(out->public_key, sizeof out->public_key, h->public_key) != 0)
+        return SN_EPROTO;
     out->endpoint = strdup(h->endpoint);
     out->cluster = strdup(h->cluster ? h->cluster : "");
     out->first_serial = h->first_serial;
@@ -515,7 +519,8 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
         const Schednode__Member *m = ms[i];
         sn_wire_member_t *w = &out->members[i];
         if (!m || m->node == 0 || m->state > SCHEDNODE__MEMBER__STATE__LEFT ||
-            copy_str(w->endpoint, sizeof w->endpoint, m->endpoint) != 0 || strncmp(w->endpoint, "tcp://", 6) != 0)
+            copy_str(w->endpoint, sizeof w->endpoint, m->endpoint) != 0 || strncmp(w->endpoint, "tcp://", 6) != 0 ||
+            copy_str(w->public_key, sizeof w->public_key, m->public_key) != 0)
             return SN_EPROTO;
         w->node = m->node;
         w->state = (int)m->state;

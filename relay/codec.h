@@ -74,6 +74,7 @@ typedef struct sn_wire_member {
     uint64_t incarnation;
     uint64_t first_serial;
     char endpoint[SN_WIRE_ENDPOINT_MAX];
+    char public_key[41]; /* Z85 CurveZMQ key, "" when insecure */
 } sn_wire_member_t;
 
 /* A node's counters and load, as heartbeats carry them and `status` shows
@@ -111,6 +112,7 @@ typedef struct sn_frame {
     /* SN_FRAME_HELLO */
     char *endpoint, *cluster;
     uint64_t first_serial;
+    char public_key[41];
     /* SN_FRAME_WELCOME, SN_FRAME_MEMBERS */
     sn_wire_member_t *members;
     size_t nmembers;
@@ -138,7 +140,7 @@ int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq,
  * gossiped Members view (welcome = 0); a refusal (Error with code and
  * reason); a graceful Leave. */
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
-                          uint64_t first_serial, void **buf, size_t *len);
+                          uint64_t first_serial, const char *public_key, void **buf, size_t *len);
 int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members,
                             size_t n, void **buf, size_t *len);
 int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf,

@@ -42,13 +42,20 @@ static void set_down(peer_t *p, int state)
     atomic_store_explicit(&p->down, state != SN_MEMBER_UP, memory_order_release);
 }
 
-static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint)
+static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const char *key)
 {
-    if (p->dealer && !strcmp(p->endpoint, endpoint))
+    if (p->dealer && !strcmp(p->endpoint, endpoint) && !strcmp(p->public_key, key))
         return;
     zsock_destroy(&p->dealer);
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
-    p->dealer = sn__relay_dealer_to(r, endpoint);
+    snprintf(p->public_key, sizeof p->public_key, "%s", key);
+    if (r->cert && strlen(key) != 40) {
+        zsys_error("node=%" PRIu32 " node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
+                   "cannot be reached",
+                   r->node, p->node, endpoint);
+        return;
+    }
+    p->dealer = sn__relay_dealer_to(r, endpoint, key);
     if (!p->dealer)
         zsys_error("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s", r->node, p->node, endpoint);
 }
@@ -88,8 +95,8 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
         p->last_heard_ns = now; /* a grace period of one timeout to hear from it */
         set_down(p, SN_MEMBER_UP);
-        connect_to(r, p, m->endpoint);
-        if (!p->dealer)
+        connect_to(r, p, m->endpoint, m->public_key);
+        if (!p->dealer && !r->cert)
             return NULL;
         /* release: the slot is complete before workers can find it */
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
@@ -101,7 +108,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         bool first = p->incarnation == 0; /* a static peer we had not heard from yet */
         restarted(r, p, m->incarnation);
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
-        connect_to(r, p, m->endpoint);
+        connect_to(r, p, m->endpoint, m->public_key);
         p->last_heard_ns = now;
         set_down(p, m->state == SN_MEMBER_LEFT ? SN_MEMBER_LEFT : SN_MEMBER_UP);
         if (p->state == SN_MEMBER_UP && !first)
@@ -142,13 +149,15 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
     sn_wire_member_t *v = calloc(np + 1, sizeof *v);
     if (!v)
         return NULL;
-    v[0] = (sn_wire_member_t){r->node, SN_MEMBER_UP, r->incarnation, r->first_serial, ""};
+    v[0] = (sn_wire_member_t){r->node, SN_MEMBER_UP, r->incarnation, r->first_serial, "", ""};
     snprintf(v[0].endpoint, sizeof v[0].endpoint, "%s", r->advertise);
+    snprintf(v[0].public_key, sizeof v[0].public_key, "%s", r->public_key);
     for (size_t i = 0; i < np; i++) {
         peer_t *p = &r->peers[i];
         v[i + 1] = (sn_wire_member_t){p->node, p->state, p->incarnation,
-                                      atomic_load_explicit(&p->first_serial, memory_order_relaxed), ""};
+                                      atomic_load_explicit(&p->first_serial, memory_order_relaxed), "", ""};
         snprintf(v[i + 1].endpoint, sizeof v[i + 1].endpoint, "%s", p->endpoint);
+        snprintf(v[i + 1].public_key, sizeof v[i + 1].public_key, "%s", p->public_key);
     }
     *n = np + 1;
     return v;
@@ -194,8 +203,9 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         refuse(r, ident, ident_len, f, why);
         return;
     }
-    sn_wire_member_t m = {f->node, SN_MEMBER_UP, f->incarnation, f->first_serial, ""};
+    sn_wire_member_t m = {f->node, SN_MEMBER_UP, f->incarnation, f->first_serial, "", ""};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->endpoint);
+    snprintf(m.public_key, sizeof m.public_key, "%s", f->public_key);
     p = sn__members_upsert(r, &m, "joined here");
     if (!p) {
         refuse(r, ident, ident_len, f, "this member cannot take more nodes");
@@ -236,7 +246,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
             if (f->members[i].node != r->node)
                 sn__members_upsert(r, &f->members[i], "welcome");
         zsys_info("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
-                  f->node, f->nmembers + (f->nmembers && f->members[0].node == r->node ? 0 : 1));
+                  f->node, f->nmembers); /* the seed's view includes us */
         atomic_store_explicit(&r->joined, 1, memory_order_release);
         break;
     case SN_FRAME_MEMBERS:
@@ -375,7 +385,8 @@ static void hellos(sn_relay_t *r)
 {
     void *buf;
     size_t len;
-    if (sn_codec_encode_hello(r->node, r->incarnation, r->advertise, r->cluster, r->first_serial, &buf, &len) != 0)
+    if (sn_codec_encode_hello(r->node, r->incarnation, r->advertise, r->cluster, r->first_serial, r->public_key, &buf,
+                              &len) != 0)
         return;
     for (size_t i = 0; i < r->nseeds; i++)
         zmq_send(zsock_resolve(r->seeds[i].dealer), buf, len, ZMQ_DONTWAIT);

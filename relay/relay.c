@@ -556,11 +556,52 @@ static void send_acks(sn_relay_t *r)
     }
 }
 
+/* A handshake with a seed failed: with a secure cluster that will not
+ * change by trying again, so the join ends with the reason. */
+static void seed_refused(sn_relay_t *r, seed_t *sd)
+{
+    char why[128], ep[256];
+    if (sn_keys_failure(sd->monitor, r->cert != NULL, why, sizeof why, ep, sizeof ep) == 0 ||
+        atomic_load_explicit(&r->joined, memory_order_relaxed) != 0)
+        return;
+    snprintf(r->join_error, sizeof r->join_error, "the seed at %s refused this node: %s%s", sd->endpoint, why,
+             !strcmp(why, "key not authorized") ? " (add this node's public certificate to the authorized-keys "
+                                                  "directory of the cluster's nodes)"
+                                                : "");
+    zsys_error("node=%" PRIu32 " %s", r->node, r->join_error);
+    atomic_store_explicit(&r->joined, -1, memory_order_release); /* release: join_error first */
+}
+
+/* Someone failed the CurveZMQ handshake with us: logged at most once per
+ * two seconds, with the count of the quiet ones (a refused peer retries
+ * every few hundred milliseconds). */
+static void router_refused(sn_relay_t *r)
+{
+    char why[256], ep[256];
+    int kind = sn_keys_failure(r->router_monitor, true, why, sizeof why, ep, sizeof ep);
+    if (kind == 0)
+        return;
+    if (kind == SN_KEYS_FAILED) /* from this side, the usual causes are these */
+        snprintf(why, sizeof why, "handshake failed (a client without keys, or with a wrong key for this node)");
+    uint64_t now = now_ns(); /* one rate limit per kind of failure */
+    if (r->refuse_log_ns[kind] && now - r->refuse_log_ns[kind] < 2000000000u) {
+        r->refuse_quiet[kind]++;
+        return;
+    }
+    zsys_warning("node=%" PRIu32 " refused a connection on %s: %s%s (%" PRIu64 " more since last report)", r->node,
+                 ep, why, kind == SN_KEYS_NOT_AUTHORIZED ? ": its key is not in the authorized keys" : "",
+                 r->refuse_quiet[kind]);
+    r->refuse_log_ns[kind] = now;
+    r->refuse_quiet[kind] = 0;
+}
+
 /* Frees the connections to seeds once we are a member. */
 static void drop_seeds(sn_relay_t *r)
 {
-    for (size_t i = 0; i < r->nseeds; i++)
+    for (size_t i = 0; i < r->nseeds; i++) {
+        zsock_destroy(&r->seeds[i].monitor);
         zsock_destroy(&r->seeds[i].dealer);
+    }
     free(r->seeds);
     r->seeds = NULL;
     r->nseeds = 0;
@@ -571,7 +612,7 @@ static void actor(zsock_t *pipe, void *arg)
     sn_relay_t *r = arg;
     /* the pipe, the ROUTER, the eventfd, then one DEALER per peer and per
      * seed; rebuilt each turn because members come and go */
-    size_t cap = 3 + SN_MAX_NODES + r->nseeds;
+    size_t cap = 4 + SN_MAX_NODES + 2 * r->nseeds;
     zmq_pollitem_t *items = calloc(cap, sizeof *items);
     if (!items) {
         zsock_signal(pipe, 1);
@@ -585,14 +626,23 @@ static void actor(zsock_t *pipe, void *arg)
         items[1] = (zmq_pollitem_t){zsock_resolve(r->router), 0, ZMQ_POLLIN, 0};
         items[2] = (zmq_pollitem_t){NULL, r->efd, ZMQ_POLLIN, 0};
         size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed), ns = r->nseeds;
-        for (size_t i = 0; i < np; i++)
-            items[3 + i] = (zmq_pollitem_t){zsock_resolve(r->peers[i].dealer), 0,
-                                            (short)(ZMQ_POLLIN | (r->peers[i].pending ? ZMQ_POLLOUT : 0)), 0};
-        for (size_t i = 0; i < ns; i++)
-            items[3 + np + i] = (zmq_pollitem_t){zsock_resolve(r->seeds[i].dealer), 0, ZMQ_POLLIN, 0};
+        for (size_t i = 0; i < np; i++) /* a member we cannot dial (no key) has no socket: fd -1 is skipped */
+            items[3 + i] = r->peers[i].dealer
+                               ? (zmq_pollitem_t){zsock_resolve(r->peers[i].dealer), 0,
+                                                  (short)(ZMQ_POLLIN | (r->peers[i].pending ? ZMQ_POLLOUT : 0)), 0}
+                               : (zmq_pollitem_t){NULL, -1, 0, 0};
+        for (size_t i = 0; i < ns; i++) {
+            items[3 + np + 2 * i] = (zmq_pollitem_t){zsock_resolve(r->seeds[i].dealer), 0, ZMQ_POLLIN, 0};
+            items[3 + np + 2 * i + 1] = r->seeds[i].monitor
+                                            ? (zmq_pollitem_t){zsock_resolve(r->seeds[i].monitor), 0, ZMQ_POLLIN, 0}
+                                            : (zmq_pollitem_t){NULL, -1, 0, 0};
+        }
+        size_t nitems = 3 + np + 2 * ns;
+        items[nitems++] = r->router_monitor ? (zmq_pollitem_t){zsock_resolve(r->router_monitor), 0, ZMQ_POLLIN, 0}
+                                            : (zmq_pollitem_t){NULL, -1, 0, 0};
         uint64_t now = now_ns(), next = sn__members_next_ns(r);
         long timeout = more ? 0 : (next > now ? (long)((next - now) / 1000000u) + 1 : 0);
-        if (zmq_poll(items, (int)(3 + np + ns), timeout) < 0) {
+        if (zmq_poll(items, (int)nitems, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             break;
@@ -627,9 +677,14 @@ static void actor(zsock_t *pipe, void *arg)
             if (items[3 + i].revents & ZMQ_POLLOUT)
                 flush_peer(r, &r->peers[i]);
         }
-        for (size_t i = 0; i < ns && i < r->nseeds; i++)
-            if (items[3 + np + i].revents & ZMQ_POLLIN)
-                read_socket(r, items[3 + np + i].socket, false, r->seeds[i].dealer);
+        for (size_t i = 0; i < ns && i < r->nseeds; i++) {
+            if (items[3 + np + 2 * i].revents & ZMQ_POLLIN)
+                read_socket(r, items[3 + np + 2 * i].socket, false, r->seeds[i].dealer);
+            if (items[3 + np + 2 * i + 1].revents & ZMQ_POLLIN)
+                seed_refused(r, &r->seeds[i]);
+        }
+        if (items[nitems - 1].revents & ZMQ_POLLIN)
+            router_refused(r);
         if (r->nseeds && atomic_load_explicit(&r->joined, memory_order_relaxed) != 0)
             drop_seeds(r);
         if (r->gossip_due || now_ns() >= sn__members_next_ns(r))
@@ -638,11 +693,13 @@ static void actor(zsock_t *pipe, void *arg)
     free(items);
 }
 
-zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint)
+zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key)
 {
     zsock_t *d = zsock_new(ZMQ_DEALER);
     if (!d)
         return NULL;
+    if (r->cert)
+        sn_keys_client(d, r->cert, server_key); /* before connecting */
     zsock_set_sndhwm(d, SNDHWM);
     zsock_set_rcvhwm(d, RCVHWM);
     zsock_set_maxmsgsize(d, (int64_t)r->max_frame * 2 + 1024);
@@ -684,9 +741,31 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
     zsys_init();
     zsys_set_linger(0);
     r->peers = calloc(SN_MAX_NODES, sizeof *r->peers);
-    r->router = zsock_new(ZMQ_ROUTER);
-    if (!r->router || !r->peers)
+    if (!r->peers)
         goto fail_sock;
+    if (cfg->security.cert) {
+        if (sn_keys_check(&cfg->security, err, errlen) != 0 ||
+            !(r->cert = sn_keys_load(cfg->security.cert, err, errlen)))
+            goto fail;
+        snprintf(r->public_key, sizeof r->public_key, "%s", zcert_public_txt(r->cert));
+        snprintf(r->authorized, sizeof r->authorized, "%s", cfg->security.authorized);
+        /* czmq's ZAP handler: a client key not in the directory is refused
+         * during the handshake */
+        r->auth = zactor_new(zauth, NULL);
+        if (!r->auth)
+            goto fail_sock;
+        zstr_sendx(r->auth, "CURVE", r->authorized, NULL);
+        zsock_wait(r->auth);
+    }
+    r->router = zsock_new(ZMQ_ROUTER);
+    if (!r->router)
+        goto fail_sock;
+    if (r->cert) {
+        zcert_apply(r->cert, r->router);
+        zsock_set_curve_server(r->router, 1);
+        zsock_set_zap_domain(r->router, "schednode");
+        r->router_monitor = sn_keys_monitor(r->router);
+    }
     zsock_set_router_mandatory(r->router, 1);
     zsock_set_sndhwm(r->router, SNDHWM);
     zsock_set_rcvhwm(r->router, RCVHWM);
@@ -712,6 +791,8 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
         }
         sn_wire_member_t m = {.node = cfg->peers[i].node, .state = SN_MEMBER_UP};
         snprintf(m.endpoint, sizeof m.endpoint, "%s", cfg->peers[i].endpoint);
+        if (r->cert && sn_keys_server_key(r->authorized, m.endpoint, m.public_key, err, errlen) != 0)
+            goto fail;
         if (!sn__members_upsert(r, &m, "static peer")) {
             snprintf(err, errlen, "bad peer endpoint %s: %s", cfg->peers[i].endpoint, zmq_strerror(zmq_errno()));
             goto fail;
@@ -725,7 +806,12 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
             continue; /* ourselves, e.g. one config listing every seed */
         seed_t *sd = &r->seeds[r->nseeds];
         snprintf(sd->endpoint, sizeof sd->endpoint, "%s", cfg->seeds[i]);
-        sd->dealer = sn__relay_dealer_to(r, cfg->seeds[i]);
+        char key[41] = "";
+        if (r->cert && sn_keys_server_key(r->authorized, cfg->seeds[i], key, err, errlen) != 0)
+            goto fail;
+        sd->dealer = sn__relay_dealer_to(r, cfg->seeds[i], key);
+        if (sd->dealer)
+            sd->monitor = sn_keys_monitor(sd->dealer);
         if (!sd->dealer) {
             snprintf(err, errlen, "bad seed endpoint %s: %s", cfg->seeds[i], zmq_strerror(zmq_errno()));
             goto fail;
@@ -798,7 +884,10 @@ void sn_relay_destroy(sn_relay_t **self_p)
     }
     free(r->peers);
     drop_seeds(r);
+    zsock_destroy(&r->router_monitor);
     zsock_destroy(&r->router);
+    zactor_destroy(&r->auth);
+    zcert_destroy(&r->cert);
     if (r->efd >= 0)
         close(r->efd);
     free(r);
@@ -819,19 +908,35 @@ const char *sn_relay_endpoint(sn_relay_t *r) { return r->endpoint; }
 
 /* ----------------------------------------------------------- client */
 
-int sn_client_call(const char *endpoint, const sn_wire_request_t *req, int timeout_ms, sn_wire_reply_t *reply,
-                   char *err, size_t errlen)
+int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire_request_t *req, int timeout_ms,
+                   sn_wire_reply_t *reply, char *err, size_t errlen)
 {
     memset(reply, 0, sizeof *reply);
     zsys_init();
     zsys_set_linger(0);
-    zsock_t *s = zsock_new(ZMQ_DEALER);
+    zcert_t *cert = NULL;
+    char key[41] = "";
+    if (sec && sec->cert) {
+        if (sn_keys_check(sec, err, errlen) != 0 || !(cert = sn_keys_load(sec->cert, err, errlen)))
+            return SN_EINVAL;
+        if (sn_keys_server_key(sec->authorized, endpoint, key, err, errlen) != 0) {
+            zcert_destroy(&cert);
+            return SN_EINVAL;
+        }
+    }
+    zsock_t *s = zsock_new(ZMQ_DEALER), *mon = NULL;
     if (!s) {
         snprintf(err, errlen, "cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        zcert_destroy(&cert);
         return SN_ENOMEM;
     }
+    if (cert)
+        sn_keys_client(s, cert, key);
+    mon = sn_keys_monitor(s); /* a refusal is said at once, not after the timeout */
+    zcert_destroy(&cert);
     if (zsock_connect(s, "%s", endpoint) < 0) {
         snprintf(err, errlen, "bad endpoint %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        zsock_destroy(&mon);
         zsock_destroy(&s);
         return SN_EINVAL;
     }
@@ -841,12 +946,28 @@ int sn_client_call(const char *endpoint, const sn_wire_request_t *req, int timeo
     if (rc == 0) {
         zmq_send(zsock_resolve(s), buf, len, 0);
         free(buf);
-        zmq_pollitem_t it = {zsock_resolve(s), 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t it[2] = {{zsock_resolve(s), 0, ZMQ_POLLIN, 0},
+                                mon ? (zmq_pollitem_t){zsock_resolve(mon), 0, ZMQ_POLLIN, 0}
+                                    : (zmq_pollitem_t){NULL, -1, 0, 0}};
         rc = SN_ETIMEDOUT;
-        snprintf(err, errlen, "no answer from %s within %d ms (is a node listening there?)", endpoint, timeout_ms);
+        snprintf(err, errlen, "no answer from %s within %d ms (is a node listening there?%s)", endpoint, timeout_ms,
+                 sec && sec->cert ? "" : " a secure cluster needs --cert and --authorized-keys");
         uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
         while (now_ns() < deadline) {
-            if (zmq_poll(&it, 1, (long)((deadline - now_ns()) / 1000000u) + 1) <= 0)
+            if (zmq_poll(it, 2, (long)((deadline - now_ns()) / 1000000u) + 1) <= 0)
+                continue;
+            if (it[1].revents & ZMQ_POLLIN) {
+                char why[256], ep[256];
+                if (sn_keys_failure(mon, sec && sec->cert, why, sizeof why, ep, sizeof ep) != 0) {
+                    snprintf(err, errlen, "the node at %s refused this client: %s%s", endpoint, why,
+                             !strcmp(why, "key not authorized")
+                                 ? " (add this client's public certificate to the nodes' authorized-keys directory)"
+                                 : "");
+                    rc = SN_EREFUSED;
+                    break;
+                }
+            }
+            if (!(it[0].revents & ZMQ_POLLIN))
                 continue;
             zmq_msg_t m;
             zmq_msg_init(&m);
@@ -871,6 +992,7 @@ int sn_client_call(const char *endpoint, const sn_wire_request_t *req, int timeo
                 break;
         }
     }
+    zsock_destroy(&mon);
     zsock_destroy(&s);
     return rc;
 }

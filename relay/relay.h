@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keys.h"
 #include "schednode/schednode.h"
 
 typedef struct sn_peer_config {
@@ -27,6 +28,7 @@ typedef struct sn_relay_config {
     const sn_peer_config_t *peers; /* static peers (no join: a fixed cluster) */
     size_t npeers;
     uint64_t first_serial;         /* the scheduler's first PID serial (see main.c) */
+    sn_security_t security;        /* CurveZMQ on every socket, or (cert NULL) plain TCP */
     uint64_t incarnation;          /* this run of the node */
     size_t max_frame;              /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
     int heartbeat_ms;              /* 0 = 200 */
@@ -67,8 +69,8 @@ const char *sn_relay_endpoint(sn_relay_t *relay);
  * sn_client_reply_clear). Returns 0, SN_ETIMEDOUT or SN_EPROTO. */
 struct sn_wire_request;
 struct sn_wire_reply;
-int sn_client_call(const char *endpoint, const struct sn_wire_request *req, int timeout_ms,
-                   struct sn_wire_reply *reply, char *err, size_t errlen);
+int sn_client_call(const char *endpoint, const sn_security_t *security, const struct sn_wire_request *req,
+                   int timeout_ms, struct sn_wire_reply *reply, char *err, size_t errlen);
 void sn_client_reply_clear(struct sn_wire_reply *reply);
 
 #endif

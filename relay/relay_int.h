@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 #include "codec.h"
+#include "keys.h"
 #include "mpsc.h"
 #include "relay.h"
 
@@ -57,6 +58,7 @@ typedef struct peer {
     _Atomic uint64_t first_serial;  /* any thread: lower serials are dead */
     int state;                      /* SN_MEMBER_UP, _DOWN or _LEFT (suspect is derived) */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
+    char public_key[41];            /* its CurveZMQ key ("" when insecure) */
     zsock_t *dealer;
     uint64_t last_heard_ns;
     /* outbound: the batch being filled, a frame the socket refused (full
@@ -83,6 +85,7 @@ typedef struct peer {
 typedef struct seed {
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     zsock_t *dealer;
+    zsock_t *monitor; /* its handshake failures (secure clusters) */
 } seed_t;
 
 struct sn_relay {
@@ -100,7 +103,7 @@ struct sn_relay {
     char seed_list[1024];       /* for error messages (immutable after start) */
     uint64_t next_hello_ns, next_hb_ns, next_tick_ns;
     _Atomic int joined;         /* any thread: 0 joining, 1 member, -1 refused */
-    char join_error[512];       /* set before joined = -1 (release) */
+    char join_error[1024];      /* set before joined = -1 (release) */
     bool gossip_due;
     uint64_t next_gossip_ns;
     uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
@@ -108,6 +111,12 @@ struct sn_relay {
     int efd;
     _Atomic int signaled;
     zsock_t *router;
+    zsock_t *router_monitor;    /* refused connections (secure clusters) */
+    uint64_t refuse_log_ns[4], refuse_quiet[4]; /* per SN_KEYS_* kind */
+    zcert_t *cert;              /* this node's certificate; NULL: insecure */
+    zactor_t *auth;             /* czmq's ZAP handler: the authorized keys */
+    char public_key[41];
+    char authorized[1024];
     zactor_t *actor;
     zsock_t *actor_pipe;        /* the actor's end, to signal a finished leave */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
@@ -126,8 +135,9 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error);
 bool sn__relay_try_send(peer_t *p, const void *buf, size_t len);
 /* Sends [ident, frame] on the ROUTER (an answer on an inbound connection). */
 void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len);
-/* A DEALER to endpoint with the relay's limits, or NULL. */
-zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint);
+/* A DEALER to endpoint with the relay's limits (a CurveZMQ client of
+ * server_key when the node is secure), or NULL. */
+zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation);
 

@@ -5,7 +5,8 @@
 # cluster, no seed), kill -9 of a member (declared down by every other
 # member within the default timeout, and how long that took), the others
 # working on, the restarted member (a new run: its old PIDs are dead) and a
-# graceful leave (left, not down). Args: $1 schednode.
+# graceful leave (left, not down); an unauthorized key and an --insecure
+# node refused, with the refusal logged on both sides. Args: $1 schednode.
 set -u
 SN=$1
 . "$(dirname "$0")/lib.sh"
@@ -14,16 +15,31 @@ declare -A port
 for n in 1 2 3 4 5 6; do port[$n]=$(free_port); done
 ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 
+# keys: one per node (with its endpoint, so others find its public key),
+# one for the client commands; the authorized-keys directory gets the
+# public halves. The rogue key is valid but not authorized.
+mkdir -p "$dir/auth"
+for n in 1 2 3 4 5 6; do "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" >/dev/null || bad "keygen n$n"; done
+"$SN" keygen "$dir/keys" --name client >/dev/null
+"$SN" keygen "$dir/rogue" --name rogue --endpoint "$(ep 6)" >/dev/null
+cp "$dir"/keys/*.cert "$dir/auth/"
+[ "$(stat -c %a "$dir/keys/n1.cert_secret")" = 600 ] && [ -f "$dir/auth/n1.cert" ] && [ ! -f "$dir/auth/n1.cert_secret" ] &&
+  ok "keygen writes a public certificate and a 0600 secret one" || bad "keygen files"
+out=$("$SN" keygen "$dir/keys" --name n1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "exists" <<<"$out" && ok "keygen does not overwrite a certificate" || bad "keygen overwrite: $out"
+sec() { echo --cert "$dir/keys/n$1.cert" --authorized-keys "$dir/auth"; }
+CLIENT=(--cert "$dir/keys/client.cert" --authorized-keys "$dir/auth")
+
 start() { # node-id [seed node ids...]: starts it, joining through the seeds
   local n=$1 args=()
   shift
   for s in "$@"; do args+=(--join "$(ep "$s")"); done
-  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" "${args[@]}" >>"$dir/node$n.log" 2>&1 &
+  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" $(sec "$n") "${args[@]}" >>"$dir/node$n.log" 2>&1 &
   pids+=($!); eval "node_pid_$n=$!"
   wait_for 100 grep -q "up: " "$dir/node$n.log" && return 0
   echo "node $n did not come up:"; cat "$dir/node$n.log"; return 1
 }
-call() { timeout 30 "$SN" --timeout 20000 "$@"; }
+call() { timeout 30 "$SN" --timeout 20000 "${CLIENT[@]}" "$@"; }
 status() { call status --json --connect "$(ep "$1")" 2>/dev/null; }
 # state_of ASKED NODE: the state node ASKED reports for NODE
 state_of() { status "$1" | jq -r ".nodes[] | select(.id == $2) | .state"; }
@@ -62,16 +78,39 @@ out=$(call call --connect "$(ep 2)" xsource blast "$sink 1000" 2>&1)
 [ "$out" = "1000 messages in order" ] && ok "1000 messages node 2 -> node 5, in order" || bad "2 -> 5: $out"
 
 # --- refused joins: a taken id, another cluster, no seed at all
-out=$(timeout 20 "$SN" -n 3 --listen "$(ep 6)" --join "$(ep 1)" 2>&1); rc=$?
+out=$(timeout 20 "$SN" -n 3 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "node id 3 is taken by $(ep 3)" <<<"$out" && ok "a second node 3 is refused: id taken" ||
   bad "taken id: rc=$rc $out"
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --join "$(ep 1)" --cluster other 2>&1); rc=$?
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" --cluster other 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "cluster 'other', this is cluster 'schednode'" <<<"$out" &&
   ok "a node of another cluster is refused" || bad "cluster name: rc=$rc $out"
 grep -q "refused node 6 from $(ep 6)" "$dir/node1.log" && ok "the seed logs the refusal" || bad "no refusal log"
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --join "tcp://127.0.0.1:$(free_port)" --join-timeout 1000 2>&1); rc=$?
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "tcp://127.0.0.1:$(free_port)" --join-timeout 1000 2>&1)
+rc=$?
 [ $rc -eq 1 ] && grep -q "no seed answered within 1000 ms" <<<"$out" && ok "no seed: a clear error, exit 1" ||
   bad "no seed: rc=$rc $out"
+
+# --- security: a key not authorized, a plain node, a plain client
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --cert "$dir/rogue/rogue.cert" --authorized-keys "$dir/auth" \
+  --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "refused this node: key not authorized" <<<"$out" &&
+  ok "a node whose key is not authorized is refused, and says so" || bad "rogue key: rc=$rc $out"
+wait_for 30 grep -q "refused a connection .*key not authorized" "$dir/node1.log" &&
+  ok "the seed logs the refused key" || bad "no refused-key log on node 1"
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "security mismatch" <<<"$out" && ok "an --insecure node is refused by the secure cluster" ||
+  bad "insecure node: rc=$rc $out"
+# the seed sees a mismatch, or a handshake the plain side broke off first
+wait_for 30 grep -q "refused a connection .*\(security mismatch\|a client without keys\)" "$dir/node1.log" &&
+  ok "the seed logs the insecure node's refusal" || bad "no mismatch log on node 1"
+out=$(timeout 20 "$SN" status --connect "$(ep 1)" --timeout 5000 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "refused this client: security mismatch" <<<"$out" &&
+  ok "a client without keys is refused with the reason" || bad "plain client: rc=$rc $out"
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --cert "$dir/keys/n6.cert" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "go together" <<<"$out" && ok "--cert without --authorized-keys: exit 2" || bad "half keys: $rc $out"
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "insecure" <<<"$out" && ok "a listening node without keys or --insecure: exit 2" ||
+  bad "no keys: $rc $out"
 
 # --- kill -9 of node 3: every other member declares it down in time
 old=$(call spawn --connect "$(ep 3)" xsink collect 5)
@@ -118,6 +157,7 @@ for n in 1 2 3 5; do
   [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || bad "node $n exit $rc"
 done
 if [ "$fail" -ne 0 ]; then
+  grep -h "refused" "$dir"/node*.log | head -5
   for n in 1 3 5; do echo "--- node $n log (tail)"; tail -20 "$dir/node$n.log"; done
 fi
 echo "$pass passed, $fail failed"

@@ -1,0 +1,169 @@
+/* keys.c - CurveZMQ certificates (see keys.h). */
+#include "keys.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int sn_keys_generate(const char *dir, const char *name, const char *endpoint, char public_key[41], char *err,
+                     size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.cert", dir, name);
+    if (strchr(name, '/') || !*name) {
+        snprintf(err, errlen, "keygen: the name '%s' must be a plain file name", name);
+        return -1;
+    }
+    if (zsys_file_exists(path)) {
+        snprintf(err, errlen, "keygen: %s exists; remove it first or choose another --name", path);
+        return -1;
+    }
+    if (zsys_dir_create("%s", dir) != 0) {
+        snprintf(err, errlen, "keygen: cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    zcert_t *cert = zcert_new();
+    if (!cert) {
+        snprintf(err, errlen, "keygen: cannot make a key pair");
+        return -1;
+    }
+    zcert_set_meta(cert, "name", "%s", name);
+    if (endpoint)
+        zcert_set_meta(cert, "endpoint", "%s", endpoint);
+    zcert_set_meta(cert, "created-by", "schednode keygen");
+    /* the secret file is written with the umask: narrow it first */
+    mode_t old = umask(077);
+    int rc = zcert_save(cert, path);
+    umask(old);
+    if (rc == 0)
+        chmod(path, 0644); /* the public one is meant to be shared */
+    else
+        snprintf(err, errlen, "keygen: cannot write %s: %s", path, strerror(errno));
+    snprintf(public_key, 41, "%s", zcert_public_txt(cert));
+    zcert_destroy(&cert);
+    return rc == 0 ? 0 : -1;
+}
+
+zcert_t *sn_keys_load(const char *path, char *err, size_t errlen)
+{
+    /* zcert_load reads PATH and, for the secret key, PATH_secret; given
+     * the secret file itself it finds both keys in it */
+    zcert_t *cert = zsys_file_exists(path) ? zcert_load(path) : NULL;
+    if (!cert) {
+        snprintf(err, errlen, "cannot load the certificate %s (make one with `schednode keygen DIR`)", path);
+        return NULL;
+    }
+    static const char zero[41] = "0000000000000000000000000000000000000000";
+    if (!strcmp(zcert_secret_txt(cert), zero)) {
+        snprintf(err, errlen, "%s has no secret key: give this node's own NAME.cert (with NAME.cert_secret next to "
+                              "it), not another node's public certificate",
+                 path);
+        zcert_destroy(&cert);
+        return NULL;
+    }
+    return cert;
+}
+
+int sn_keys_server_key(const char *dir, const char *endpoint, char out[41], char *err, size_t errlen)
+{
+    zdir_t *d = zdir_new(dir, NULL);
+    if (!d) {
+        snprintf(err, errlen, "cannot read the authorized-keys directory %s", dir);
+        return -1;
+    }
+    zfile_t **files = zdir_flatten(d);
+    int rc = -1;
+    for (size_t i = 0; files && files[i] && rc != 0; i++) {
+        const char *name = zfile_filename(files[i], NULL);
+        size_t n = strlen(name);
+        if (n < 5 || strcmp(name + n - 5, ".cert") != 0)
+            continue;
+        zcert_t *cert = zcert_load(name);
+        const char *ep = cert ? zcert_meta(cert, "endpoint") : NULL;
+        if (ep && !strcmp(ep, endpoint)) {
+            snprintf(out, 41, "%s", zcert_public_txt(cert));
+            rc = 0;
+        }
+        zcert_destroy(&cert);
+    }
+    zdir_flatten_free(&files);
+    zdir_destroy(&d);
+    if (rc != 0)
+        snprintf(err, errlen, "no certificate in %s says it is the node at %s (make that node's key with "
+                              "`schednode keygen DIR --endpoint %s` and copy its .cert file there)",
+                 dir, endpoint, endpoint);
+    return rc;
+}
+
+int sn_keys_check(const sn_security_t *sec, char *err, size_t errlen)
+{
+    if (!sec->cert != !sec->authorized) {
+        snprintf(err, errlen, "--cert and --authorized-keys go together: the certificate says who this is, the "
+                              "directory who may talk to it");
+        return -1;
+    }
+    if (!sec->cert)
+        return 0;
+    zcert_t *cert = sn_keys_load(sec->cert, err, errlen);
+    if (!cert)
+        return -1;
+    zcert_destroy(&cert);
+    struct stat st;
+    if (stat(sec->authorized, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--authorized-keys: %s is not a directory", sec->authorized);
+        return -1;
+    }
+    return 0;
+}
+
+void sn_keys_client(zsock_t *sock, zcert_t *cert, const char *server_key)
+{
+    zcert_apply(cert, sock);
+    zsock_set_curve_serverkey(sock, server_key);
+}
+
+zsock_t *sn_keys_monitor(zsock_t *sock)
+{
+    static _Atomic unsigned seq;
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://sn-monitor-%d-%u", getpid(), atomic_fetch_add(&seq, 1));
+    if (zmq_socket_monitor(zsock_resolve(sock), ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+        return NULL;
+    zsock_t *mon = zsock_new(ZMQ_PAIR);
+    if (mon && zsock_connect(mon, "%s", ep) != 0)
+        zsock_destroy(&mon);
+    return mon;
+}
+
+int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, char *ep, size_t eplen)
+{
+    zframe_t *head = zframe_recv(monitor);
+    char *where = zstr_recv(monitor);
+    int kind = 0;
+    if (head && zframe_size(head) == 6) {
+        uint16_t event;
+        uint32_t value;
+        memcpy(&event, zframe_data(head), 2);
+        memcpy(&value, zframe_data(head) + 2, 4);
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            kind = SN_KEYS_NOT_AUTHORIZED;
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            /* a plain side cannot finish any CurveZMQ handshake: whatever
+             * libzmq reports, the two sides disagree on security */
+            kind = !secure || value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? SN_KEYS_MISMATCH : SN_KEYS_FAILED;
+    }
+    static const char *reasons[] = {
+        "", "key not authorized",
+        "security mismatch (CurveZMQ on one side only: an --insecure node or a client without keys?)",
+        "CurveZMQ handshake failed (a wrong server key?)"};
+    snprintf(why, whylen, "%s", reasons[kind]);
+    snprintf(ep, eplen, "%s", where ? where : "?");
+    zstr_free(&where);
+    zframe_destroy(&head);
+    return kind;
+}

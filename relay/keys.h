@@ -1,0 +1,53 @@
+/* keys.h - CurveZMQ certificates (czmq zcert): generating a node's,
+ * loading it, and finding a server's public key by its endpoint among the
+ * public certificates of an authorized-keys directory.
+ *
+ * A certificate is two files: NAME.cert (public key, shareable) and
+ * NAME.cert_secret (both keys, mode 0600). The authorized-keys directory
+ * holds the public files of every node and client allowed in; a public
+ * certificate made with `keygen --endpoint` also says where that node
+ * listens, which is how a joining node or a client learns the key of the
+ * seed it dials.
+ */
+#ifndef SN_KEYS_H
+#define SN_KEYS_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* What a node or client uses to talk to the cluster securely. */
+typedef struct sn_security {
+    const char *cert;       /* this side's certificate (NAME.cert or NAME.cert_secret); NULL: insecure */
+    const char *authorized; /* directory of the public certificates allowed in */
+} sn_security_t;
+
+/* Writes DIR/NAME.cert and DIR/NAME.cert_secret (DIR is created), with
+ * metadata name and, if not NULL, endpoint. Refuses to overwrite. Returns
+ * 0 or -1 with err set; *public_key (41 bytes) gets the Z85 public key. */
+int sn_keys_generate(const char *dir, const char *name, const char *endpoint, char public_key[41], char *err,
+                     size_t errlen);
+/* Loads a certificate with its secret key; NULL with err set. */
+zcert_t *sn_keys_load(const char *path, char *err, size_t errlen);
+/* The Z85 public key of the certificate in dir whose endpoint metadata is
+ * endpoint. Returns 0, or -1 with err saying what to do. */
+int sn_keys_server_key(const char *dir, const char *endpoint, char out[41], char *err, size_t errlen);
+/* Checks the security options: both or neither of cert and authorized, a
+ * loadable certificate, a readable directory. Returns 0 or -1 with err. */
+int sn_keys_check(const sn_security_t *sec, char *err, size_t errlen);
+/* Makes sock a CurveZMQ client of the server with public key server_key
+ * (Z85), as cert. */
+void sn_keys_client(zsock_t *sock, zcert_t *cert, const char *server_key);
+
+
+/* Handshake failures on sock (a refused key, a plain peer meeting a
+ * CurveZMQ one) arrive as events on the returned PAIR socket; poll it and
+ * read each with sn_keys_failure. NULL if monitoring is not possible. */
+zsock_t *sn_keys_monitor(zsock_t *sock);
+/* Reads one event from a monitor; `secure` says whether this side uses
+ * CurveZMQ. Returns the kind of failure (SN_KEYS_*) with a short reason in
+ * why and the endpoint in ep, or 0 if it was not a handshake failure. */
+enum { SN_KEYS_NOT_AUTHORIZED = 1, SN_KEYS_MISMATCH = 2, SN_KEYS_FAILED = 3 };
+int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, char *ep, size_t eplen);
+
+#endif
