@@ -17,6 +17,7 @@
 #include <czmq.h>
 
 #include "codec.h"
+#include "config.h"
 #include "demo.h"
 #include "relay.h"
 #include "schednode/schednode.h"
@@ -77,6 +78,8 @@ static void usage(FILE *f)
             "                          --endpoint records where that node listens (how others find its key)\n"
             "\n"
             "Options:\n"
+            "      --config FILE          read settings from a ZPL file (cluster-config/README.md);\n"
+            "                             flags given as well override it\n"
             "  -w, --workers N            worker threads (default: one per online CPU)\n"
             "  -l, --load FILE.so         load a plugin of process types and commands (repeatable)\n"
             "  -n, --node-id N            this node's id in PIDs, 1..4294967295 (default 1)\n"
@@ -189,6 +192,10 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
     }
 }
 
+/* The configuration file, if one was given (read before the flags). */
+static sn_node_config_t config_file;
+static void free_config_file(void) { sn_config_free(&config_file); }
+
 /* The client commands: one request to the node at `connect`, one reply. */
 static int client(const char *cmd, int argc, char **argv, const char *connect, const sn_security_t *sec,
                   int timeout_ms, int json)
@@ -261,7 +268,8 @@ int main(int argc, char **argv)
         OPT_AUTHORIZED,
         OPT_INSECURE,
         OPT_NAME,
-        OPT_ENDPOINT
+        OPT_ENDPOINT,
+        OPT_CONFIG
     };
     static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
                                          {"load", required_argument, NULL, 'l'},
@@ -280,6 +288,7 @@ int main(int argc, char **argv)
                                          {"insecure", no_argument, NULL, OPT_INSECURE},
                                          {"name", required_argument, NULL, OPT_NAME},
                                          {"endpoint", required_argument, NULL, OPT_ENDPOINT},
+                                         {"config", required_argument, NULL, OPT_CONFIG},
                                          {"max-frame", required_argument, NULL, OPT_MAXFRAME},
                                          {"heartbeat-ms", required_argument, NULL, OPT_HB},
                                          {"down-after-ms", required_argument, NULL, OPT_DOWN},
@@ -297,6 +306,61 @@ int main(int argc, char **argv)
     const char **seeds = calloc((size_t)argc, sizeof *seeds);
     int join_timeout_ms = 10000, insecure = 0;
     const char *key_name = NULL, *key_endpoint = NULL;
+    /* The config file first (found before the other flags), so that flags
+     * override it; a flag that can repeat (--join, --load) replaces the
+     * file's list. */
+    int joins_from_flags = 0, loads_from_flags = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
+                           : !strncmp(argv[i], "--config=", 9)        ? argv[i] + 9
+                                                                      : NULL;
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!path)
+            continue;
+        char err[1024];
+        if (sn_config_load(path, &config_file, err, sizeof err) != 0) {
+            sn_config_free(&config_file);
+            die_usage("%s", err);
+        }
+        atexit(free_config_file); /* its strings live until the program ends */
+        if (config_file.node_id)
+            cfg.node_id = config_file.node_id;
+        if (config_file.workers)
+            cfg.workers = config_file.workers;
+        if (config_file.shutdown_ms >= 0)
+            shutdown_ms = config_file.shutdown_ms;
+        if (config_file.log_level)
+            log_level = !strcmp(config_file.log_level, "error") ? 0 : !strcmp(config_file.log_level, "warn") ? 1
+                        : !strcmp(config_file.log_level, "info") ? 2 : 3;
+        rcfg.listen = config_file.listen;
+        rcfg.advertise = config_file.advertise;
+        rcfg.cluster = config_file.cluster;
+        rcfg.security = (sn_security_t){config_file.cert, config_file.authorized};
+        insecure = config_file.insecure == 1;
+        rcfg.heartbeat_ms = config_file.heartbeat_ms;
+        rcfg.down_after_ms = config_file.down_after_ms;
+        rcfg.max_frame = (size_t)config_file.max_frame;
+        if (config_file.join_timeout_ms)
+            join_timeout_ms = config_file.join_timeout_ms;
+        if (config_file.nseeds) {
+            const char **more = realloc(seeds, ((size_t)argc + config_file.nseeds) * sizeof *more);
+            if (!more)
+                die_usage("out of memory");
+            seeds = more;
+            for (size_t k = 0; k < config_file.nseeds; k++)
+                seeds[rcfg.nseeds++] = config_file.seeds[k];
+        }
+        if (config_file.nplugins) { /* more room: the file may name more than argv could */
+            const char **more = realloc(plugins, ((size_t)argc + config_file.nplugins) * sizeof *more);
+            if (!more)
+                die_usage("out of memory");
+            plugins = more;
+            for (size_t k = 0; k < config_file.nplugins; k++)
+                plugins[nplugins++] = config_file.plugins[k];
+        }
+        break;
+    }
     const char *connect = NULL;
     int json = 0;
     int c;
@@ -307,8 +371,12 @@ int main(int argc, char **argv)
             cfg.workers = (int)parse_num("--workers", optarg, 1, 1024);
             break;
         case 'l':
+            if (!loads_from_flags++)
+                nplugins = 0;
             plugins[nplugins++] = optarg;
             break;
+        case OPT_CONFIG:
+            break; /* read above */
         case 'n':
             cfg.node_id = (uint32_t)parse_num("--node-id", optarg, 1, UINT32_MAX);
             break;
@@ -333,6 +401,8 @@ int main(int argc, char **argv)
         case OPT_JOIN:
             if (strncmp(optarg, "tcp://", 6) != 0)
                 die_usage("--join: '%s' is not tcp://HOST:PORT", optarg);
+            if (!joins_from_flags++)
+                rcfg.nseeds = 0;
             seeds[rcfg.nseeds++] = optarg;
             break;
         case OPT_ADVERTISE:
@@ -347,11 +417,14 @@ int main(int argc, char **argv)
             break;
         case OPT_CERT:
             rcfg.security.cert = optarg;
+            insecure = 0; /* overrides the file's insecure = true */
             break;
         case OPT_AUTHORIZED:
             rcfg.security.authorized = optarg;
             break;
         case OPT_INSECURE:
+            if (rcfg.security.cert && rcfg.security.cert == config_file.cert) /* the file's keys, overridden */
+                rcfg.security = (sn_security_t){NULL, NULL};
             insecure = 1;
             break;
         case OPT_NAME:

@@ -419,6 +419,12 @@ void sn__members_tick(sn_relay_t *r)
 {
     uint64_t now = sn__relay_now_ns();
     int joined = atomic_load_explicit(&r->joined, memory_order_relaxed);
+    if (joined == 0 && r->found_by_ns && now >= r->found_by_ns) {
+        zsys_info("node=%" PRIu32 " no other seed answered: starting cluster '%s' (this node is its first seed)",
+                  r->node, r->cluster);
+        atomic_store_explicit(&r->joined, 1, memory_order_release);
+        joined = 1;
+    }
     if (joined == 0 && now >= r->next_hello_ns) {
         hellos(r);
         r->next_hello_ns = now + HELLO_EVERY_NS;
@@ -438,6 +444,8 @@ void sn__members_tick(sn_relay_t *r)
     uint64_t next = r->next_hb_ns;
     if (joined == 0 && r->next_hello_ns < next)
         next = r->next_hello_ns;
+    if (joined == 0 && r->found_by_ns && r->found_by_ns < next)
+        next = r->found_by_ns;
     if (r->leave_deadline_ns && now + LEAVE_TICK_NS < next)
         next = now + LEAVE_TICK_NS;
     r->next_tick_ns = next;

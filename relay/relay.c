@@ -30,6 +30,7 @@
  * past that the relay holds the batch itself (backpressure). */
 #define SNDHWM 1000
 #define RCVHWM 1000
+#define FOUND_AFTER_NS 2000000000u /* see found_by_ns */
 
 uint64_t sn__relay_now_ns(void)
 {
@@ -802,8 +803,14 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
     if (!r->seeds)
         goto fail_sock;
     for (size_t i = 0; i < cfg->nseeds; i++) {
-        if (!strcmp(cfg->seeds[i], r->advertise) || !strcmp(cfg->seeds[i], r->endpoint))
-            continue; /* ourselves, e.g. one config listing every seed */
+        if (!strcmp(cfg->seeds[i], r->advertise) || !strcmp(cfg->seeds[i], r->endpoint)) {
+            /* ourselves, e.g. one config listing every seed. The first seed
+             * listed joins the others if any is running, else it starts
+             * the cluster (the rule Akka uses): some node has to. */
+            if (i == 0)
+                r->found_by_ns = now_ns() + FOUND_AFTER_NS;
+            continue;
+        }
         seed_t *sd = &r->seeds[r->nseeds];
         snprintf(sd->endpoint, sizeof sd->endpoint, "%s", cfg->seeds[i]);
         char key[41] = "";

@@ -1,0 +1,33 @@
+/* config.h - a node's configuration file: ZPL (czmq zconfig), described in
+ * cluster-config/README.md. Loading checks every key and value; the first
+ * problem comes back as one line naming the file, the line and the key.
+ */
+#ifndef SN_CONFIG_H
+#define SN_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sn_node_config {
+    /* 0 / NULL: not set in the file */
+    uint32_t node_id;
+    int workers;
+    int shutdown_ms; /* -1: not set */
+    const char *listen, *advertise, *cluster, *log_level;
+    const char *cert, *authorized; /* paths made absolute against the file's directory */
+    int insecure;                  /* -1: not set, else 0 or 1 */
+    int heartbeat_ms, down_after_ms, join_timeout_ms;
+    long long max_frame;
+    const char **seeds;
+    size_t nseeds;
+    const char **plugins; /* absolute, like cert */
+    size_t nplugins;
+    void *own; /* what the strings live in */
+} sn_node_config_t;
+
+/* Loads path into *out. Returns 0, or -1 with err holding
+ * "FILE:LINE: KEY: what is wrong". Free with sn_config_free either way. */
+int sn_config_load(const char *path, sn_node_config_t *out, char *err, size_t errlen);
+void sn_config_free(sn_node_config_t *c);
+
+#endif

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# config.sh - configuration files: the example three-node cluster of
+# cluster-config/ started from its files (on free ports, with keys from its
+# make-keys.sh), flags overriding the file, and malformed or contradictory
+# files refused with exit 2 and a message naming the file, line and key.
+# Args: $1 schednode, $2 the source tree's cluster-config directory.
+set -u
+SN=$(realpath "$1") CC=$(realpath "$2")
+. "$(dirname "$0")/lib.sh"
+
+# the example, copied, on free ports
+cp -r "$CC/example-3" "$dir/ex"
+declare -A port
+for n in 1 2 3; do
+  port[$n]=$(free_port)
+  sed -i "s/710$n/${port[$n]}/g" "$dir"/ex/*.cfg
+done
+ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
+bash "$dir/ex/make-keys.sh" "$SN" >/dev/null && ok "make-keys.sh writes the example's keys" || bad "make-keys.sh"
+CLIENT=(--cert "$dir/ex/keys/client.cert" --authorized-keys "$dir/ex/keys/authorized")
+status() { timeout 30 "$SN" status --json --connect "$(ep "$1")" "${CLIENT[@]}" --timeout 5000 2>/dev/null; }
+up_count() { status "$1" | jq '[.nodes[] | select(.state == "up")] | length'; }
+
+# node 1 is the first seed: with no other seed running it starts the cluster
+(cd "$dir" && exec "$SN" --config ex/n1.cfg >"$dir/n1.log" 2>&1) &
+pids+=($!); n1=$!
+wait_for 100 grep -q "starting cluster 'example'" "$dir/n1.log" &&
+  ok "the first seed, alone, starts the cluster" || bad "no start log"
+(cd "$dir" && exec "$SN" --config ex/n2.cfg --workers 1 >"$dir/n2.log" 2>&1) &
+pids+=($!); n2=$!
+(cd "$dir" && exec "$SN" --config ex/n3.cfg >"$dir/n3.log" 2>&1) &
+pids+=($!); n3=$!
+three_up() { [ "$(up_count 1)" = 3 ] && [ "$(up_count 2)" = 3 ] && [ "$(up_count 3)" = 3 ]; }
+wait_for 150 three_up && ok "the example's three nodes form one cluster from their config files" ||
+  bad "example cluster: $(status 1)"
+workers_of() { status 1 | jq ".nodes[] | select(.id == $1) | .workers"; }
+overridden() { [ "$(workers_of 2)" = 1 ] && [ "$(workers_of 3)" = 2 ]; } # (after a heartbeat)
+wait_for 50 overridden && ok "a flag overrides the file (--workers 1 on node 2, the file's 2 on node 3)" ||
+  bad "override: $(status 1)"
+for p in $n1 $n2 $n3; do kill -TERM "$p"; done
+rc=0
+for p in $n1 $n2 $n3; do wait "$p" || rc=1; done
+[ $rc -eq 0 ] && ok "the three stop on SIGTERM with exit 0" || bad "exit codes"
+
+# bad files: exit 2, and the message names the file, the line and the key
+refused() { # name expected-message-regex file-content
+  printf '%s\n' "$3" >"$dir/$1.cfg"
+  local out rc
+  out=$(timeout 10 "$SN" --config "$dir/$1.cfg" 2>&1); rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "$2" <<<"$out"; then ok "$1: exit 2, $(grep -o -- "$2" <<<"$out" | head -1)"
+  else bad "$1: rc=$rc $out"; fi
+}
+refused unknown-key "$dir/unknown-key.cfg:3: node/wrokers: unknown key" 'node
+    id = 1
+    wrokers = 2'
+refused bad-number "bad-number.cfg:2: node/workers: 'many' is not a number from 1 to 1024" 'node
+    workers = many'
+refused bad-endpoint "bad-endpoint.cfg:2: node/listen: '127.0.0.1:7000' is not tcp://HOST:PORT" 'node
+    listen = "127.0.0.1:7000"'
+refused unknown-section "unknown-section.cfg:3: nodes: unknown section" 'node
+    id = 1
+nodes
+    id = 2'
+refused twice "twice.cfg:3: node/id: given twice" 'node
+    id = 1
+    id = 2'
+refused syntax "syntax.cfg: not valid ZPL" 'node
+    id = 1
+  listen = "tcp://127.0.0.1:1"'
+refused contradiction "contradiction.cfg:6: security/insecure: insecure = true contradicts" 'node
+    listen = "tcp://127.0.0.1:1"
+security
+    cert = "keys/n1.cert"
+    authorized-keys = "keys/authorized"
+    insecure = true'
+refused half-keys "half-keys.cfg:2: security/cert: cert and authorized-keys go together" 'security
+    cert = "x.cert"'
+refused timeouts "timeouts.cfg:3: cluster/down-after-ms: 300 ms is under two heartbeats" 'cluster
+    heartbeat-ms = 200
+    down-after-ms = 300'
+refused seed-no-listen "seed-no-listen.cfg:2: cluster/seed: joining needs node/listen" 'cluster
+    seed = "tcp://127.0.0.1:1"'
+out=$(timeout 10 "$SN" --config "$dir/missing.cfg" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "missing.cfg: cannot read" <<<"$out" && ok "a missing file: exit 2" || bad "missing: $rc $out"
+# a file that is fine on its own but contradicts a flag
+printf 'security\n    insecure = true\n' >"$dir/plain.cfg"
+out=$(timeout 10 "$SN" --config "$dir/plain.cfg" --cert "$dir/ex/keys/n1.cert" --listen "tcp://127.0.0.1:$(free_port)" 2>&1)
+rc=$?
+[ $rc -eq 2 ] && grep -q "go together" <<<"$out" && ok "--cert over a file's insecure = true still needs the keys dir" ||
+  bad "flag over file: $rc $out"
+
+if [ "$fail" -ne 0 ]; then for n in 1 2 3; do echo "--- n$n"; tail -5 "$dir/n$n.log"; done; fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
