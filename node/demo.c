@@ -307,13 +307,59 @@ static const sn_type_t xpong_type = {"xpong", 1, 0, xpong_init, xpong_step, NULL
 static const sn_type_t xsource_type = {"xsource", 1, sizeof(xpeer_t), xpeer_init, xpeer_step, NULL, NULL, NULL};
 static const sn_type_t xsink_type = {"xsink", 1, sizeof(xpeer_t), xpeer_init, xpeer_step, NULL, NULL, NULL};
 
+/* ---- xwatch watch "PID": monitors PID and finishes with what its DOWN
+ * said: "down PID: finished", "down PID: failed: REASON", or the error
+ * ("down PID: noproc", "... nodedown", "... unreachable"). */
+typedef struct xwatch {
+    sn_pid_t target;
+} xwatch_t;
+
+static int xwatch_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    xwatch_t *x = state;
+    if (strcmp(method, "watch") != 0)
+        return SN_ENOMETHOD;
+    char text[64] = "";
+    if (*input)
+        snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
+    return sn_pid_parse(text, &x->target) == 0 ? 0 : SN_EINVAL;
+}
+
+static void xwatch_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    xwatch_t *x = state;
+    out->status = SN_IDLE;
+    if (n == 0) { /* first step */
+        sn_out_monitor(out, x->target, 7);
+        return;
+    }
+    char pid[SN_PID_STRLEN];
+    sn_pid_format(x->target, pid, sizeof pid);
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SN_EV_DOWN || ev[i].tag != 7 || !sn_pid_eq(ev[i].from, x->target))
+            continue;
+        sn_payload_t *res;
+        if (ev[i].error == 0)
+            res = sn_payload_printf(SN_CT_TEXT, "down %s: finished", pid);
+        else if (ev[i].data)
+            res = sn_payload_printf(SN_CT_TEXT, "down %s: %s: %.*s", pid, sn_strerror(ev[i].error),
+                                    (int)ev[i].data->len, (const char *)ev[i].data->data);
+        else
+            res = sn_payload_printf(SN_CT_TEXT, "down %s: %s", pid, sn_strerror(ev[i].error));
+        sn_out_done(out, &res);
+        return;
+    }
+}
+
+static const sn_type_t xwatch_type = {"xwatch", 1, sizeof(xwatch_t), xwatch_init, xwatch_step, NULL, NULL, NULL};
+
 int sn_demo_register(sn_sched_t *sched)
 {
     int rc;
     if ((rc = sn_type_register(sched, &tree_type)) || (rc = sn_type_register(sched, &ring_type)) ||
         (rc = sn_type_register(sched, &sleeper_type)) || (rc = sn_type_register(sched, &oops_type)) ||
         (rc = sn_type_register(sched, &xsource_type)) || (rc = sn_type_register(sched, &xsink_type)) ||
-        (rc = sn_type_register(sched, &xpong_type)))
+        (rc = sn_type_register(sched, &xpong_type)) || (rc = sn_type_register(sched, &xwatch_type)))
         return rc;
     return 0;
 }

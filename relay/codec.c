@@ -43,6 +43,33 @@ const char *sn_frame_kind_name(sn_frame_kind_t kind)
     return "none";
 }
 
+/* Our event kinds (and the relay's monitor requests) <-> Send.Kind; -1
+ * for anything else. */
+static const struct {
+    int ours, wire;
+} send_kinds[] = {{SN_EV_MESSAGE, SCHEDNODE__SEND_KIND__MESSAGE},
+                  {SN_EV_YIELD_COMPLETE, SCHEDNODE__SEND_KIND__YIELD_COMPLETE},
+                  {SN_EV_CANCEL, SCHEDNODE__SEND_KIND__CANCEL},
+                  {SN_EV_DOWN, SCHEDNODE__SEND_KIND__DOWN},
+                  {SN_RELAY_MONITOR, SCHEDNODE__SEND_KIND__MONITOR},
+                  {SN_RELAY_DEMONITOR, SCHEDNODE__SEND_KIND__DEMONITOR}};
+
+static int wire_kind(int ours)
+{
+    for (size_t i = 0; i < sizeof send_kinds / sizeof send_kinds[0]; i++)
+        if (send_kinds[i].ours == ours)
+            return send_kinds[i].wire;
+    return -1;
+}
+
+static int event_kind(int wire)
+{
+    for (size_t i = 0; i < sizeof send_kinds / sizeof send_kinds[0]; i++)
+        if (send_kinds[i].wire == wire)
+            return send_kinds[i].ours;
+    return -1;
+}
+
 static int pack(Schednode__Envelope *env, void **buf, size_t *len);
 static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnation);
 
@@ -56,8 +83,7 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
     for (size_t i = 0; i < n; i++) {
         if (sends[i].to.node != sends[0].to.node)
             return SN_EINVAL; /* a batch goes to one node */
-        if (sends[i].kind != SN_EV_MESSAGE && sends[i].kind != SN_EV_YIELD_COMPLETE &&
-            sends[i].kind != SN_EV_CANCEL)
+        if (wire_kind(sends[i].kind) < 0)
             return SN_EINVAL;
         kinds_needed |= sends[i].kind != SN_EV_MESSAGE;
         errors_needed |= sends[i].error != 0;
@@ -81,9 +107,7 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
         from_node[i] = w->from.node;
         from_serial[i] = w->from.serial;
         tag[i] = w->tag;
-        kind[i] = w->kind == SN_EV_MESSAGE          ? SCHEDNODE__SEND_KIND__MESSAGE
-                  : w->kind == SN_EV_YIELD_COMPLETE ? SCHEDNODE__SEND_KIND__YIELD_COMPLETE
-                                                    : SCHEDNODE__SEND_KIND__CANCEL;
+        kind[i] = (Schednode__SendKind)wire_kind(w->kind);
         error[i] = w->error;
         ctype[i] = w->payload ? w->payload->ctype : 0;
         size[i] = w->payload ? w->payload->len + 1u : 0;
@@ -408,8 +432,7 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
     for (size_t i = 0; i < n; i++) {
         if (b->size[i] > UINT32_MAX - 1 || b->to_serial[i] == 0)
             return SN_EPROTO;
-        if (b->n_kind && b->kind[i] != SCHEDNODE__SEND_KIND__MESSAGE &&
-            b->kind[i] != SCHEDNODE__SEND_KIND__YIELD_COMPLETE && b->kind[i] != SCHEDNODE__SEND_KIND__CANCEL)
+        if (b->n_kind && event_kind((int)b->kind[i]) < 0)
             return SN_EPROTO;
         bytes += b->size[i] ? b->size[i] - 1u : 0;
     }
@@ -425,9 +448,7 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
         w->to = (sn_pid_t){b->to_node, b->to_serial[i]};
         w->from = (sn_pid_t){b->from_node[i], b->from_serial[i]};
         w->tag = b->tag[i];
-        w->kind = !b->n_kind || b->kind[i] == SCHEDNODE__SEND_KIND__MESSAGE ? SN_EV_MESSAGE
-                  : b->kind[i] == SCHEDNODE__SEND_KIND__YIELD_COMPLETE    ? SN_EV_YIELD_COMPLETE
-                                                                          : SN_EV_CANCEL;
+        w->kind = (uint8_t)(b->n_kind ? event_kind((int)b->kind[i]) : SN_EV_MESSAGE);
         w->error = b->n_error ? b->error[i] : 0;
         if (b->size[i]) {
             w->payload = sn_payload_new(b->ctype[i], d, b->size[i] - 1u);

@@ -45,7 +45,7 @@ typedef struct sn_wire_send {
     sn_pid_t to;
     sn_pid_t from;
     uint64_t tag;
-    uint8_t kind;
+    int kind; /* sn_event_type_t, or SN_RELAY_MONITOR / SN_RELAY_DEMONITOR */
     int error;
     sn_payload_t *payload; /* see each function for who owns it */
 } sn_wire_send_t;

@@ -71,7 +71,8 @@ static void enqueue(sn_relay_t *r, item_t *it)
     }
 }
 
-static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg)
+static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
+                         sn_payload_t **msg)
 {
     sn_relay_t *r = arg;
     peer_t *p = find_peer(r, to.node);
@@ -85,7 +86,7 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, sn
     if (!it)
         return SN_ENOMEM;
     it->kind = ITEM_SEND;
-    it->s = (sn_wire_send_t){to, from, tag, SN_EV_MESSAGE, 0, msg ? sn_take(msg) : NULL};
+    it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL};
     enqueue(r, it);
     return 0;
 }
@@ -117,6 +118,8 @@ static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error)
     add(&r->bounced, 1);
     if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from))
         sn_send_failed(r->sched, s->from, s->to, s->tag, error, &s->payload);
+    /* (a monitor request that fails is answered from the peer's watch
+     * table, or by drain when it never got there) */
     sn_payload_destroy(&s->payload);
 }
 
@@ -221,6 +224,10 @@ static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error)
 
 void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error)
 {
+    /* every process here watching one there learns its node is gone */
+    for (size_t i = 0; i < p->nwatch; i++)
+        sn_send_down(r->sched, p->watch[i].watcher, p->watch[i].target, p->watch[i].tag, SN_ENODEDOWN, NULL);
+    p->nwatch = 0;
     /* oldest first, so a sender sees its errors in the order it sent;
      * an unacknowledged send may have arrived before the peer died: the
      * error says the node went down, not that the message was lost */
@@ -240,6 +247,28 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error)
     }
     p->nbatch = 0;
     p->bytes = 0;
+}
+
+void sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
+{
+    if (!on) {
+        for (size_t i = 0; i < p->nwatch; i++)
+            if (sn_pid_eq(p->watch[i].target, target) && sn_pid_eq(p->watch[i].watcher, watcher) &&
+                p->watch[i].tag == tag) {
+                p->watch[i] = p->watch[--p->nwatch];
+                return;
+            }
+        return;
+    }
+    if (p->nwatch == p->capwatch) {
+        size_t cap = p->capwatch ? p->capwatch * 2 : 16;
+        watch_t *w = realloc(p->watch, cap * sizeof *w);
+        if (!w)
+            return; /* out of memory: its node's failure will not be reported to this watcher */
+        p->watch = w;
+        p->capwatch = cap;
+    }
+    p->watch[p->nwatch++] = (watch_t){target, watcher, tag};
 }
 
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
@@ -309,10 +338,14 @@ static bool drain(sn_relay_t *r)
                       : (it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed) ? SN_ENOPROC
                                                                                                         : 0);
         if (err) {
+            if (it->s.kind == SN_RELAY_MONITOR) /* the watcher learns at once */
+                sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
             bounce_local(r, &it->s, err);
             free_item(it);
             continue;
         }
+        if (it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR)
+            sn__watch(p, it->s.to, it->s.from, it->s.tag, it->s.kind == SN_RELAY_MONITOR);
         batch_add(r, p, it);
     }
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
@@ -339,6 +372,21 @@ static void inbound_send(sn_relay_t *r, sn_wire_send_t *s, const unsigned char *
         return;
     case SN_EV_CANCEL:
         sn_cancel(r->sched, s->to);
+        return;
+    case SN_EV_DOWN: { /* a process there that one here watched has ended */
+        peer_t *p = find_peer(r, s->from.node);
+        if (p)
+            sn__watch(p, s->from, s->to, s->tag, false);
+        sn_send_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
+        return;
+    }
+    case SN_RELAY_MONITOR: /* the DOWN goes back through our relay_deliver */
+        sn_monitor(r->sched, s->to, s->from, s->tag);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_RELAY_DEMONITOR:
+        sn_demonitor(r->sched, s->to, s->from, s->tag);
+        sn_payload_destroy(&s->payload);
         return;
     }
     if (rc == 0)
@@ -887,6 +935,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
         for (size_t k = 0; k < p->nunacked; k++)
             free(p->unacked[k].buf);
         free(p->unacked);
+        free(p->watch);
         zsock_destroy(&p->dealer);
     }
     free(r->peers);

@@ -52,6 +52,13 @@ typedef struct sent {
     uint64_t seq;
 } sent_t;
 
+/* A process here watching one on a peer (a remote monitor): if the peer
+ * goes down, leaves or restarts, the watcher gets DOWN (nodedown). */
+typedef struct watch {
+    sn_pid_t target, watcher;
+    uint64_t tag;
+} watch_t;
+
 typedef struct peer {
     uint32_t node;                  /* any thread: fixed once published */
     _Atomic int down;               /* any thread: down or left, sends bounce */
@@ -76,6 +83,8 @@ typedef struct peer {
     uint64_t bad_log_ns, bad_quiet; /* rate limit of its bad-frame log lines */
     unsigned char ident[256];
     size_t ident_len;
+    watch_t *watch; /* the remote monitors on its processes */
+    size_t nwatch, capwatch;
     /* its last heartbeat's counters, for `status` */
     sn_wire_stats_t stats;
     bool has_stats;
@@ -139,6 +148,8 @@ void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_le
 /* A DEALER to endpoint with the relay's limits (a CurveZMQ client of
  * server_key when the node is secure), or NULL. */
 zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key);
+/* Records (on) or drops a remote monitor of target (on p) by watcher. */
+void sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation);
 

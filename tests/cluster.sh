@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cluster.sh - membership with five real schednode processes on 127.0.0.1:
 # joining through different seeds, every member converging on one view
-# (read with `status --json` and jq), refused joins (taken id, another
+# (read with `status --json` and jq), monitors across nodes, refused joins (taken id, another
 # cluster, no seed), kill -9 of a member (declared down by every other
 # member within the default timeout, and how long that took), the others
 # working on, the restarted member (a new run: its old PIDs are dead) and a
@@ -77,6 +77,22 @@ sink=$(call spawn --connect "$(ep 5)" xsink collect 1000)
 out=$(call call --connect "$(ep 2)" xsource blast "$sink 1000" 2>&1)
 [ "$out" = "1000 messages in order" ] && ok "1000 messages node 2 -> node 5, in order" || bad "2 -> 5: $out"
 
+# --- monitors across nodes: DOWN when the process ends, noproc for no
+# process, unreachable for no such node
+sink=$(call spawn --connect "$(ep 5)" xsink collect 10)
+call call --connect "$(ep 1)" xwatch watch "$sink" >"$dir/w1" 2>&1 &
+w1=$!
+sleep 1 # the monitor is in place long before the sink ends
+call call --connect "$(ep 2)" xsource blast "$sink 10" >/dev/null 2>&1
+wait $w1
+[ "$(cat "$dir/w1")" = "down $sink: finished" ] && ok "a process on node 1 monitoring one on node 5 gets its DOWN" ||
+  bad "remote DOWN: $(cat "$dir/w1")"
+out=$(call call --connect "$(ep 1)" xwatch watch "$sink" 2>&1)
+[ "$out" = "down $sink: noproc" ] && ok "monitoring a finished remote process: DOWN noproc at once" ||
+  bad "remote noproc: $out"
+out=$(call call --connect "$(ep 1)" xwatch watch "99.1" 2>&1)
+[ "$out" = "down 99.1: unreachable" ] && ok "monitoring a PID of no member: DOWN unreachable" || bad "unreachable: $out"
+
 # --- refused joins: a taken id, another cluster, no seed at all
 out=$(timeout 20 "$SN" -n 3 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "node id 3 is taken by $(ep 3)" <<<"$out" && ok "a second node 3 is refused: id taken" ||
@@ -114,6 +130,9 @@ out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" 2>&1); rc=$?
 
 # --- kill -9 of node 3: every other member declares it down in time
 old=$(call spawn --connect "$(ep 3)" xsink collect 5)
+call call --connect "$(ep 1)" xwatch watch "$old" >"$dir/w2" 2>&1 &
+w2=$!
+sleep 1 # the monitor is in place
 kill -9 "$node_pid_3"; wait "$node_pid_3" 2>/dev/null
 t0=$(date +%s%N)
 if wait_for 100 all_see 3 down 1 2 4 5; then
@@ -123,6 +142,9 @@ if wait_for 100 all_see 3 down 1 2 4 5; then
 else
   bad "node 3 not down everywhere: $(for a in 1 2 4 5; do echo -n "$a:$(state_of $a 3) "; done)"
 fi
+wait $w2
+[ "$(cat "$dir/w2")" = "down $old: nodedown" ] && ok "a monitor of a process on the killed node: DOWN nodedown" ||
+  bad "nodedown DOWN: $(cat "$dir/w2")"
 sink=$(call spawn --connect "$(ep 5)" xsink collect 1000)
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 1000" 2>&1)
 [ "$out" = "1000 messages in order" ] && ok "the others keep working (1000 messages 1 -> 5)" || bad "1 -> 5: $out"
@@ -137,6 +159,8 @@ grep -q "node 3 .* restarted" "$dir/node1.log" && ok "node 1 logs the restart" |
 out=$(call call --connect "$(ep 2)" xsource blast "$old 1" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "noproc" <<<"$out" && ok "a PID of node 3's earlier run is dead: noproc" ||
   bad "old PID: rc=$rc $out"
+out=$(call call --connect "$(ep 2)" xwatch watch "$old" 2>&1)
+[ "$out" = "down $old: noproc" ] && ok "monitoring a PID of the earlier run: DOWN noproc" || bad "old monitor: $out"
 sink=$(call spawn --connect "$(ep 3)" xsink collect 1000)
 out=$(call call --connect "$(ep 4)" xsource blast "$sink 1000" 2>&1)
 [ "$out" = "1000 messages in order" ] && ok "the new node 3 works (1000 messages 4 -> 3)" || bad "4 -> 3: $out"

@@ -1,7 +1,7 @@
 /* test_dispatch.c - yields and their handlers: spawn (errors, AWAIT, PID),
  * unknown commands and PIDs, sends and bounces, user commands completed
- * from other threads, sleep, terminate, registration, many yields in one
- * step, message order.
+ * from other threads, sleep, terminate, monitors, registration, many
+ * yields in one step, message order.
  *
  * Most tests run a "script" process through sn_call: its method picks a
  * scenario; it emits the scenario's yields, logs every event it gets into
@@ -97,8 +97,9 @@ static const evrec_t *find_ev(int type, uint64_t tag)
 static atomic_int g_victim_cancels;
 static atomic_int g_seen[BOUNCE_N]; /* bounce: per message, consumed + bounced */
 
-enum { C_DONE, C_INC, C_FAIL, C_PID, C_VICTIM, C_EAT, C_ORDER, C_NMODES };
-static const char *const child_methods[C_NMODES] = {"done", "inc", "fail", "pid", "victim", "eat", "order"};
+enum { C_DONE, C_INC, C_FAIL, C_PID, C_VICTIM, C_EAT, C_ORDER, C_VICTIM_FAIL, C_NMODES };
+static const char *const child_methods[C_NMODES] = {"done", "inc",   "fail",       "pid",
+                                                    "victim", "eat", "order", "victim_fail"};
 
 typedef struct child {
     int mode;
@@ -145,13 +146,18 @@ static void child_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
         return;
     }
     case C_VICTIM:
-        if (first) { /* tell the parent who we are, then idle */
+    case C_VICTIM_FAIL: /* the same, but it fails when cancelled */
+        if (first) { /* tell the parent who we are (tag 0 or 9), then idle */
             sn_payload_t *m = sn_payload_pid(sn_ctx_self(ctx));
-            sn_out_send(out, sn_ctx_parent(ctx), 0, &m);
+            sn_out_send(out, sn_ctx_parent(ctx), c->mode == C_VICTIM ? 0 : 9, &m);
         }
         for (size_t i = 0; i < n; i++) {
             if (ev[i].type == SN_EV_CANCEL) {
                 atomic_fetch_add(&g_victim_cancels, 1);
+                if (c->mode == C_VICTIM_FAIL) {
+                    sn_out_fail(out, SN_EPROTO, "victim failed on purpose");
+                    return;
+                }
                 sn_payload_t *r = sn_payload_text("cancelled");
                 sn_out_done(out, &r);
                 return;
@@ -307,11 +313,12 @@ enum {
     S_SPAWN_NOAWAIT,
     S_OVERFLOW,
     S_ORDER,
+    S_MONITOR,
     S_NSCEN
 };
 static const char *const script_methods[S_NSCEN] = {
     "spawn_errors", "unknown_cmd", "send_noproc",   "send_finished", "bounce",   "user_thread",
-    "sleep",        "terminate",   "spawn_await",   "spawn_noawait", "overflow", "order"};
+    "sleep",        "terminate",   "spawn_await",   "spawn_noawait", "overflow", "order", "monitor"};
 
 typedef struct script {
     int scen;
@@ -418,6 +425,13 @@ static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
         sn_out_spawn(out, 4, "child", "done", &p, 0);
         sc->want = 1;
         break;
+    case S_MONITOR: /* two victims to watch, and a PID that never was */
+        sn_out_spawn(out, 1, "child", "victim", NULL, SN_YIELD_AWAIT);
+        sn_out_spawn(out, 3, "child", "victim_fail", NULL, SN_YIELD_AWAIT);
+        sn_out_monitor(out, (sn_pid_t){self.node, UNUSED_SERIAL}, 50);
+        sc->sleep = SN_IDLE;
+        sc->want = 10;
+        break;
     case S_OVERFLOW:
         /* 100 yields in one step: far beyond the 2 inline ones */
         for (uint64_t i = 0; i < 50; i++) {
@@ -446,6 +460,21 @@ static void script_react(script_t *sc, sn_event_t *e, sn_step_out_t *out)
             sc->sleep = SN_IDLE;
         }
         break;
+    case S_MONITOR: {
+        sn_pid_t v;
+        if (e->type == SN_EV_MESSAGE && e->tag == 0 && sn_payload_get_pid(e->data, &v) == 0) {
+            /* three monitors, one dropped again, then the end */
+            sn_out_monitor(out, v, 51);
+            sn_out_monitor(out, v, 52);
+            sn_out_monitor(out, v, 53);
+            sn_out_demonitor(out, v, 52);
+            sn_out_terminate(out, 2, v);
+        } else if (e->type == SN_EV_MESSAGE && e->tag == 9 && sn_payload_get_pid(e->data, &v) == 0) {
+            sn_out_monitor(out, v, 61);
+            sn_out_terminate(out, 4, v);
+        }
+        break;
+    }
     case S_TERMINATE:
         if (e->type == SN_EV_MESSAGE && sn_payload_get_pid(e->data, &sc->peer) == 0) {
             sn_out_terminate(out, 2, sc->peer);
@@ -838,6 +867,39 @@ static void test_spawn_delivers_pid(void **unused)
     assert_int_equal(atomic_load(&g_bad), 0);
 }
 
+/* Monitors (Erlang's): one DOWN per monitor when the process ends, with
+ * its error and reason if it failed; none for a monitor dropped with
+ * demonitor; noproc at once for a PID with no process. DOWN is message-like:
+ * it reaches an IDLE process. */
+static void test_monitor(void **unused)
+{
+    sn_sched_t *s = mk();
+    assert_int_equal(run_script(s, "monitor", NULL), 0);
+    assert_int_equal(g_nlog, 10);
+    const evrec_t *pid_msg = find_ev(SN_EV_MESSAGE, 0), *fail_msg = find_ev(SN_EV_MESSAGE, 9);
+    const evrec_t *none = find_ev(SN_EV_DOWN, 50);
+    assert_int_equal(none->error, SN_ENOPROC);
+    assert_int_equal(none->from.serial, UNUSED_SERIAL);
+    for (uint64_t tag = 51; tag <= 53; tag += 2) {
+        const evrec_t *d = find_ev(SN_EV_DOWN, tag);
+        assert_int_equal(d->error, 0);
+        assert_true(sn_pid_eq(d->from, pid_msg->pid));
+        assert_false(d->has_data);
+    }
+    for (int i = 0; i < g_nlog; i++)
+        assert_false(g_log[i].type == SN_EV_DOWN && g_log[i].tag == 52); /* demonitored */
+    const evrec_t *f = find_ev(SN_EV_DOWN, 61);
+    assert_int_equal(f->error, SN_EPROTO);
+    assert_true(sn_pid_eq(f->from, fail_msg->pid));
+    assert_string_equal(f->text, "victim failed on purpose");
+    assert_int_equal(find_ev(SN_EV_YIELD_COMPLETE, 1)->error, 0);
+    assert_int_equal(find_ev(SN_EV_YIELD_COMPLETE, 3)->error, SN_EPROTO);
+    assert_int_equal(find_ev(SN_EV_YIELD_COMPLETE, 2)->error, 0); /* the terminates */
+    assert_int_equal(find_ev(SN_EV_YIELD_COMPLETE, 4)->error, 0);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
 /* Registration: duplicates give SN_EEXIST (built-in names included),
  * incomplete registrations SN_EINVAL. */
 static void test_duplicate_registration(void **unused)
@@ -919,6 +981,7 @@ int main(void)
         cmocka_unit_test_setup(test_duplicate_registration, reset),
         cmocka_unit_test_setup(test_many_yields_in_one_step, reset),
         cmocka_unit_test_setup(test_message_order, reset),
+        cmocka_unit_test_setup(test_monitor, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

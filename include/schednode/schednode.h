@@ -131,7 +131,12 @@ static inline sn_payload_t *sn_take(sn_payload_t **slot)
 typedef enum sn_event_type {
     SN_EV_YIELD_COMPLETE = 1, /* a yield finished: tag is the yield's tag */
     SN_EV_MESSAGE = 2,        /* a message from `from` */
-    SN_EV_CANCEL = 3          /* please finish: shutdown or terminate */
+    SN_EV_CANCEL = 3,         /* please finish: shutdown or terminate */
+    SN_EV_DOWN = 4            /* a monitored process ended (sn_out_monitor): `from`
+                                 is it, `tag` the monitor's tag, `error` why: 0
+                                 (it finished), its failure code (data: the
+                                 reason), SN_ENOPROC (there was no such process),
+                                 SN_ENODEDOWN (its node went down or left) */
 } sn_event_type_t;
 
 typedef struct sn_event {
@@ -204,6 +209,15 @@ int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char 
 int sn_out_sleep(sn_step_out_t *out, uint64_t tag, uint64_t ms);
 /* Sends SN_EV_CANCEL to `pid`; completes at once (or with SN_ENOPROC). */
 int sn_out_terminate(sn_step_out_t *out, uint64_t tag, sn_pid_t pid);
+/* Monitors `pid`, on this node or another (Erlang's monitor): exactly one
+ * SN_EV_DOWN with `tag` comes when it ends, when its node goes down, or at
+ * once if there is no such process. No completion event; a DOWN is
+ * delivered like a message (it does not end an SN_WAIT). Monitoring twice
+ * gives two DOWNs. */
+int sn_out_monitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag);
+/* Drops the monitor of `pid` made with `tag` (one of them, if several). A
+ * DOWN already on its way may still arrive. */
+int sn_out_demonitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag);
 /* Finish with a result (takes ownership of *result, may be NULL). */
 void sn_out_done(sn_step_out_t *out, sn_payload_t **result);
 /* Fail with an error code and a reason (printf-style). */
@@ -248,12 +262,15 @@ typedef struct sn_type {
 /* ------------------------------------------------------------- scheduler */
 /* Where messages for PIDs of other nodes go, and where idle workers look for
  * remote work. node/sched/ calls these; the relay implements them. */
+enum { SN_RELAY_MONITOR = 100, SN_RELAY_DEMONITOR = 101 };
 typedef struct sn_relay_hooks {
     void *arg;
-    /* Deliver a message to a non-local PID. Takes ownership of *msg on
+    /* Deliver to a non-local PID: `kind` is SN_EV_MESSAGE (a message from
+     * `from`), SN_EV_DOWN (with `error`), SN_RELAY_MONITOR or
+     * SN_RELAY_DEMONITOR (`from` watches `to`). Takes ownership of *msg on
      * success (return 0); on error *msg is left with the caller, which
      * returns it to the sender with the error. */
-    int (*deliver)(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg);
+    int (*deliver)(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, sn_payload_t **msg);
     /* Called by a worker that found no local work, before it parks. Returns
      * how many processes it made Ready here (0 if none). May be NULL. */
     int (*remote_work)(void *arg, sn_sched_t *sched);
@@ -341,6 +358,15 @@ int sn_send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t
                    sn_payload_t **msg);
 /* Sends SN_EV_CANCEL to a local process. 0 or SN_ENOPROC. */
 int sn_cancel(sn_sched_t *sched, sn_pid_t pid);
+/* Monitors `target` on behalf of `watcher` (either may be remote; the
+ * relay calls these for monitors that cross nodes). If target is a local
+ * process that does not exist, the DOWN (noproc) is sent at once. */
+void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
+void sn_demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
+/* Delivers SN_EV_DOWN to `watcher` about `target` (takes *reason, may be
+ * NULL). Returns 0 or SN_ENOPROC (the reason is then freed). */
+int sn_send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,
+                 sn_payload_t **reason);
 
 /* ------------------------------------------------------------- commands */
 /* A yield as a command handler sees it. The handler owns `data`. */

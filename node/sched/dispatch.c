@@ -2,7 +2,7 @@
  *
  * Runs on the worker that ran the step, while it still owns the process
  * (state RUNNING), right after the step returns. Built-in commands (send,
- * spawn, sleep, terminate) are handled here; others go to handlers
+ * spawn, sleep, terminate, monitor, demonitor) are handled here; others go to handlers
  * registered by name. A yield that counts (everything but send and
  * SN_YIELD_NOREPLY built-ins) adds one to p->pending; its completion event
  * takes it off when drained.
@@ -110,6 +110,12 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
             break;
         case SN__CMD_TERMINATE:
             do_terminate(sched, p, y);
+            break;
+        case SN__CMD_MONITOR:
+            sn_monitor(sched, y->target, p->pid, y->tag);
+            break;
+        case SN__CMD_DEMONITOR:
+            sn_demonitor(sched, y->target, p->pid, y->tag);
             break;
         default:
             do_user(sched, p, y, cmd);

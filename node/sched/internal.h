@@ -74,9 +74,21 @@ struct sn_ctx {
     uint8_t awaited;       /* the parent awaits our result */
     uint8_t wait_status;   /* what it slept on (0: step must run) */
     sn__mpsc_t q;          /* producers push, the running worker pops */
+    struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
     alignas(16) unsigned char user[];
 };
 typedef struct sn_ctx sn__proc_t;
+
+/* One watcher of a process (sn_out_monitor). */
+typedef struct sn__monitor {
+    struct sn__monitor *next;
+    sn_pid_t watcher;
+    uint64_t tag;
+} sn__monitor_t;
+
+/* Events a process takes like messages: they neither wake a Blocked
+ * process nor count as wakeups (see the wake protocol in worker.c). */
+static inline bool sn__message_class(uint8_t type) { return type == SN_EV_MESSAGE || type == SN_EV_DOWN; }
 
 /* ---------------------------------------------------------------- queues */
 /* The global FIFO: new submissions from outside the workers, processes
@@ -184,7 +196,15 @@ typedef struct sn__plugin_handle {
 } sn__plugin_handle_t;
 
 /* Built-in command ids. */
-enum { SN__CMD_SEND = 1, SN__CMD_SPAWN = 2, SN__CMD_SLEEP = 3, SN__CMD_TERMINATE = 4, SN__CMD_FIRST_USER = 5 };
+enum {
+    SN__CMD_SEND = 1,
+    SN__CMD_SPAWN = 2,
+    SN__CMD_SLEEP = 3,
+    SN__CMD_TERMINATE = 4,
+    SN__CMD_MONITOR = 5,
+    SN__CMD_DEMONITOR = 6,
+    SN__CMD_FIRST_USER = 7
+};
 
 /* Result waiter for sn_spawn callbacks and sn_call. */
 typedef struct sn__waiter {

@@ -90,6 +90,26 @@ int sn_out_terminate(sn_step_out_t *out, uint64_t tag, sn_pid_t pid)
     return 0;
 }
 
+int sn_out_monitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag)
+{
+    sn_yield_t *y = sn_out_yield(out, SN__CMD_MONITOR, "monitor", tag);
+    if (!y)
+        return SN_ENOMEM;
+    y->target = pid;
+    y->flags = SN_YIELD_NOREPLY;
+    return 0;
+}
+
+int sn_out_demonitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag)
+{
+    sn_yield_t *y = sn_out_yield(out, SN__CMD_DEMONITOR, "demonitor", tag);
+    if (!y)
+        return SN_ENOMEM;
+    y->target = pid;
+    y->flags = SN_YIELD_NOREPLY;
+    return 0;
+}
+
 void sn_out_done(sn_step_out_t *out, sn_payload_t **result)
 {
     out->status = SN_DONE;

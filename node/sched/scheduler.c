@@ -21,7 +21,7 @@ bool sn__wake(sn__proc_t *p, uint8_t event_type)
     uint32_t s = atomic_load_explicit(&p->state, memory_order_seq_cst);
     for (;;) {
         uint32_t st = s & SN__STATE_MASK;
-        if (st == SN__IDLE || (st == SN__BLOCKED && event_type != SN_EV_MESSAGE)) {
+        if (st == SN__IDLE || (st == SN__BLOCKED && !sn__message_class(event_type))) {
             /* acq_rel: we take the process out of its sleep, seeing the
              * writes of the step that put it there */
             if (atomic_compare_exchange_weak_explicit(&p->state, &s, SN__READY, memory_order_seq_cst,
@@ -79,7 +79,7 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node)
      * alive for the push and the wake CAS. The node is not: once pushed,
      * the consumer may pop and free it, so read its type first. */
     uint8_t type = node->type;
-    if (type != SN_EV_MESSAGE) /* seq_cst: before the push (wake protocol) */
+    if (!sn__message_class(type)) /* seq_cst: before the push (wake protocol) */
         atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_seq_cst);
     sn__mpsc_push(&p->q, &node->link);
     bool woke = sn__wake(p, type);
@@ -95,9 +95,9 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
     sn_payload_t *payload = data ? *data : NULL;
     if (to.node != sched->node_id) {
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
-        if (type == SN_EV_MESSAGE && hk && hk->h.deliver) {
-            int rc = hk->h.deliver(hk->h.arg, to, from, tag, data);
-            if (rc == 0)
+        if (sn__message_class(type) && hk && hk->h.deliver) {
+            int rc = hk->h.deliver(hk->h.arg, to, from, tag, type, error, data);
+            if (rc == 0 && type == SN_EV_MESSAGE)
                 count(sched, 2);
             return rc;
         }
@@ -140,6 +140,67 @@ int sn_send_from(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn
         return rc;
     }
     return sn__deliver(sched, to, SN_EV_MESSAGE, 0, tag, from, msg, false);
+}
+
+int sn_send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,
+                 sn_payload_t **reason)
+{
+    int rc = sn__deliver(sched, watcher, SN_EV_DOWN, error, tag, target, reason, false);
+    if (rc != 0 && reason)
+        sn_payload_destroy(reason);
+    return rc;
+}
+
+void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+{
+    int rc = SN_ENOPROC;
+    if (target.node != sched->node_id) {
+        const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+        rc = hk && hk->h.deliver ? hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_MONITOR, 0, NULL)
+                                 : SN_EUNREACHABLE;
+    } else {
+        sn__monitor_t *m = malloc(sizeof *m);
+        if (!m) {
+            rc = SN_ENOMEM;
+        } else {
+            *m = (sn__monitor_t){NULL, watcher, tag};
+            sn__shard_t *s = sn__ptable_shard(&sched->table, target.serial);
+            sn__shard_lock(s);
+            sn__proc_t *p = sn__shard_find(s, target.serial);
+            if (p) { /* in the table: not complete yet, its DOWN will come */
+                m->next = p->monitors;
+                p->monitors = m;
+                rc = 0;
+            }
+            sn__shard_unlock(s);
+            if (rc != 0)
+                free(m);
+        }
+    }
+    if (rc != 0) /* the DOWN at once: no such process, or no way to watch it */
+        sn_send_down(sched, watcher, target, tag, rc, NULL);
+}
+
+void sn_demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+{
+    if (target.node != sched->node_id) {
+        const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+        if (hk && hk->h.deliver)
+            hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_DEMONITOR, 0, NULL);
+        return;
+    }
+    sn__shard_t *s = sn__ptable_shard(&sched->table, target.serial);
+    sn__monitor_t *gone = NULL;
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, target.serial);
+    for (sn__monitor_t **mp = p ? &p->monitors : NULL; mp && *mp; mp = &(*mp)->next)
+        if (sn_pid_eq((*mp)->watcher, watcher) && (*mp)->tag == tag) {
+            gone = *mp;
+            *mp = gone->next;
+            break;
+        }
+    sn__shard_unlock(s);
+    free(gone);
 }
 
 int sn_send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error,
@@ -304,7 +365,21 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     sn__shard_lock(s);
     sn__shard_remove(s, p);
     atomic_store_explicit(&p->state, SN__COMPLETE, memory_order_relaxed);
+    sn__monitor_t *watchers = p->monitors; /* nobody can add one now */
+    p->monitors = NULL;
     sn__shard_unlock(s);
+
+    /* DOWN to every watcher: why it ended, and a copy of the reason */
+    int why = status == SN_DONE ? 0 : (error ? error : SN_EFAILED);
+    while (watchers) {
+        sn__monitor_t *m = watchers;
+        watchers = m->next;
+        sn_payload_t *reason = why && result && *result ? sn_payload_new((*result)->ctype, (*result)->data,
+                                                                         (*result)->len)
+                                                        : NULL;
+        sn_send_down(sched, m->watcher, p->pid, m->tag, why, &reason);
+        free(m);
+    }
 
     /* No producer can reach it now, and every push made under the lock is
      * fully linked: drain what is left. Messages go back to their senders

@@ -355,9 +355,9 @@ static size_t drain(sn__worker_t *w, sn__proc_t *p, uint32_t need)
         w->events[n] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
         if (e->type == SN_EV_YIELD_COMPLETE && e->counted && p->pending > 0)
             p->pending--;
-        if (e->type != SN_EV_MESSAGE)
+        if (!sn__message_class(e->type))
             atomic_fetch_sub_explicit(&p->wakeups, 1, memory_order_relaxed);
-        if (need == SN__IDLE || e->type != SN_EV_MESSAGE)
+        if (need == SN__IDLE || !sn__message_class(e->type))
             have = true;
         if (e->bare)
             free(e);
