@@ -533,6 +533,7 @@ int main(int argc, char **argv)
     if (cmd && !strcmp(cmd, "run") && (argc - optind < 3 || argc - optind > 4))
         die_usage("usage: run TYPE METHOD [ARG]");
     log_node = cfg.node_id;
+    sn_relay_set_log_level(log_level);
 
     /* Signals are taken synchronously by the main thread (sigwait); every
      * thread the scheduler starts inherits this mask. */

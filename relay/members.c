@@ -50,14 +50,14 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
     snprintf(p->public_key, sizeof p->public_key, "%s", key);
     if (r->cert && strlen(key) != 40) {
-        zsys_error("node=%" PRIu32 " node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
+        SNLOG_ERROR("node=%" PRIu32 " node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
                    "cannot be reached",
                    r->node, p->node, endpoint);
         return;
     }
     p->dealer = sn__relay_dealer_to(r, endpoint, key);
     if (!p->dealer)
-        zsys_error("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s", r->node, p->node, endpoint);
+        SNLOG_ERROR("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s", r->node, p->node, endpoint);
 }
 
 /* p restarted as incarnation inc: what its earlier run had not confirmed
@@ -65,7 +65,7 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
 static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
     if (p->incarnation) {
-        zsys_warning("node=%" PRIu32 " node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
+        SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
                      "nodedown, its old PIDs are dead",
                      r->node, p->node, p->endpoint);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
@@ -85,7 +85,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
             return NULL; /* gone before we knew it */
         size_t n = atomic_load_explicit(&r->npeers, memory_order_relaxed);
         if (n == SN_MAX_NODES) {
-            zsys_error("node=%" PRIu32 " cannot add node %" PRIu32 ": the cluster is full (%d nodes)", r->node,
+            SNLOG_ERROR("node=%" PRIu32 " cannot add node %" PRIu32 ": the cluster is full (%d nodes)", r->node,
                        m->node, SN_MAX_NODES);
             return NULL;
         }
@@ -100,7 +100,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
             return NULL;
         /* release: the slot is complete before workers can find it */
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
-        zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
+        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
         r->gossip_due = true;
         return p;
     }
@@ -112,12 +112,12 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         p->last_heard_ns = now;
         set_down(p, m->state == SN_MEMBER_LEFT ? SN_MEMBER_LEFT : SN_MEMBER_UP);
         if (p->state == SN_MEMBER_UP && !first)
-            zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s is a member again, a new run (%s)", r->node, p->node,
+            SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member again, a new run (%s)", r->node, p->node,
                       p->endpoint, how);
     } else if (m->incarnation == p->incarnation && m->state == SN_MEMBER_LEFT && p->state != SN_MEMBER_LEFT) {
         set_down(p, SN_MEMBER_LEFT);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
-        zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node, p->endpoint,
+        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node, p->endpoint,
                   how);
         r->gossip_due = true;
     }
@@ -137,7 +137,7 @@ void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
     p->last_heard_ns = sn__relay_now_ns();
     if (p->state == SN_MEMBER_DOWN) {
         set_down(p, SN_MEMBER_UP);
-        zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
+        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
         r->gossip_due = true;
     }
 }
@@ -166,7 +166,7 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
 static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f,
                    const char *reason)
 {
-    zsys_warning("node=%" PRIu32 " refused node %" PRIu32 " from %s: %s", r->node, f->node, f->endpoint, reason);
+    SNLOG_WARN("node=%" PRIu32 " refused node %" PRIu32 " from %s: %s", r->node, f->node, f->endpoint, reason);
     void *buf;
     size_t len;
     if (sn_codec_encode_refusal(r->node, r->incarnation, SN_EREFUSED, reason, &buf, &len) == 0) {
@@ -245,7 +245,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         for (size_t i = 0; i < f->nmembers; i++)
             if (f->members[i].node != r->node)
                 sn__members_upsert(r, &f->members[i], "welcome");
-        zsys_info("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
+        SNLOG_INFO("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
                   f->node, f->nmembers); /* the seed's view includes us */
         atomic_store_explicit(&r->joined, 1, memory_order_release);
         break;
@@ -262,7 +262,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         if (from_seed && joined == 0) {
             snprintf(r->join_error, sizeof r->join_error, "node %" PRIu32 " refused to let this node in: %s", f->node,
                      f->reason);
-            zsys_error("node=%" PRIu32 " %s", r->node, r->join_error);
+            SNLOG_ERROR("node=%" PRIu32 " %s", r->node, r->join_error);
             /* release: join_error is written before the flag */
             atomic_store_explicit(&r->joined, -1, memory_order_release);
         } else {
@@ -277,7 +277,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         if (p->state != SN_MEMBER_LEFT) {
             set_down(p, SN_MEMBER_LEFT);
             sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
-            zsys_info("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node,
+            SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node,
                       p->endpoint, f->reason);
             r->gossip_due = true;
         }
@@ -361,7 +361,7 @@ static void heartbeats(sn_relay_t *r, uint64_t now)
         peer_t *p = &r->peers[i];
         if (p->state == SN_MEMBER_UP && now - p->last_heard_ns > (uint64_t)r->down_ms * 1000000u) {
             set_down(p, SN_MEMBER_DOWN);
-            zsys_warning("node=%" PRIu32 " node %" PRIu32 " at %s is down: nothing heard for %d ms", r->node,
+            SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " at %s is down: nothing heard for %d ms", r->node,
                          p->node, p->endpoint, r->down_ms);
             sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
         }
@@ -420,7 +420,7 @@ void sn__members_tick(sn_relay_t *r)
     uint64_t now = sn__relay_now_ns();
     int joined = atomic_load_explicit(&r->joined, memory_order_relaxed);
     if (joined == 0 && r->found_by_ns && now >= r->found_by_ns) {
-        zsys_info("node=%" PRIu32 " no other seed answered: starting cluster '%s' (this node is its first seed)",
+        SNLOG_INFO("node=%" PRIu32 " no other seed answered: starting cluster '%s' (this node is its first seed)",
                   r->node, r->cluster);
         atomic_store_explicit(&r->joined, 1, memory_order_release);
         joined = 1;

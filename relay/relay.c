@@ -32,6 +32,10 @@
 #define RCVHWM 1000
 #define FOUND_AFTER_NS 2000000000u /* see found_by_ns */
 
+_Atomic int sn__relay_log_level = 2;
+
+void sn_relay_set_log_level(int level) { atomic_store(&sn__relay_log_level, level); }
+
 uint64_t sn__relay_now_ns(void)
 {
     struct timespec ts;
@@ -106,7 +110,7 @@ void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
         (*quiet)++;
         return;
     }
-    zsys_warning("node=%" PRIu32 " dropped a bad frame from %s %" PRIu32 ": %s (%" PRIu64 " more since last report)",
+    SNLOG_WARN("node=%" PRIu32 " dropped a bad frame from %s %" PRIu32 ": %s (%" PRIu64 " more since last report)",
                  r->node, p ? "peer" : "node", node, why, *quiet);
     *last = now;
     *quiet = 0;
@@ -617,7 +621,7 @@ static void seed_refused(sn_relay_t *r, seed_t *sd)
              !strcmp(why, "key not authorized") ? " (add this node's public certificate to the authorized-keys "
                                                   "directory of the cluster's nodes)"
                                                 : "");
-    zsys_error("node=%" PRIu32 " %s", r->node, r->join_error);
+    SNLOG_ERROR("node=%" PRIu32 " %s", r->node, r->join_error);
     atomic_store_explicit(&r->joined, -1, memory_order_release); /* release: join_error first */
 }
 
@@ -637,7 +641,7 @@ static void router_refused(sn_relay_t *r)
         r->refuse_quiet[kind]++;
         return;
     }
-    zsys_warning("node=%" PRIu32 " refused a connection on %s: %s%s (%" PRIu64 " more since last report)", r->node,
+    SNLOG_WARN("node=%" PRIu32 " refused a connection on %s: %s%s (%" PRIu64 " more since last report)", r->node,
                  ep, why, kind == SN_KEYS_NOT_AUTHORIZED ? ": its key is not in the authorized keys" : "",
                  r->refuse_quiet[kind]);
     r->refuse_log_ns[kind] = now;

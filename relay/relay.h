@@ -59,6 +59,9 @@ int sn_relay_join_wait(sn_relay_t *relay, int timeout_ms, char *err, size_t errl
  * confirm it), then tells every member this node is leaving, so they do not
  * report it as failed. Call after the scheduler has shut down. */
 void sn_relay_leave(sn_relay_t *relay);
+/* What the relay logs (through czmq's zsys): 0 errors, 1 warnings, 2 info
+ * (the default), 3 debug. */
+void sn_relay_set_log_level(int level);
 /* Snapshot of the counters. */
 void sn_relay_stats(sn_relay_t *relay, sn_relay_stats_t *out);
 /* The endpoint actually bound (with the real port if 0 was asked). */

@@ -134,6 +134,18 @@ struct sn_relay {
     _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
 };
 
+/* Logging: czmq's zsys, filtered by the level main sets (one global for
+ * the process; written once at start, read by the I/O thread). */
+extern _Atomic int sn__relay_log_level;
+#define SN_LOG(level, fn, ...)                                                                                     \
+    do {                                                                                                           \
+        if (atomic_load_explicit(&sn__relay_log_level, memory_order_relaxed) >= (level))                          \
+            fn(__VA_ARGS__);                                                                                       \
+    } while (0)
+#define SNLOG_ERROR(...) SN_LOG(0, zsys_error, __VA_ARGS__)
+#define SNLOG_WARN(...) SN_LOG(1, zsys_warning, __VA_ARGS__)
+#define SNLOG_INFO(...) SN_LOG(2, zsys_info, __VA_ARGS__)
+
 uint64_t sn__relay_now_ns(void);
 /* The peer with this node id, or NULL (any thread). */
 peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node);
