@@ -250,6 +250,8 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         atomic_store_explicit(&r->joined, 1, memory_order_release);
         break;
     case SN_FRAME_MEMBERS:
+        if (!p && joined == 0)
+            break; /* the seed's gossip overtook its Welcome (another connection): the Welcome has it all */
         if (!p) {
             sn__relay_bad(r, "gossip from a node that is not a member", f->node);
             break;
