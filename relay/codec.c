@@ -198,6 +198,8 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
 {
     if (ns->state > SCHEDNODE__MEMBER__STATE__LEFT)
         return SN_EPROTO;
+    if (ns->endpoint && *ns->endpoint && !sn_wire_endpoint_ok(ns->endpoint))
+        return SN_EPROTO;
     *st = (sn_wire_stats_t){.node = ns->node,
                             .workers = ns->workers,
                             .idle_workers = ns->idle_workers,
@@ -517,9 +519,18 @@ static int decode_reply(const Schednode__ClientReply *r, sn_wire_reply_t *out)
     return rc;
 }
 
+bool sn_wire_endpoint_ok(const char *ep)
+{
+    if (!ep || strncmp(ep, "tcp://", 6) != 0 || strlen(ep) >= SN_WIRE_ENDPOINT_MAX)
+        return false;
+    /* host names, IPv4/IPv6 addresses, ports, wildcards: nothing that
+     * needs quoting in a log line or in `status --json` */
+    return strspn(ep + 6, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:-_[]*%") == strlen(ep + 6);
+}
+
 static int decode_hello(const Schednode__Hello *h, sn_frame_t *out)
 {
-    if (!h || !h->endpoint || strlen(h->endpoint) >= SN_WIRE_ENDPOINT_MAX || strncmp(h->endpoint, "tcp://", 6) != 0)
+    if (!h || !sn_wire_endpoint_ok(h->endpoint))
         return SN_EPROTO;
     if (copy_str(out->public_key, sizeof out->public_key, h->public_key) != 0)
         return SN_EPROTO;
@@ -540,7 +551,7 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
         const Schednode__Member *m = ms[i];
         sn_wire_member_t *w = &out->members[i];
         if (!m || m->node == 0 || m->state > SCHEDNODE__MEMBER__STATE__LEFT ||
-            copy_str(w->endpoint, sizeof w->endpoint, m->endpoint) != 0 || strncmp(w->endpoint, "tcp://", 6) != 0 ||
+            copy_str(w->endpoint, sizeof w->endpoint, m->endpoint) != 0 || !sn_wire_endpoint_ok(w->endpoint) ||
             copy_str(w->public_key, sizeof w->public_key, m->public_key) != 0)
             return SN_EPROTO;
         w->node = m->node;

@@ -5,6 +5,7 @@
 #ifndef SN_CODEC_H
 #define SN_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,6 +67,9 @@ typedef struct sn_wire_request {
 /* Member states (Member.State). */
 enum { SN_MEMBER_UP = 0, SN_MEMBER_SUSPECT = 1, SN_MEMBER_DOWN = 2, SN_MEMBER_LEFT = 3 };
 #define SN_WIRE_ENDPOINT_MAX 256 /* bytes, with the terminating NUL */
+
+/* Is ep a tcp:// endpoint made only of characters an address can hold? */
+bool sn_wire_endpoint_ok(const char *ep);
 
 /* A member of the cluster, as gossiped. */
 typedef struct sn_wire_member {

@@ -836,6 +836,10 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
                               "tcp://HOST:PORT", r->endpoint);
         goto fail;
     }
+    if (!sn_wire_endpoint_ok(adv)) {
+        snprintf(err, errlen, "'%s' is not an address other nodes can dial (tcp://HOST:PORT)", adv);
+        goto fail;
+    }
     snprintf(r->advertise, sizeof r->advertise, "%s", adv);
     for (size_t i = 0; i < cfg->npeers; i++) {
         if (cfg->peers[i].node == r->node || find_peer(r, cfg->peers[i].node)) {

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,12 +168,43 @@ static void hostile_frames_are_refused(void **st)
     sn_payload_destroy(&p);
 }
 
+/* Membership frames: a view survives a round trip; a member whose
+ * endpoint is not an address (quotes, no tcp://) spoils the whole frame. */
+static void members_roundtrip_and_bad_endpoints(void **st)
+{
+    (void)st;
+    sn_wire_member_t m[2] = {{1, SN_MEMBER_UP, 11, 1000, "tcp://127.0.0.1:7001", ""},
+                             {2, SN_MEMBER_LEFT, 22, 2000, "tcp://[::1]:7002", ""}};
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_members(1, 11, 0, m, 2, &buf, &len), 0);
+    sn_frame_t f;
+    assert_int_equal(sn_codec_decode(buf, len, 0, &f, NULL), 0);
+    assert_int_equal(f.kind, SN_FRAME_MEMBERS);
+    assert_int_equal(f.nmembers, 2);
+    assert_int_equal(f.members[1].node, 2);
+    assert_int_equal(f.members[1].state, SN_MEMBER_LEFT);
+    assert_int_equal(f.members[1].incarnation, 22);
+    assert_int_equal(f.members[1].first_serial, 2000);
+    assert_string_equal(f.members[1].endpoint, "tcp://[::1]:7002");
+    sn_frame_clear(&f);
+    free(buf);
+    const char *bad_eps[] = {"tcp://a\"b:1", "udp://h:1", "tcp://h:1 x", ""};
+    for (size_t i = 0; i < sizeof bad_eps / sizeof bad_eps[0]; i++) {
+        snprintf(m[1].endpoint, sizeof m[1].endpoint, "%s", bad_eps[i]);
+        assert_int_equal(sn_codec_encode_members(1, 11, 1, m, 2, &buf, &len), 0);
+        expect_refused(buf, len, 0, "bad member list");
+        free(buf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(roundtrip_batch_in_order),
         cmocka_unit_test(encode_refuses_nonsense),
         cmocka_unit_test(hostile_frames_are_refused),
+        cmocka_unit_test(members_roundtrip_and_bad_endpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
