@@ -81,33 +81,30 @@ int sn_out_sleep(sn_step_out_t *out, uint64_t tag, uint64_t ms)
     return 0;
 }
 
-int sn_out_terminate(sn_step_out_t *out, uint64_t tag, sn_pid_t pid)
+/* A built-in yield addressed to one process. */
+static int to_pid(sn_step_out_t *out, uint32_t cmd, const char *name, uint64_t tag, sn_pid_t pid, uint32_t flags)
 {
-    sn_yield_t *y = sn_out_yield(out, SN__CMD_TERMINATE, "terminate", tag);
+    sn_yield_t *y = sn_out_yield(out, cmd, name, tag);
     if (!y)
         return SN_ENOMEM;
     y->target = pid;
+    y->flags = flags;
     return 0;
+}
+
+int sn_out_terminate(sn_step_out_t *out, uint64_t tag, sn_pid_t pid)
+{
+    return to_pid(out, SN__CMD_TERMINATE, "terminate", tag, pid, 0);
 }
 
 int sn_out_monitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag)
 {
-    sn_yield_t *y = sn_out_yield(out, SN__CMD_MONITOR, "monitor", tag);
-    if (!y)
-        return SN_ENOMEM;
-    y->target = pid;
-    y->flags = SN_YIELD_NOREPLY;
-    return 0;
+    return to_pid(out, SN__CMD_MONITOR, "monitor", tag, pid, SN_YIELD_NOREPLY);
 }
 
 int sn_out_demonitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag)
 {
-    sn_yield_t *y = sn_out_yield(out, SN__CMD_DEMONITOR, "demonitor", tag);
-    if (!y)
-        return SN_ENOMEM;
-    y->target = pid;
-    y->flags = SN_YIELD_NOREPLY;
-    return 0;
+    return to_pid(out, SN__CMD_DEMONITOR, "demonitor", tag, pid, SN_YIELD_NOREPLY);
 }
 
 void sn_out_done(sn_step_out_t *out, sn_payload_t **result)
