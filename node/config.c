@@ -141,6 +141,11 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
         if (number(c, path, nth, v, 1, UINT32_MAX, &n))
             return -1;
         o->node_id = (uint32_t)n;
+    } else if (!strcmp(key, "name")) {
+        if (!*v || strlen(v) > 32 || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                                         strlen(v))
+            return fail(c, path, nth, "'%s': a name has 1 to 32 letters, digits, '.', '_' or '-'", v);
+        o->name = v;
     } else if (!strcmp(key, "workers")) {
         if (number(c, path, nth, v, 1, 1024, &n))
             return -1;
@@ -165,8 +170,8 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
             return fail(c, path, nth, "'%s' is not one of error, warn, info, debug", v);
         o->log_level = v;
     } else {
-        return fail(c, path, nth, "unknown key (node takes id, workers, listen, advertise, plugin, "
-                                  "shutdown-timeout-ms, log-level)");
+        return fail(c, path, nth, "unknown key (node takes id, name, workers, listen, advertise, "
+                                  "plugin, shutdown-timeout-ms, log-level)");
     }
     return 0;
 }

@@ -13,6 +13,7 @@ typedef struct sn_node_config {
     uint32_t node_id;
     int workers;
     int shutdown_ms; /* -1: not set */
+    const char *name; /* shown in every log line */
     const char *listen, *advertise, *cluster, *log_level;
     const char *cert, *authorized; /* paths made absolute against the file's directory */
     int insecure;                  /* -1: not set, else 0 or 1 */

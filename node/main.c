@@ -538,7 +538,9 @@ int main(int argc, char **argv)
     /* Signals are taken synchronously by the main thread (sigwait); every
      * thread the scheduler starts inherits this mask. */
     zsys_init();
-    zsys_set_logident("schednode");
+    char ident[64];
+    snprintf(ident, sizeof ident, "schednode%s%s", config_file.name ? " " : "", config_file.name ? config_file.name : "");
+    zsys_set_logident(ident);
     zsys_set_logstream(stderr); /* logs to stderr; stdout carries results */
     sigset_t sigs;
     sigemptyset(&sigs);

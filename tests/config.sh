@@ -26,6 +26,8 @@ up_count() { status "$1" | jq '[.nodes[] | select(.state == "up")] | length'; }
 pids+=($!); n1=$!
 wait_for 100 grep -q "starting cluster 'example'" "$dir/n1.log" &&
   ok "the first seed, alone, starts the cluster" || bad "no start log"
+grep -q "(schednode n1) .* node=1 listening" "$dir/n1.log" && ok "node/name and the id are in every log line" ||
+  bad "name not logged: $(head -1 "$dir/n1.log")"
 (cd "$dir" && exec "$SN" --config ex/n2.cfg --workers 1 >"$dir/n2.log" 2>&1) &
 pids+=($!); n2=$!
 (cd "$dir" && exec "$SN" --config ex/n3.cfg >"$dir/n3.log" 2>&1) &
