@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "schednode/schednode.h"
+#include "sn_node.h"
 
 #define SN_WIRE_VERSION 1u
 /* Default cap on one frame; larger frames are dropped before decoding. */

@@ -13,6 +13,7 @@
 
 #include "keys.h"
 #include "schednode/schednode.h"
+#include "sn_node.h"
 
 typedef struct sn_peer_config {
     uint32_t node;

@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang
       libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
-      libsodium-dev libcmocka-dev jq)
+      libsodium-dev libcmocka-dev jq man-db)
 
 missing=()
 for p in "${pkgs[@]}"; do

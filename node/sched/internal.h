@@ -13,6 +13,7 @@
 #include "deque.h"
 #include "mpsc.h"
 #include "schednode/schednode.h"
+#include "sn_node.h"
 
 /* ---------------------------------------------------------------- events */
 /* An event in a process's queue. A payload is allocated with one of these
