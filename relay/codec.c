@@ -80,19 +80,19 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
         return SN_EINVAL;
     size_t bytes = 0;
     bool kinds_needed = false, errors_needed = false;
+    bool homes_differ = false;
     for (size_t i = 0; i < n; i++) {
-        if (sends[i].to.node != sends[0].to.node)
-            return SN_EINVAL; /* a batch goes to one node */
+        homes_differ |= sends[i].to.node != sends[0].to.node;
         if (wire_kind(sends[i].kind) < 0)
             return SN_EINVAL;
         kinds_needed |= sends[i].kind != SN_EV_MESSAGE;
         errors_needed |= sends[i].error != 0;
         bytes += sends[i].payload ? sends[i].payload->len : 0;
     }
-    /* The columns in one allocation: the three 8-byte ones first, then five
+    /* The columns in one allocation: the three 8-byte ones first, then six
      * 4-byte ones, then the payload bytes. */
     _Static_assert(sizeof(Schednode__SendKind) == 4, "enum column width");
-    size_t n64 = 3, n32 = 5;
+    size_t n64 = 3, n32 = 6;
     uint8_t *mem = malloc(n * (n64 * 8 + n32 * 4) + (bytes ? bytes : 1));
     if (!mem)
         return SN_ENOMEM;
@@ -100,10 +100,12 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
     uint32_t *from_node = (uint32_t *)(tag + n), *ctype = from_node + n, *size = ctype + n;
     int32_t *error = (int32_t *)(size + n);
     Schednode__SendKind *kind = (Schednode__SendKind *)(error + n);
-    uint8_t *data = (uint8_t *)(kind + n), *d = data;
+    uint32_t *to_nodes = (uint32_t *)(kind + n);
+    uint8_t *data = (uint8_t *)(to_nodes + n), *d = data;
     for (size_t i = 0; i < n; i++) {
         const sn_wire_send_t *w = &sends[i];
         to_serial[i] = w->to.serial;
+        to_nodes[i] = w->to.node;
         from_node[i] = w->from.node;
         from_serial[i] = w->from.serial;
         tag[i] = w->tag;
@@ -131,6 +133,8 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
     batch.n_kind = kinds_needed ? n : 0;
     batch.kind = kind;
     batch.n_error = errors_needed ? n : 0;
+    batch.n_to_nodes = homes_differ ? n : 0;
+    batch.to_nodes = to_nodes;
     batch.error = error;
     batch.data.len = bytes;
     batch.data.data = data;
@@ -428,7 +432,8 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
 {
     size_t n = b ? b->n_to_serial : 0;
     if (n == 0 || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n ||
-        b->n_size != n || (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n))
+        b->n_size != n || (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n) ||
+        (b->n_to_nodes != 0 && b->n_to_nodes != n))
         return SN_EPROTO;
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
@@ -447,7 +452,7 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
     for (size_t i = 0; i < n; i++) {
         sn_wire_send_t *w = &out->sends[i];
         out->nsends = i + 1; /* so sn_frame_clear frees what we made */
-        w->to = (sn_pid_t){b->to_node, b->to_serial[i]};
+        w->to = (sn_pid_t){b->n_to_nodes ? b->to_nodes[i] : b->to_node, b->to_serial[i]};
         w->from = (sn_pid_t){b->from_node[i], b->from_serial[i]};
         w->tag = b->tag[i];
         w->kind = (uint8_t)(b->n_kind ? event_kind((int)b->kind[i]) : SN_EV_MESSAGE);

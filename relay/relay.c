@@ -75,21 +75,22 @@ static void enqueue(sn_relay_t *r, item_t *it)
     }
 }
 
-static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
+static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
                          sn_payload_t **msg)
 {
     sn_relay_t *r = arg;
-    peer_t *p = find_peer(r, to.node);
+    peer_t *p = find_peer(r, via ? via : to.node);
     if (!p)
         return SN_EUNREACHABLE;
     if (atomic_load_explicit(&p->down, memory_order_acquire))
         return SN_ENODEDOWN;
-    if (to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed))
+    if (!via && to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed))
         return SN_ENOPROC; /* a process of an earlier run of that node */
     item_t *it = malloc(sizeof *it);
     if (!it)
         return SN_ENOMEM;
     it->kind = ITEM_SEND;
+    it->dest = via ? via : to.node;
     it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL};
     enqueue(r, it);
     return 0;
@@ -253,26 +254,27 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error)
     p->bytes = 0;
 }
 
-void sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
+bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
 {
     if (!on) {
         for (size_t i = 0; i < p->nwatch; i++)
             if (sn_pid_eq(p->watch[i].target, target) && sn_pid_eq(p->watch[i].watcher, watcher) &&
                 p->watch[i].tag == tag) {
                 p->watch[i] = p->watch[--p->nwatch];
-                return;
+                return true;
             }
-        return;
+        return false;
     }
     if (p->nwatch == p->capwatch) {
         size_t cap = p->capwatch ? p->capwatch * 2 : 16;
         watch_t *w = realloc(p->watch, cap * sizeof *w);
         if (!w)
-            return; /* out of memory: its node's failure will not be reported to this watcher */
+            return false; /* out of memory: its node's failure will not be reported to this watcher */
         p->watch = w;
         p->capwatch = cap;
     }
     p->watch[p->nwatch++] = (watch_t){target, watcher, tag};
+    return true;
 }
 
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
@@ -335,12 +337,13 @@ static bool drain(sn_relay_t *r)
             free_item(it);
             continue;
         }
-        peer_t *p = find_peer(r, it->s.to.node);
+        peer_t *p = find_peer(r, it->dest);
         int err = !p ? SN_EUNREACHABLE
-                  : atomic_load_explicit(&p->down, memory_order_relaxed)
-                      ? SN_ENODEDOWN
-                      : (it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed) ? SN_ENOPROC
-                                                                                                        : 0);
+                  : atomic_load_explicit(&p->down, memory_order_relaxed)                 ? SN_ENODEDOWN
+                  : it->dest == it->s.to.node &&
+                          it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed)
+                      ? SN_ENOPROC
+                      : 0;
         if (err) {
             if (it->s.kind == SN_RELAY_MONITOR) /* the watcher learns at once */
                 sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
@@ -362,25 +365,27 @@ static bool drain(sn_relay_t *r)
 static void inbound_send(sn_relay_t *r, sn_wire_send_t *s, const unsigned char *ident, size_t ident_len)
 {
     add(&r->msgs_in, 1);
-    if (s->to.node != r->node) {
-        bad(r, "send for a PID of another node", s->from.node);
-        return;
-    }
     int rc = 0;
     switch (s->kind) {
-    case SN_EV_MESSAGE:
-        rc = sn_send_from(r->sched, s->to, s->from, s->tag, &s->payload);
+    case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
+        rc = sn_deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
         break;
     case SN_EV_YIELD_COMPLETE: /* our earlier send, returned with an error */
-        sn_send_failed(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
+        if (sn_send_failed(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0 && s->to.node != r->node)
+            /* a sender of another node whose message we forwarded: on to it */
+            relay_deliver(r, s->to, s->from, s->tag, SN_EV_YIELD_COMPLETE, s->error, 0, &s->payload);
+        sn_payload_destroy(&s->payload);
         return;
     case SN_EV_CANCEL:
         sn_cancel(r->sched, s->to);
         return;
     case SN_EV_DOWN: { /* a process there that one here watched has ended */
-        peer_t *p = find_peer(r, s->from.node);
-        if (p)
-            sn__watch(p, s->from, s->to, s->tag, false);
+        /* the record is under the node the monitor went to: its home, or
+         * the node it had moved to */
+        size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+        for (size_t i = 0; i < np; i++)
+            if (sn__watch(&r->peers[i], s->from, s->to, s->tag, false))
+                break;
         sn_send_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
         return;
     }
@@ -395,17 +400,11 @@ static void inbound_send(sn_relay_t *r, sn_wire_send_t *s, const unsigned char *
     }
     if (rc == 0)
         return;
-    /* Undeliverable here: back to the sender's node, payload included. */
+    /* Undeliverable here: back to the sender's node, payload included (on
+     * our outbound connection, in order with everything else we send it) */
     add(&r->bounced, 1);
-    sn_wire_send_t back = {s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, rc, s->payload};
-    void *buf;
-    size_t len;
-    if (sn_codec_encode_sends(r->node, r->incarnation, 0, &back, 1, &buf, &len) == 0) {
-        void *router = zsock_resolve(r->router);
-        if (ident && zmq_send(router, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-            zmq_send(router, buf, len, ZMQ_DONTWAIT);
-        free(buf);
-    }
+    if (!sn_pid_is_none(s->from))
+        relay_deliver(r, s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, rc, 0, &s->payload);
     sn_payload_destroy(&s->payload);
 }
 

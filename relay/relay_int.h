@@ -35,6 +35,7 @@ enum { ITEM_SEND, ITEM_REPLY };
 typedef struct item {
     sn__mpsc_node_t link;
     int kind;
+    uint32_t dest;    /* ITEM_SEND: the peer it goes to (home node, or where it moved) */
     sn_wire_send_t s; /* ITEM_SEND */
 } item_t;
 
@@ -160,8 +161,9 @@ void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_le
 /* A DEALER to endpoint with the relay's limits (a CurveZMQ client of
  * server_key when the node is secure), or NULL. */
 zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key);
-/* Records (on) or drops a remote monitor of target (on p) by watcher. */
-void sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
+/* Records (on) or drops a remote monitor of target (on p) by watcher;
+ * false if there was none to drop (or no memory to record it). */
+bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation);
 

@@ -21,7 +21,8 @@ static void roundtrip_batch_in_order(void **st)
     enum { N = 1000 };
     sn_wire_send_t *in = calloc(N, sizeof *in);
     for (int i = 0; i < N; i++) {
-        in[i] = (sn_wire_send_t){{2, 100 + (uint64_t)i}, {1, 7}, (uint64_t)i * 3, SN_EV_MESSAGE, 0, NULL};
+        /* mostly PIDs of node 2; every fifth one of node 3 (a process that moved) */
+        in[i] = (sn_wire_send_t){{i % 5 ? 2 : 3, 100 + (uint64_t)i}, {1, 7}, (uint64_t)i * 3, SN_EV_MESSAGE, 0, NULL};
         if (i % 3 == 0)
             in[i].payload = sn_payload_printf(SN_CT_TEXT, "message %d", i);
         if (i % 7 == 0) {

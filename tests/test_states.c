@@ -44,7 +44,7 @@ static int proc_state(sn_sched_t *s, sn_pid_t pid)
 {
     sn__shard_t *sh = sn__ptable_shard(&s->table, pid.serial);
     sn__shard_lock(sh);
-    sn__proc_t *p = sn__shard_find(sh, pid.serial);
+    sn__proc_t *p = sn__shard_find(sh, pid);
     int st = p ? (int)(atomic_load(&p->state) & SN__STATE_MASK) : -1;
     sn__shard_unlock(sh);
     return st;

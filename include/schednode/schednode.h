@@ -298,6 +298,8 @@ typedef struct sn_stats {
     uint64_t blocked;      /* processes waiting for a yield to complete */
     uint64_t idle;         /* the other live processes: waiting for a message (or running) */
     uint32_t idle_workers; /* workers asleep */
+    uint64_t migrated_in;  /* processes that moved here from other nodes */
+    uint64_t migrated_out; /* processes that moved from here to other nodes */
 } sn_stats_t;
 /* Snapshot of the counters (relaxed reads: consistent enough to print). */
 void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out);

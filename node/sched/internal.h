@@ -47,7 +47,8 @@ enum {
     SN__RUNNING = 2,  /* owned by the worker running it */
     SN__IDLE = 3,     /* waiting for any event */
     SN__BLOCKED = 4,  /* waiting for a yield completion or cancel */
-    SN__COMPLETE = 5  /* finished; out of the PID table */
+    SN__COMPLETE = 5, /* finished; out of the PID table */
+    SN__MIGRATING = 6 /* frozen for a handover to another node (migrate.c) */
 };
 #define SN__STATE_MASK 0x0fu
 /* Set by a producer whose event arrived while the process was RUNNING; the
@@ -129,7 +130,10 @@ sn__shard_t *sn__ptable_shard(sn__ptable_t *t, uint64_t serial);
 void sn__shard_lock(sn__shard_t *s);
 void sn__shard_unlock(sn__shard_t *s);
 /* With the shard locked: */
-sn__proc_t *sn__shard_find(sn__shard_t *s, uint64_t serial);
+/* The process with this PID (its home node may be another: a process can
+ * have moved here), or NULL. Caller holds the shard lock. */
+sn__proc_t *sn__shard_find(sn__shard_t *s, sn_pid_t pid);
+#define sn__shard_find_pid sn__shard_find
 int sn__shard_insert(sn__shard_t *s, sn__proc_t *p);
 void sn__shard_remove(sn__shard_t *s, sn__proc_t *p);
 
@@ -196,6 +200,24 @@ typedef struct sn__plugin_handle {
     struct sn__plugin_handle *next;
 } sn__plugin_handle_t;
 
+/* Forwarding entries: processes that moved from here to another node
+ * (migrate.c). A mutex-guarded open-addressing map; `any` lets the common
+ * path (nothing ever moved) skip the lock. */
+typedef struct sn__fwd_entry {
+    sn_pid_t pid;
+    uint32_t node; /* 0: empty slot */
+} sn__fwd_entry_t;
+
+typedef struct sn__fwd {
+    pthread_mutex_t mu;
+    sn__fwd_entry_t *entries; /* guarded by mu */
+    size_t cap, count;        /* guarded by mu */
+    _Atomic int any;          /* set (release) once the first entry is in */
+} sn__fwd_t;
+
+/* The node a process moved to from here, or 0. */
+uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid);
+
 /* Built-in command ids. */
 enum {
     SN__CMD_SEND = 1,
@@ -249,6 +271,8 @@ struct sn_sched {
      * -1 by the CAS that takes it out; relaxed, so it may read one off
      * (even -1) for an instant: a display figure, never a decision */
     _Atomic int64_t nblocked;
+    sn__fwd_t fwd;
+    _Atomic uint64_t migrated_in, migrated_out;
 
     /* registries: copy-on-write arrays published with release stores;
      * retired arrays are freed with the scheduler */

@@ -113,10 +113,10 @@ static inline size_t bucket(const sn__shard_t *s, uint64_t serial)
     return (size_t)mix(serial) & (s->nbuckets - 1);
 }
 
-sn__proc_t *sn__shard_find(sn__shard_t *s, uint64_t serial)
+sn__proc_t *sn__shard_find(sn__shard_t *s, sn_pid_t pid)
 {
-    for (sn__proc_t *p = s->buckets[bucket(s, serial)]; p; p = p->hnext)
-        if (p->pid.serial == serial)
+    for (sn__proc_t *p = s->buckets[bucket(s, pid.serial)]; p; p = p->hnext)
+        if (p->pid.serial == pid.serial && p->pid.node == pid.node)
             return p;
     return NULL;
 }

@@ -70,7 +70,7 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
     sn__shard_lock(s);
-    sn__proc_t *p = sn__shard_find(s, to.serial);
+    sn__proc_t *p = sn__shard_find(s, to);
     if (!p) {
         sn__shard_unlock(s);
         return SN_ENOPROC;
@@ -89,29 +89,38 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node)
     return 0;
 }
 
-int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
-                sn_payload_t **data, bool counted)
+/* Posts an event to `to`: here if it lives here, else (messages and DOWNs,
+ * with a relay) to the node it moved to from here, else to its home node
+ * unless `inbound` (it came from another node for a process that should be
+ * here: sending it home again could loop; it is noproc). */
+static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
+                   sn_payload_t **data, bool counted, bool inbound)
 {
     sn_payload_t *payload = data ? *data : NULL;
-    if (to.node != sched->node_id) {
-        const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
-        if (sn__message_class(type) && hk && hk->h.deliver) {
-            int rc = hk->h.deliver(hk->h.arg, to, from, tag, type, error, data);
+    const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+    bool relay = sn__message_class(type) && hk && hk->h.deliver;
+    /* With no relay no process can have moved here: a PID of another node
+     * is not local, and the table need not be asked. */
+    int rc = SN_ENOPROC;
+    if (to.node == sched->node_id || relay) {
+        sn__evnode_t *n = sn__evnode_make(type, error, tag, from, payload, counted);
+        if (!n)
+            return SN_ENOMEM;
+        rc = sn__post_local(sched, to, n);
+        if (rc != 0 && !payload)
+            free(n);
+    }
+    if (rc == SN_ENOPROC && relay) {
+        /* not here: moved away from here, or living on its home node */
+        uint32_t via = sn__forward_of(sched, to);
+        if (via || (to.node != sched->node_id && !inbound)) {
+            rc = hk->h.deliver(hk->h.arg, to, from, tag, type, error, via, data);
             if (rc == 0 && type == SN_EV_MESSAGE)
                 count(sched, 2);
             return rc;
         }
-        if (type == SN_EV_MESSAGE)
-            count(sched, 1);
-        return SN_ENOPROC;
     }
-    sn__evnode_t *n = sn__evnode_make(type, error, tag, from, payload, counted);
-    if (!n)
-        return SN_ENOMEM;
-    int rc = sn__post_local(sched, to, n);
     if (rc != 0) {
-        if (!payload)
-            free(n);
         if (type == SN_EV_MESSAGE)
             count(sched, 1);
         return rc;
@@ -121,6 +130,26 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
     if (data)
         *data = NULL;
     return 0;
+}
+
+int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
+                sn_payload_t **data, bool counted)
+{
+    return deliver(sched, to, type, error, tag, from, data, counted, false);
+}
+
+int sn_deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
+                       sn_payload_t **data)
+{
+    if (kind == SN_EV_MESSAGE && (!data || !*data)) { /* an empty message is still a message */
+        sn_payload_t *empty = sn_payload_new(SN_CT_BYTES, NULL, 0);
+        if (!empty)
+            return SN_ENOMEM;
+        int rc = deliver(sched, to, (uint8_t)kind, error, tag, from, &empty, false, true);
+        sn_payload_destroy(&empty);
+        return rc;
+    }
+    return deliver(sched, to, (uint8_t)kind, error, tag, from, data, false, true);
 }
 
 int sn_send(sn_sched_t *sched, sn_pid_t to, sn_payload_t **msg)
@@ -156,7 +185,7 @@ void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t t
     int rc = SN_ENOPROC;
     if (target.node != sched->node_id) {
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
-        rc = hk && hk->h.deliver ? hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_MONITOR, 0, NULL)
+        rc = hk && hk->h.deliver ? hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_MONITOR, 0, 0, NULL)
                                  : SN_EUNREACHABLE;
     } else {
         sn__monitor_t *m = malloc(sizeof *m);
@@ -166,7 +195,7 @@ void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t t
             *m = (sn__monitor_t){NULL, watcher, tag};
             sn__shard_t *s = sn__ptable_shard(&sched->table, target.serial);
             sn__shard_lock(s);
-            sn__proc_t *p = sn__shard_find(s, target.serial);
+            sn__proc_t *p = sn__shard_find(s, target);
             if (p) { /* in the table: not complete yet, its DOWN will come */
                 m->next = p->monitors;
                 p->monitors = m;
@@ -176,6 +205,10 @@ void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t t
             if (rc != 0)
                 free(m);
         }
+        uint32_t via = rc == SN_ENOPROC ? sn__forward_of(sched, target) : 0;
+        const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+        if (via && hk && hk->h.deliver) /* it moved on from here: so does the monitor */
+            rc = hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_MONITOR, 0, via, NULL);
     }
     if (rc != 0) /* the DOWN at once: no such process, or no way to watch it */
         sn_send_down(sched, watcher, target, tag, rc, NULL);
@@ -186,13 +219,13 @@ void sn_demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t
     if (target.node != sched->node_id) {
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
         if (hk && hk->h.deliver)
-            hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_DEMONITOR, 0, NULL);
+            hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_DEMONITOR, 0, 0, NULL);
         return;
     }
     sn__shard_t *s = sn__ptable_shard(&sched->table, target.serial);
     sn__monitor_t *gone = NULL;
     sn__shard_lock(s);
-    sn__proc_t *p = sn__shard_find(s, target.serial);
+    sn__proc_t *p = sn__shard_find(s, target);
     for (sn__monitor_t **mp = p ? &p->monitors : NULL; mp && *mp; mp = &(*mp)->next)
         if (sn_pid_eq((*mp)->watcher, watcher) && (*mp)->tag == tag) {
             gone = *mp;
@@ -566,7 +599,11 @@ void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out)
     out->messages += ld(&sched->ext_messages);
     out->noproc += ld(&sched->ext_noproc);
     out->remote_out += ld(&sched->ext_remote_out);
-    out->live = out->spawned >= out->completed ? out->spawned - out->completed : 0;
+    uint64_t in = atomic_load_explicit(&sched->migrated_in, memory_order_relaxed),
+             gone = atomic_load_explicit(&sched->migrated_out, memory_order_relaxed);
+    out->migrated_in = in;
+    out->migrated_out = gone;
+    out->live = out->spawned + in >= out->completed + gone ? out->spawned + in - out->completed - gone : 0;
     for (int i = 0; i < sched->nworkers; i++) {
         int64_t n = sn__deque_size(&sched->workers[i].deque);
         out->ready += n > 0 ? (uint64_t)n : 0;
@@ -617,6 +654,7 @@ sn_sched_t *sn_sched_new(const sn_sched_config_t *config)
     pthread_mutex_init(&sched->park_mu, NULL);
     pthread_cond_init(&sched->park_cv, NULL);
     pthread_mutex_init(&sched->reg_mu, NULL);
+    pthread_mutex_init(&sched->fwd.mu, NULL);
     if (sn__gqueue_init(&sched->global) != 0 || sn__ptable_init(&sched->table) != 0)
         goto fail;
     sched->workers = aligned_alloc(64, sizeof(sn__worker_t) * (size_t)cfg.workers);
@@ -769,6 +807,8 @@ void sn_sched_destroy(sn_sched_t **self_p)
     pthread_mutex_destroy(&sched->park_mu);
     pthread_cond_destroy(&sched->park_cv);
     pthread_mutex_destroy(&sched->reg_mu);
+    pthread_mutex_destroy(&sched->fwd.mu);
+    free(sched->fwd.entries);
     free(sched);
     *self_p = NULL;
 }

@@ -13,12 +13,14 @@
 enum { SN_RELAY_MONITOR = 100, SN_RELAY_DEMONITOR = 101 };
 typedef struct sn_relay_hooks {
     void *arg;
-    /* Deliver to a non-local PID: `kind` is SN_EV_MESSAGE (a message from
+    /* Deliver to a non-local PID, through node `via` (the node it moved to
+     * from here) or, if via is 0, its home node: `kind` is SN_EV_MESSAGE (a message from
      * `from`), SN_EV_DOWN (with `error`), SN_RELAY_MONITOR or
      * SN_RELAY_DEMONITOR (`from` watches `to`). Takes ownership of *msg on
      * success (return 0); on error *msg is left with the caller, which
      * returns it to the sender with the error. */
-    int (*deliver)(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, sn_payload_t **msg);
+    int (*deliver)(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
+                   sn_payload_t **msg);
     /* Called by a worker that found no local work, before it parks. Returns
      * how many processes it made Ready here (0 if none). May be NULL. */
     int (*remote_work)(void *arg, sn_sched_t *sched);
@@ -30,6 +32,13 @@ void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay);
 /* Delivers a message on behalf of `from` (the relay uses this for inbound
  * traffic). Same ownership as sn_send. */
 int sn_send_from(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg);
+
+/* Delivers a message (or a DOWN) that arrived from another node: to the
+ * process here, or on to the node it moved to from here; never back to its
+ * home node (that could loop). Returns 0 or SN_ENOPROC; same ownership as
+ * sn_send. */
+int sn_deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
+                       sn_payload_t **data);
 
 /* Returns an undeliverable message to its sender, a process on this node:
  * it gets SN_EV_YIELD_COMPLETE with `error`, the send's `tag`, `from` set
@@ -48,5 +57,43 @@ void sn_demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t
  * NULL). Returns 0 or SN_ENOPROC (the reason is then freed). */
 int sn_send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,
                  sn_payload_t **reason);
+
+/* ------------------------------------------------------------ migration
+ * The scheduler's half of moving processes between nodes (migrate.c says
+ * why it is exactly-once). The relay runs the protocol around it. */
+typedef struct sn_migrant {
+    sn_pid_t pid, parent;
+    uint8_t awaited;       /* the parent awaits its result (with await_tag) */
+    uint64_t await_tag;
+    const char *type;      /* the type's registered name */
+    uint32_t type_version;
+    sn_payload_t *state;   /* marshal() output; owned by the migrant */
+    void *handle;          /* the frozen process on the old owner */
+} sn_migrant_t;
+
+/* Old owner. Takes up to max Ready processes that can move (marshal and
+ * unmarshal in their type, no yield pending, no C result callback or
+ * monitor tied here, accept(arg, type) true), oldest first (the global
+ * queue, then the top of each worker's deque), freezes and marshals each
+ * into out[]. Returns how many. */
+size_t sn_migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, const sn_type_t *type), void *arg,
+                       sn_migrant_t *out);
+/* Old owner: the handover failed; the process runs here again. */
+void sn_migrate_revert(sn_sched_t *sched, sn_migrant_t *m);
+/* Old owner: the handover is decided. The process leaves the PID table, a
+ * forwarding entry to `node` takes its place, the events it had queued go
+ * to *events (in order, *n of them; caller owns the array and payloads) for
+ * the new owner, and the process is freed here. Returns 0, or SN_ENOMEM
+ * with nothing changed (revert it). */
+int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_event_t **events, size_t *n);
+/* New owner: builds the process frozen, outside the PID table. Returns 0,
+ * SN_ENOTYPE (type not registered here, another version, no unmarshal), or
+ * the unmarshal error. m->state is read, not taken. */
+int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle);
+/* New owner: the commit came. Queues events (their data taken) ahead of
+ * anything else, enters the PID table and makes it Ready. */
+int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n);
+/* New owner: the handover was aborted; the frozen copy goes. */
+void sn_migrate_discard(sn_sched_t *sched, void *handle);
 
 #endif

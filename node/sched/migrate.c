@@ -1,0 +1,251 @@
+/* migrate.c - moving Ready processes between nodes (cross-node stealing):
+ * the scheduler's half of the handover. The relay runs the protocol
+ * (offer, accept, commit) and calls these; see sn_node.h.
+ *
+ * Ownership, which is what makes the handover exactly-once:
+ * - sn_migrate_take pops a process from a run queue (so nobody else holds
+ *   it) and CASes it Ready -> Migrating: frozen, out of every run queue,
+ *   still in the PID table, so events keep queueing in its MPSC queue.
+ * - Until commit or revert the caller owns it; no worker can run it.
+ * - sn_migrate_commit takes it out of the PID table under the shard lock,
+ *   puts a forwarding entry in its place under the same lock, and drains
+ *   its queue there: a producer either pushed before (the event is in the
+ *   drained list, sent in the commit) or finds the forwarding entry after
+ *   (its event is relayed to the new owner after the commit). The process
+ *   then exists on this node no more.
+ * - On the new owner, sn_migrate_install builds a frozen copy outside the
+ *   PID table (unreachable: nothing runs it, nothing can send to it);
+ *   sn_migrate_activate queues the commit's events first, then enters the
+ *   table and makes it Ready. Between the two nodes the process is
+ *   runnable in at most one place at any instant.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static size_t proc_bytes(const sn_type_t *t) { return sizeof(sn__proc_t) + ((t->state_size + 15) & ~(size_t)15); }
+
+/* Can p move? Its type can marshal, nothing it yielded is pending, no C
+ * callback or monitor is tied to this node, and the caller takes its type. */
+static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
+{
+    return p->type->marshal && p->type->unmarshal && p->pending == 0 && !p->cb && !p->monitors &&
+           (!accept || accept(arg, p->type));
+}
+
+/* One candidate popped from a run queue: freeze and marshal it into *m, or
+ * put it back to run here. Returns true if it became a migrant. */
+static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg,
+                     sn_migrant_t *m)
+{
+    uint32_t expect = SN__READY;
+    if (!movable(p, accept, arg) ||
+        !atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__MIGRATING, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        sn__schedule(sched, p, false);
+        return false;
+    }
+    sn_payload_t *state = NULL;
+    if (p->type->marshal(p, p->user, &state) != 0 || !state) {
+        sn_payload_destroy(&state);
+        atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+        sn__schedule(sched, p, false);
+        return false;
+    }
+    *m = (sn_migrant_t){p->pid, p->parent, p->awaited, p->await_tag, p->type->name, p->type->version, state, p};
+    return true;
+}
+
+size_t sn_migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, const sn_type_t *type), void *arg,
+                       sn_migrant_t *out)
+{
+    size_t n = 0;
+    /* oldest work first: the global queue, then the top of every deque */
+    while (n < max) {
+        void *item;
+        if (sn__gqueue_pop(&sched->global, &item, 1) == 0)
+            break;
+        if (consider(sched, item, accept, arg, &out[n]))
+            n++;
+    }
+    for (int i = 0; i < sched->nworkers && n < max; i++) {
+        void *items[SN__STEAL_MAX];
+        int got = 0;
+        size_t want = max - n;
+        sn__deque_steal_half(&sched->workers[i].deque, items, want < SN__STEAL_MAX ? (int)want : SN__STEAL_MAX, &got);
+        for (int k = 0; k < got; k++)
+            if (n < max && consider(sched, items[k], accept, arg, &out[n]))
+                n++;
+            else if (n >= max)
+                sn__schedule(sched, items[k], false);
+    }
+    return n;
+}
+
+void sn_migrate_revert(sn_sched_t *sched, sn_migrant_t *m)
+{
+    sn__proc_t *p = m->handle;
+    sn_payload_destroy(&m->state);
+    /* release: the worker that runs it again sees it as we left it */
+    atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+    sn__schedule(sched, p, false);
+}
+
+/* ------------------------------------------------------------ forwarding */
+
+static size_t fwd_slot(const sn__fwd_t *f, sn_pid_t pid)
+{
+    uint64_t h = (pid.serial ^ ((uint64_t)pid.node << 32)) * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(h >> 32) & (f->cap - 1);
+}
+
+/* Adds pid -> node. Caller holds f->mu. */
+static int fwd_put(sn__fwd_t *f, sn_pid_t pid, uint32_t node)
+{
+    if ((f->count + 1) * 2 > f->cap) { /* open addressing, at most half full */
+        size_t cap = f->cap ? f->cap * 2 : 64;
+        sn__fwd_entry_t *e = calloc(cap, sizeof *e);
+        if (!e)
+            return SN_ENOMEM;
+        sn__fwd_t g = {.entries = e, .cap = cap};
+        for (size_t i = 0; i < f->cap; i++)
+            if (f->entries[i].node)
+                fwd_put(&g, f->entries[i].pid, f->entries[i].node);
+        free(f->entries);
+        f->entries = e;
+        f->cap = cap;
+    }
+    size_t i = fwd_slot(f, pid);
+    while (f->entries[i].node && !sn_pid_eq(f->entries[i].pid, pid))
+        i = (i + 1) & (f->cap - 1);
+    if (!f->entries[i].node)
+        f->count++;
+    f->entries[i] = (sn__fwd_entry_t){pid, node};
+    return 0;
+}
+
+uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid)
+{
+    sn__fwd_t *f = &sched->fwd;
+    if (atomic_load_explicit(&f->any, memory_order_acquire) == 0)
+        return 0; /* nothing ever left this node: no lock on the common path */
+    uint32_t node = 0;
+    pthread_mutex_lock(&f->mu);
+    if (f->cap) {
+        for (size_t i = fwd_slot(f, pid); f->entries[i].node; i = (i + 1) & (f->cap - 1))
+            if (sn_pid_eq(f->entries[i].pid, pid)) {
+                node = f->entries[i].node;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&f->mu);
+    return node;
+}
+
+int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_event_t **events, size_t *nevents)
+{
+    sn__proc_t *p = m->handle;
+    sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
+    *events = NULL;
+    *nevents = 0;
+    size_t cap = 0;
+    pthread_mutex_lock(&sched->fwd.mu);
+    int rc = fwd_put(&sched->fwd, p->pid, node);
+    if (rc == 0)
+        atomic_store_explicit(&sched->fwd.any, 1, memory_order_release);
+    pthread_mutex_unlock(&sched->fwd.mu);
+    if (rc != 0)
+        return rc; /* nothing changed: the caller reverts */
+    sn__shard_lock(s);
+    sn__shard_remove(s, p);
+    /* every push so far was made under this lock and is linked; later
+     * producers miss the process and find the forwarding entry */
+    sn__mpsc_node_t *node_;
+    while ((node_ = sn__mpsc_pop(&p->q))) {
+        sn__evnode_t *e = (sn__evnode_t *)node_;
+        if (*nevents == cap) {
+            cap = cap ? cap * 2 : 16;
+            sn_event_t *more = realloc(*events, cap * sizeof *more);
+            while (!more) /* out of memory here would lose events: wait for memory */
+                more = realloc(*events, cap * sizeof *more);
+            *events = more;
+        }
+        (*events)[(*nevents)++] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
+        if (e->bare)
+            free(e);
+    }
+    sn__shard_unlock(s);
+    sn_payload_destroy(&m->state);
+    atomic_fetch_add_explicit(&sched->migrated_out, 1, memory_order_relaxed);
+    sn__proc_free(sn__self_worker(sched), p, proc_bytes(p->type));
+    m->handle = NULL;
+    return 0;
+}
+
+/* ------------------------------------------------------------ new owner */
+
+int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
+{
+    const sn_type_t *t = sn__type_find(sched, m->type);
+    if (!t || t->version != m->type_version || !t->unmarshal)
+        return SN_ENOTYPE;
+    sn__proc_t *p = sn__proc_alloc(sn__self_worker(sched), proc_bytes(t));
+    if (!p)
+        return SN_ENOMEM;
+    p->pid = m->pid;
+    p->parent = m->parent;
+    p->type = t;
+    p->sched = sched;
+    p->awaited = m->awaited;
+    p->await_tag = m->await_tag;
+    atomic_init(&p->state, SN__MIGRATING);
+    atomic_init(&p->wakeups, 0);
+    sn__mpsc_init(&p->q);
+    int rc = t->unmarshal(p, p->user, m->state);
+    if (rc != 0) {
+        sn__proc_free(sn__self_worker(sched), p, proc_bytes(t));
+        return rc;
+    }
+    *handle = p;
+    return 0;
+}
+
+void sn_migrate_discard(sn_sched_t *sched, void *handle)
+{
+    sn__proc_t *p = handle;
+    if (p->type->close)
+        p->type->close(p, p->user);
+    sn__proc_free(sn__self_worker(sched), p, proc_bytes(p->type));
+}
+
+int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n)
+{
+    sn__proc_t *p = handle;
+    /* the events that waited for it on the old owner, in order, before any
+     * that reach it here */
+    for (size_t i = 0; i < n; i++) {
+        sn__evnode_t *e = sn__evnode_make((uint8_t)events[i].type, events[i].error, events[i].tag, events[i].from,
+                                          events[i].data, false);
+        while (!e) /* as above: dropping one would lose it */
+            e = sn__evnode_make((uint8_t)events[i].type, events[i].error, events[i].tag, events[i].from,
+                                events[i].data, false);
+        events[i].data = NULL;
+        if (!sn__message_class(e->type))
+            atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_relaxed);
+        sn__mpsc_push(&p->q, &e->link);
+    }
+    sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
+    sn__shard_lock(s);
+    if (sn__shard_find_pid(s, p->pid)) { /* a duplicate PID would be a protocol bug: refuse it */
+        sn__shard_unlock(s);
+        return SN_EEXIST;
+    }
+    sn__shard_insert(s, p);
+    sn__shard_unlock(s);
+    atomic_fetch_add_explicit(&sched->migrated_in, 1, memory_order_relaxed);
+    /* release: the worker that runs it sees it built */
+    atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+    sn__schedule(sched, p, false);
+    return 0;
+}

@@ -1,0 +1,253 @@
+/* test_migrate.c - the scheduler's half of moving processes between nodes,
+ * with two schedulers (nodes 1 and 2) in one process and the test thread
+ * playing the relay: take Ready processes from node 1 while its worker runs
+ * the rest, send them messages while they are frozen, commit them to node
+ * 2 (with the events they had queued) or revert them, and check that every
+ * process finishes exactly once, on one node, with every message it was
+ * sent. Also: what cannot move is never taken (no marshal, pending yields,
+ * monitors), and a PID's node is part of its identity in the table.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "testutil.h"
+
+#define N 400
+#define SLICES 400   /* steps of a slicer before it finishes */
+#define MSGS 3       /* messages the test sends each frozen process */
+
+static sn_sched_t *g_node[3];
+
+/* ------------------------------------------------------ type "slicer" */
+/* Counts its steps (CONTINUE each time) and the messages it gets; finishes
+ * after SLICES steps, recording where and with what. */
+typedef struct slicer {
+    uint64_t index, steps, msgs;
+} slicer_t;
+
+static struct {
+    atomic_int finished_on[3]; /* per node */
+    atomic_int done[N];        /* per process: how many times it finished */
+    atomic_long msgs;          /* messages counted at finish */
+    atomic_int closed;
+} g;
+
+static int slicer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    slicer_t *s = state;
+    return sn_payload_get_u64(*input, &s->index) == 0 && s->index < N ? 0 : SN_EINVAL;
+}
+
+static void slicer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    slicer_t *s = state;
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SN_EV_MESSAGE)
+            s->msgs++;
+    if (++s->steps < SLICES) {
+        out->status = SN_CONTINUE;
+        return;
+    }
+    int node = sn_ctx_sched(ctx) == g_node[1] ? 1 : 2;
+    atomic_fetch_add(&g.finished_on[node], 1);
+    atomic_fetch_add(&g.done[s->index], 1);
+    atomic_fetch_add(&g.msgs, (long)s->msgs);
+    sn_out_done(out, NULL);
+}
+
+static void slicer_close(sn_ctx_t *ctx, void *state) { atomic_fetch_add(&g.closed, 1); }
+
+static int slicer_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(slicer_t));
+    return *out ? 0 : SN_ENOMEM;
+}
+
+static int slicer_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    if (in->len != sizeof(slicer_t))
+        return SN_EINVAL;
+    memcpy(state, in->data, sizeof(slicer_t));
+    return 0;
+}
+
+static const sn_type_t slicer = {"slicer",       1, sizeof(slicer_t), slicer_init, slicer_step, slicer_close,
+                                 slicer_marshal, slicer_unmarshal};
+/* the same, without marshal: never moves */
+static const sn_type_t pinned = {"pinned", 1, sizeof(slicer_t), slicer_init, slicer_step, slicer_close, NULL, NULL};
+
+static sn_sched_t *mk(uint32_t node, int workers)
+{
+    sn_sched_t *s = sn_sched_new(&(sn_sched_config_t){node, workers, 1});
+    assert_non_null(s);
+    assert_int_equal(sn_type_register(s, &slicer), 0);
+    assert_int_equal(sn_type_register(s, &pinned), 0);
+    return s;
+}
+
+static int reset(void **unused)
+{
+    memset(&g, 0, sizeof g);
+    return 0;
+}
+
+static bool only_slicers(void *arg, const sn_type_t *t)
+{
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return strcmp(t->name, "slicer") == 0;
+}
+
+/* The handover, over and over while node 1's worker runs: every process
+ * finishes exactly once, the moved ones on node 2, with all messages. */
+static void test_move_exactly_once(void **unused)
+{
+    g_node[1] = mk(1, 1);
+    g_node[2] = mk(2, 2);
+    sn_pid_t pids[N];
+    for (uint64_t i = 0; i < N; i++) {
+        sn_payload_t *in = sn_payload_u64(i);
+        assert_int_equal(sn_spawn(g_node[1], i % 4 == 3 ? "pinned" : "slicer", "run", &in, NULL, NULL, &pids[i]), 0);
+    }
+    long sent = 0;
+    int moved = 0, reverted = 0, asked = 0, rounds = 0;
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (atomic_load(&g.closed) < N && now_ns() < end) {
+        sn_migrant_t m[32];
+        size_t n = sn_migrate_take(g_node[1], 32, only_slicers, &asked, m);
+        rounds++;
+        for (size_t i = 0; i < n; i++) {
+            assert_string_equal(m[i].type, "slicer");
+            assert_int_equal(atomic_load(&((sn__proc_t *)m[i].handle)->state), SN__MIGRATING);
+            /* messages to a frozen process queue up, and must follow it */
+            for (int k = 0; k < MSGS; k++) {
+                sn_payload_t *msg = sn_payload_u64((uint64_t)k);
+                assert_int_equal(sn_send(g_node[1], m[i].pid, &msg), 0);
+                sent++;
+            }
+            if (i % 3 == 2) { /* an aborted handover: it runs on here */
+                sn_migrate_revert(g_node[1], &m[i]);
+                reverted++;
+                continue;
+            }
+            void *handle;
+            assert_int_equal(sn_migrate_install(g_node[2], &m[i], &handle), 0);
+            sn_event_t *events;
+            size_t nev;
+            assert_int_equal(sn_migrate_commit(g_node[1], &m[i], 2, &events, &nev), 0);
+            assert_true(nev >= MSGS); /* at least the test's messages, in order */
+            assert_int_equal(sn_migrate_activate(g_node[2], handle, events, nev), 0);
+            for (size_t k = 0; k < nev; k++)
+                assert_null(events[k].data); /* taken */
+            free(events);
+            moved++;
+        }
+        sleep_ms(1);
+    }
+    assert_int_equal(atomic_load(&g.closed), N);
+    sn_sched_shutdown(g_node[1], 1000);
+    sn_sched_shutdown(g_node[2], 1000);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(atomic_load(&g.done[i]), 1);
+    assert_true(moved > 0);
+    assert_true(reverted > 0);
+    assert_true(asked > 0);
+    assert_int_equal(atomic_load(&g.finished_on[2]), moved);
+    assert_int_equal(atomic_load(&g.finished_on[1]) + atomic_load(&g.finished_on[2]), N);
+    assert_int_equal(atomic_load(&g.msgs), sent);
+    /* the pinned ones never moved */
+    sn_stats_t st1, st2;
+    sn_sched_stats(g_node[1], &st1);
+    sn_sched_stats(g_node[2], &st2);
+    assert_int_equal(st1.migrated_out, (uint64_t)moved);
+    assert_int_equal(st2.migrated_in, (uint64_t)moved);
+    assert_int_equal(st1.live, 0);
+    assert_int_equal(st2.live, 0);
+    print_message("moved %d, reverted %d, %d takes, %ld messages followed\n", moved, reverted, rounds, sent);
+    /* a message to a moved PID on node 1 now has nowhere to go there (no
+     * relay): noproc, not a crash, not a wrong process */
+    sn_sched_destroy(&g_node[1]);
+    sn_sched_destroy(&g_node[2]);
+}
+
+/* Node 2 has a process with node 1's PID serial: the table tells them apart. */
+static void test_pid_node_is_identity(void **unused)
+{
+    g_node[1] = mk(1, 1);
+    g_node[2] = mk(2, 1);
+    sn_pid_t a;
+    sn_payload_t *in = sn_payload_u64(0);
+    /* a slicer that takes long enough to be caught in the queue */
+    assert_int_equal(sn_spawn(g_node[1], "slicer", "run", &in, NULL, NULL, &a), 0);
+    sn_migrant_t m;
+    size_t n = 0;
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (n == 0 && now_ns() < end && atomic_load(&g.closed) == 0)
+        n = sn_migrate_take(g_node[1], 1, NULL, NULL, &m);
+    if (n == 1) {
+        void *handle;
+        assert_int_equal(sn_migrate_install(g_node[2], &m, &handle), 0);
+        sn_event_t *ev;
+        size_t nev;
+        assert_int_equal(sn_migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
+        assert_int_equal(sn_migrate_activate(g_node[2], handle, ev, nev), 0);
+        free(ev);
+        /* same serial, other node: not the moved process */
+        sn_payload_t *msg = sn_payload_u64(1);
+        assert_int_equal(sn_send(g_node[2], (sn_pid_t){2, a.serial}, &msg), SN_ENOPROC);
+        sn_payload_destroy(&msg);
+    }
+    end = deadline_ns(WAIT_MS);
+    while (atomic_load(&g.closed) < 1 && now_ns() < end)
+        sleep_ms(1);
+    assert_int_equal(atomic_load(&g.done[0]), 1);
+    sn_sched_destroy(&g_node[1]);
+    sn_sched_destroy(&g_node[2]);
+}
+
+/* An installed copy that never gets its commit is dropped cleanly; a type
+ * the new owner lacks (or has in another version) is refused. */
+static void test_install_refusals_and_discard(void **unused)
+{
+    g_node[2] = mk(2, 1);
+    slicer_t st = {.index = 5};
+    sn_payload_t *state = sn_payload_new(SN_CT_BYTES, &st, sizeof st);
+    sn_migrant_t m = {{1, 77}, SN_PID_NONE, 0, 0, "slicer", 1, state, NULL};
+    void *h;
+    m.type = "nope";
+    assert_int_equal(sn_migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
+    m.type = "slicer";
+    m.type_version = 2;
+    assert_int_equal(sn_migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
+    m.type = "pinned"; /* no unmarshal */
+    m.type_version = 1;
+    assert_int_equal(sn_migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
+    m.type = "slicer";
+    assert_int_equal(sn_migrate_install(g_node[2], &m, &h), 0);
+    sn_migrate_discard(g_node[2], h);
+    assert_int_equal(atomic_load(&g.closed), 1);
+    sn_payload_destroy(&state);
+    sn_stats_t s;
+    sn_sched_stats(g_node[2], &s);
+    assert_int_equal(s.live, 0);
+    sn_sched_destroy(&g_node[2]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_move_exactly_once, reset),
+        cmocka_unit_test_setup(test_pid_node_is_identity, reset),
+        cmocka_unit_test_setup(test_install_refusals_and_discard, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
