@@ -307,6 +307,117 @@ static const sn_type_t xpong_type = {"xpong", 1, 0, xpong_init, xpong_step, NULL
 static const sn_type_t xsource_type = {"xsource", 1, sizeof(xpeer_t), xpeer_init, xpeer_step, NULL, NULL, NULL};
 static const sn_type_t xsink_type = {"xsink", 1, sizeof(xpeer_t), xpeer_init, xpeer_step, NULL, NULL, NULL};
 
+/* ---- spin work "MS": burns MS milliseconds of CPU in one step and
+ * finishes with the id of the node it ran on. Migratable: a Ready spin
+ * can be stolen by another node. */
+typedef struct spin {
+    uint64_t ms;
+} spin_t;
+
+static int spin_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    spin_t *s = state;
+    if (strcmp(method, "work") != 0)
+        return SN_ENOMETHOD;
+    char text[32] = "1";
+    if (*input)
+        snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
+    s->ms = strtoull(text, NULL, 10);
+    return 0;
+}
+
+static void spin_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    spin_t *s = state;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do { /* CPU time, not wall time: a preempted spin still does its work */
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    } while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec <
+             s->ms * 1000000u);
+    sn_payload_t *r = sn_payload_u64(sn_sched_node_id(sn_ctx_sched(ctx)));
+    sn_out_done(out, &r);
+}
+
+static int spin_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(spin_t));
+    return *out ? 0 : SN_ENOMEM;
+}
+
+static int spin_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    if (in->len != sizeof(spin_t))
+        return SN_EINVAL;
+    memcpy(state, in->data, sizeof(spin_t));
+    return 0;
+}
+
+static const sn_type_t spin_type = {"spin", 1, sizeof(spin_t), spin_init, spin_step, NULL, spin_marshal,
+                                    spin_unmarshal};
+
+/* ---- spread run "N MS": spawns N spins (awaited), and finishes when all
+ * are back with "N done: A on node X, B on node Y, ..." (each result is
+ * counted once: a spin lost or run twice shows). */
+typedef struct spread {
+    uint64_t n, ms, back, started;
+    uint32_t node[8];
+    uint64_t count[8];
+} spread_t;
+
+static int spread_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    spread_t *s = state;
+    char text[64] = "";
+    if (strcmp(method, "run") != 0)
+        return SN_ENOMETHOD;
+    if (*input)
+        snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
+    return sscanf(text, "%" SCNu64 " %" SCNu64, &s->n, &s->ms) == 2 && s->n > 0 ? 0 : SN_EINVAL;
+}
+
+static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    spread_t *s = state;
+    out->status = SN_WAIT;
+    for (int k = 0; k < 1000 && s->started < s->n; k++, s->started++) { /* 1000 a step */
+        sn_payload_t *arg = sn_payload_printf(SN_CT_TEXT, "%" PRIu64, s->ms);
+        sn_out_spawn(out, s->started + 1, "spin", "work", &arg, SN_YIELD_AWAIT);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t node;
+        if (ev[i].type != SN_EV_YIELD_COMPLETE)
+            continue;
+        if (ev[i].error || sn_payload_get_u64(ev[i].data, &node) != 0) {
+            sn_out_fail(out, ev[i].error ? ev[i].error : SN_EINVAL, "spin %" PRIu64 " failed: %s", ev[i].tag,
+                        sn_strerror(ev[i].error));
+            return;
+        }
+        s->back++;
+        for (int k = 0; k < 8; k++)
+            if (s->node[k] == node || !s->node[k]) {
+                s->node[k] = (uint32_t)node;
+                s->count[k]++;
+                break;
+            }
+    }
+    if (s->started < s->n) {
+        out->status = SN_CONTINUE;
+        return;
+    }
+    if (s->back < s->n)
+        return;
+    char text[512];
+    int off = snprintf(text, sizeof text, "%" PRIu64 " done:", s->back);
+    for (int k = 0; k < 8 && s->node[k] && off < (int)sizeof text; k++)
+        off += snprintf(text + off, sizeof text - (size_t)off, "%s %" PRIu64 " on node %" PRIu32, k ? "," : "",
+                        s->count[k], s->node[k]);
+    sn_payload_t *r = sn_payload_text(text);
+    sn_out_done(out, &r);
+}
+
+static const sn_type_t spread_type = {"spread", 1, sizeof(spread_t), spread_init, spread_step, NULL, NULL, NULL};
+
 /* ---- xwatch watch "PID": monitors PID and finishes with what its DOWN
  * said: "down PID: finished", "down PID: failed: REASON", or the error
  * ("down PID: noproc", "... nodedown", "... unreachable"). */
@@ -359,7 +470,8 @@ int sn_demo_register(sn_sched_t *sched)
     if ((rc = sn_type_register(sched, &tree_type)) || (rc = sn_type_register(sched, &ring_type)) ||
         (rc = sn_type_register(sched, &sleeper_type)) || (rc = sn_type_register(sched, &oops_type)) ||
         (rc = sn_type_register(sched, &xsource_type)) || (rc = sn_type_register(sched, &xsink_type)) ||
-        (rc = sn_type_register(sched, &xpong_type)) || (rc = sn_type_register(sched, &xwatch_type)))
+        (rc = sn_type_register(sched, &xpong_type)) || (rc = sn_type_register(sched, &xwatch_type)) ||
+        (rc = sn_type_register(sched, &spin_type)) || (rc = sn_type_register(sched, &spread_type)))
         return rc;
     return 0;
 }

@@ -97,6 +97,8 @@ static void usage(FILE *f)
             "                             every connection\n"
             "      --authorized-keys DIR  public certificates of the nodes and clients allowed in\n"
             "      --insecure             plain TCP, no keys (only for a cluster that is all --insecure)\n"
+            "      --no-steal             do not take work from other nodes, nor give any\n"
+            "      --steal-batch N        most processes one steal moves (default 64)\n"
             "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
             "      --heartbeat-ms MS      heartbeat period to peers (default 200)\n"
             "      --down-after-ms MS     a peer silent this long is down (default 1500)\n"
@@ -269,7 +271,9 @@ int main(int argc, char **argv)
         OPT_INSECURE,
         OPT_NAME,
         OPT_ENDPOINT,
-        OPT_CONFIG
+        OPT_CONFIG,
+        OPT_NO_STEAL,
+        OPT_STEAL_BATCH
     };
     static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
                                          {"load", required_argument, NULL, 'l'},
@@ -289,6 +293,8 @@ int main(int argc, char **argv)
                                          {"name", required_argument, NULL, OPT_NAME},
                                          {"endpoint", required_argument, NULL, OPT_ENDPOINT},
                                          {"config", required_argument, NULL, OPT_CONFIG},
+                                         {"no-steal", no_argument, NULL, OPT_NO_STEAL},
+                                         {"steal-batch", required_argument, NULL, OPT_STEAL_BATCH},
                                          {"max-frame", required_argument, NULL, OPT_MAXFRAME},
                                          {"heartbeat-ms", required_argument, NULL, OPT_HB},
                                          {"down-after-ms", required_argument, NULL, OPT_DOWN},
@@ -301,7 +307,7 @@ int main(int argc, char **argv)
     int shutdown_ms = 2000, timeout_ms = -1;
     const char **plugins = calloc((size_t)argc, sizeof *plugins);
     int nplugins = 0;
-    sn_relay_config_t rcfg = {0};
+    sn_relay_config_t rcfg = {.steal = 1};
     sn_peer_config_t *peers = calloc((size_t)argc, sizeof *peers);
     const char **seeds = calloc((size_t)argc, sizeof *seeds);
     int join_timeout_ms = 10000, insecure = 0;
@@ -377,6 +383,12 @@ int main(int argc, char **argv)
             break;
         case OPT_CONFIG:
             break; /* read above */
+        case OPT_NO_STEAL:
+            rcfg.steal = 0;
+            break;
+        case OPT_STEAL_BATCH:
+            rcfg.steal_batch = (int)parse_num("--steal-batch", optarg, 1, 4096);
+            break;
         case 'n':
             cfg.node_id = (uint32_t)parse_num("--node-id", optarg, 1, UINT32_MAX);
             break;
@@ -634,6 +646,7 @@ int main(int argc, char **argv)
         sigwait(&sigs, &sig);
         logf_(2, "%s: shutting down (processes get %d ms)", sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_ms);
     }
+    sn_relay_stop_stealing(relay); /* handovers end: nothing is half-moved at shutdown */
     int forced = sn_sched_shutdown(sched, shutdown_ms);
     sn_relay_leave(relay); /* the members hear we left, not that we failed */
     sn_stats_t st;

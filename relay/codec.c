@@ -52,7 +52,8 @@ static const struct {
                   {SN_EV_CANCEL, SCHEDNODE__SEND_KIND__CANCEL},
                   {SN_EV_DOWN, SCHEDNODE__SEND_KIND__DOWN},
                   {SN_RELAY_MONITOR, SCHEDNODE__SEND_KIND__MONITOR},
-                  {SN_RELAY_DEMONITOR, SCHEDNODE__SEND_KIND__DEMONITOR}};
+                  {SN_RELAY_DEMONITOR, SCHEDNODE__SEND_KIND__DEMONITOR},
+                  {SN_RELAY_RESULT, SCHEDNODE__SEND_KIND__RESULT}};
 
 static int wire_kind(int ours)
 {
@@ -73,11 +74,10 @@ static int event_kind(int wire)
 static int pack(Schednode__Envelope *env, void **buf, size_t *len);
 static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnation);
 
-int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_send_t *sends, size_t n,
-                          void **buf, size_t *len)
+/* Fills *batch with n sends, stored by column in one allocation (*mem,
+ * the caller frees it after packing). */
+static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_send_t *sends, size_t n, void **mem_out)
 {
-    if (!sends || n == 0 || !buf || !len)
-        return SN_EINVAL;
     size_t bytes = 0;
     bool kinds_needed = false, errors_needed = false;
     bool homes_differ = false;
@@ -96,6 +96,7 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
     uint8_t *mem = malloc(n * (n64 * 8 + n32 * 4) + (bytes ? bytes : 1));
     if (!mem)
         return SN_ENOMEM;
+    *mem_out = mem;
     uint64_t *to_serial = (uint64_t *)mem, *from_serial = to_serial + n, *tag = from_serial + n;
     uint32_t *from_node = (uint32_t *)(tag + n), *ctype = from_node + n, *size = ctype + n;
     int32_t *error = (int32_t *)(size + n);
@@ -118,31 +119,43 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
             d += w->payload->len;
         }
     }
+    schednode__send_batch__init(batch);
+    batch->seq = seq;
+    batch->to_node = sends[0].to.node;
+    batch->n_to_serial = batch->n_from_node = batch->n_from_serial = batch->n_tag = n;
+    batch->n_ctype = batch->n_size = n;
+    batch->to_serial = to_serial;
+    batch->from_node = from_node;
+    batch->from_serial = from_serial;
+    batch->tag = tag;
+    batch->ctype = ctype;
+    batch->size = size;
+    batch->n_kind = kinds_needed ? n : 0;
+    batch->kind = kind;
+    batch->n_error = errors_needed ? n : 0;
+    batch->n_to_nodes = homes_differ ? n : 0;
+    batch->to_nodes = to_nodes;
+    batch->error = error;
+    batch->data.len = bytes;
+    batch->data.data = data;
+    return 0;
+}
+
+int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_send_t *sends, size_t n,
+                          void **buf, size_t *len)
+{
+    if (!sends || n == 0 || !buf || !len)
+        return SN_EINVAL;
     Schednode__SendBatch batch;
-    schednode__send_batch__init(&batch);
-    batch.seq = seq;
-    batch.to_node = sends[0].to.node;
-    batch.n_to_serial = batch.n_from_node = batch.n_from_serial = batch.n_tag = n;
-    batch.n_ctype = batch.n_size = n;
-    batch.to_serial = to_serial;
-    batch.from_node = from_node;
-    batch.from_serial = from_serial;
-    batch.tag = tag;
-    batch.ctype = ctype;
-    batch.size = size;
-    batch.n_kind = kinds_needed ? n : 0;
-    batch.kind = kind;
-    batch.n_error = errors_needed ? n : 0;
-    batch.n_to_nodes = homes_differ ? n : 0;
-    batch.to_nodes = to_nodes;
-    batch.error = error;
-    batch.data.len = bytes;
-    batch.data.data = data;
+    void *mem = NULL;
+    int rc = build_batch(&batch, seq, sends, n, &mem);
+    if (rc != 0)
+        return rc;
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_SENDS;
     env.sends = &batch;
-    int rc = pack(&env, buf, len);
+    rc = pack(&env, buf, len);
     free(mem);
     return rc;
 }
@@ -264,11 +277,19 @@ int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, co
 {
     Schednode__Member *ms = calloc(n ? n : 1, sizeof *ms);
     Schednode__Member **ptrs = calloc(n ? n : 1, sizeof *ptrs);
-    if (!ms || !ptrs) {
+    size_t ntypes = 0;
+    for (size_t i = 0; i < n; i++)
+        ntypes += members[i].ntypes;
+    Schednode__TypeInfo *ts = calloc(ntypes ? ntypes : 1, sizeof *ts);
+    Schednode__TypeInfo **tps = calloc(ntypes ? ntypes : 1, sizeof *tps);
+    if (!ms || !ptrs || !ts || !tps) {
         free(ms);
         free(ptrs);
+        free(ts);
+        free(tps);
         return SN_ENOMEM;
     }
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         schednode__member__init(&ms[i]);
         ms[i].node = members[i].node;
@@ -277,6 +298,15 @@ int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, co
         ms[i].state = (Schednode__Member__State)members[i].state;
         ms[i].first_serial = members[i].first_serial;
         ms[i].public_key = (char *)members[i].public_key;
+        ms[i].types = &tps[k];
+        ms[i].n_types = members[i].ntypes;
+        for (size_t t = 0; t < members[i].ntypes; t++, k++) {
+            schednode__type_info__init(&ts[k]);
+            ts[k].name = (char *)members[i].types[t].name;
+            ts[k].version = members[i].types[t].version;
+            ts[k].migratable = members[i].types[t].migratable;
+            tps[k] = &ts[k];
+        }
         ptrs[i] = &ms[i];
     }
     Schednode__Envelope env;
@@ -299,6 +329,8 @@ int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, co
     int rc = pack(&env, buf, len);
     free(ms);
     free(ptrs);
+    free(ts);
+    free(tps);
     return rc;
 }
 
@@ -415,6 +447,144 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
     int rc = pack(&env, buf, len);
     free(ns);
     free(nsp);
+    return rc;
+}
+
+/* ---------------------------------------------------------- stealing */
+
+int sn_codec_encode_steal_request(uint32_t node, uint64_t incarnation, uint64_t id, uint32_t max, void **buf,
+                                  size_t *len)
+{
+    Schednode__StealRequest q;
+    schednode__steal_request__init(&q);
+    q.id = id;
+    q.max = max;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_STEAL_REQUEST;
+    env.steal_request = &q;
+    return pack(&env, buf, len);
+}
+
+int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id, const sn_wire_migrant_t *m,
+                                size_t n, void **buf, size_t *len)
+{
+    struct one {
+        Schednode__Migrant mg;
+        Schednode__Pid pid, parent;
+        Schednode__Payload state;
+    } *items = calloc(n ? n : 1, sizeof *items);
+    Schednode__Migrant **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+    if (!items || !ptrs) {
+        free(items);
+        free(ptrs);
+        return SN_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct one *o = &items[i];
+        schednode__migrant__init(&o->mg);
+        schednode__pid__init(&o->pid);
+        schednode__pid__init(&o->parent);
+        schednode__payload__init(&o->state);
+        o->pid.node = m[i].pid.node;
+        o->pid.serial = m[i].pid.serial;
+        o->parent.node = m[i].parent.node;
+        o->parent.serial = m[i].parent.serial;
+        o->state.ctype = m[i].state ? m[i].state->ctype : 0;
+        o->state.data.len = m[i].state ? m[i].state->len : 0;
+        o->state.data.data = m[i].state ? m[i].state->data : NULL;
+        o->mg.pid = &o->pid;
+        o->mg.parent = &o->parent;
+        o->mg.type = (char *)m[i].type;
+        o->mg.type_version = m[i].type_version;
+        o->mg.state = &o->state;
+        o->mg.awaited = m[i].awaited != 0;
+        o->mg.await_tag = m[i].await_tag;
+        ptrs[i] = &o->mg;
+    }
+    Schednode__StealOffer offer;
+    schednode__steal_offer__init(&offer);
+    offer.id = id;
+    offer.n_migrants = n;
+    offer.migrants = ptrs;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_STEAL_OFFER;
+    env.steal_offer = &offer;
+    int rc = pack(&env, buf, len);
+    free(items);
+    free(ptrs);
+    return rc;
+}
+
+/* PIDs as a repeated Pid field: one allocation, freed by the caller. */
+static int pid_list(const sn_pid_t *pids, size_t n, Schednode__Pid ***out, void **mem)
+{
+    Schednode__Pid *ps = calloc(n ? n : 1, sizeof *ps);
+    Schednode__Pid **pp = calloc(n ? n : 1, sizeof *pp);
+    if (!ps || !pp) {
+        free(ps);
+        free(pp);
+        return SN_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        schednode__pid__init(&ps[i]);
+        ps[i].node = pids[i].node;
+        ps[i].serial = pids[i].serial;
+        pp[i] = &ps[i];
+    }
+    *out = pp;
+    *mem = ps;
+    return 0;
+}
+
+int sn_codec_encode_steal_accept(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
+                                 void **buf, size_t *len)
+{
+    Schednode__StealAccept a;
+    schednode__steal_accept__init(&a);
+    void *mem;
+    Schednode__Pid **pp;
+    if (pid_list(pids, n, &pp, &mem) != 0)
+        return SN_ENOMEM;
+    a.id = id;
+    a.n_accepted = n;
+    a.accepted = pp;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_STEAL_ACCEPT;
+    env.steal_accept = &a;
+    int rc = pack(&env, buf, len);
+    free(mem);
+    free(pp);
+    return rc;
+}
+
+int sn_codec_encode_steal_commit(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
+                                 const sn_wire_send_t *sends, size_t nsends, void **buf, size_t *len)
+{
+    Schednode__StealCommit c;
+    schednode__steal_commit__init(&c);
+    void *mem, *bmem = NULL;
+    Schednode__Pid **pp;
+    Schednode__SendBatch batch;
+    if (pid_list(pids, n, &pp, &mem) != 0)
+        return SN_ENOMEM;
+    int rc = nsends ? build_batch(&batch, 0, sends, nsends, &bmem) : 0;
+    if (rc == 0) {
+        c.id = id;
+        c.n_committed = n;
+        c.committed = pp;
+        c.forwarded = nsends ? &batch : NULL;
+        Schednode__Envelope env;
+        envelope(&env, node, incarnation);
+        env.body_case = SCHEDNODE__ENVELOPE__BODY_STEAL_COMMIT;
+        env.steal_commit = &c;
+        rc = pack(&env, buf, len);
+    }
+    free(bmem);
+    free(mem);
+    free(pp);
     return rc;
 }
 
@@ -559,6 +729,21 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
             copy_str(w->endpoint, sizeof w->endpoint, m->endpoint) != 0 || !sn_wire_endpoint_ok(w->endpoint) ||
             copy_str(w->public_key, sizeof w->public_key, m->public_key) != 0)
             return SN_EPROTO;
+        out->nmembers = i + 1; /* so sn_frame_clear frees what we made */
+        if (m->n_types > SN_WIRE_TYPES_MAX)
+            return SN_EPROTO;
+        if (m->n_types) {
+            w->types = calloc(m->n_types, sizeof *w->types);
+            if (!w->types)
+                return SN_ENOMEM;
+            for (size_t t = 0; t < m->n_types; t++) {
+                if (!m->types[t] || copy_str(w->types[t].name, sizeof w->types[t].name, m->types[t]->name) != 0)
+                    return SN_EPROTO;
+                w->types[t].version = m->types[t]->version;
+                w->types[t].migratable = m->types[t]->migratable;
+                w->ntypes = t + 1;
+            }
+        }
         w->node = m->node;
         w->state = (int)m->state;
         w->incarnation = m->incarnation;
@@ -566,6 +751,77 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
         out->nmembers = i + 1;
     }
     return 0;
+}
+
+static int decode_pids(Schednode__Pid **pb, size_t n, sn_frame_t *out)
+{
+    if (n == 0)
+        return 0;
+    out->pids = calloc(n, sizeof *out->pids);
+    if (!out->pids)
+        return SN_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (pid_from_pb(pb[i], &out->pids[i]) != 0 || out->pids[i].serial == 0)
+            return SN_EPROTO;
+    out->npids = n;
+    return 0;
+}
+
+static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
+{
+    switch (out->kind) {
+    case SN_FRAME_STEAL_REQUEST:
+        if (!env->steal_request)
+            return SN_EPROTO;
+        out->steal_id = env->steal_request->id;
+        out->steal_max = env->steal_request->max;
+        return 0;
+    case SN_FRAME_STEAL_ACCEPT:
+        if (!env->steal_accept)
+            return SN_EPROTO;
+        out->steal_id = env->steal_accept->id;
+        return decode_pids(env->steal_accept->accepted, env->steal_accept->n_accepted, out);
+    case SN_FRAME_STEAL_COMMIT: {
+        const Schednode__StealCommit *c = env->steal_commit;
+        if (!c)
+            return SN_EPROTO;
+        out->steal_id = c->id;
+        int rc = decode_pids(c->committed, c->n_committed, out);
+        if (rc == 0 && c->forwarded && c->forwarded->n_to_serial)
+            rc = decode_sends(c->forwarded, out);
+        return rc;
+    }
+    case SN_FRAME_STEAL_OFFER: {
+        const Schednode__StealOffer *o = env->steal_offer;
+        if (!o)
+            return SN_EPROTO;
+        out->steal_id = o->id;
+        if (o->n_migrants == 0)
+            return 0;
+        out->migrants = calloc(o->n_migrants, sizeof *out->migrants);
+        if (!out->migrants)
+            return SN_ENOMEM;
+        for (size_t i = 0; i < o->n_migrants; i++) {
+            const Schednode__Migrant *m = o->migrants[i];
+            sn_wire_migrant_t *w = &out->migrants[i];
+            out->nmigrants = i + 1;
+            if (!m || pid_from_pb(m->pid, &w->pid) != 0 || w->pid.serial == 0 || !m->state ||
+                copy_str(w->type, sizeof w->type, m->type) != 0 || m->state->data.len > UINT32_MAX - 1)
+                return SN_EPROTO;
+            if (m->parent)
+                pid_from_pb(m->parent, &w->parent);
+            w->awaited = m->awaited;
+            w->await_tag = m->await_tag;
+            w->type_version = m->type_version;
+            w->state = sn_payload_new(m->state->ctype, m->state->data.data, m->state->data.len);
+            if (!w->state)
+                return SN_ENOMEM;
+        }
+        return 0;
+    }
+    default:
+        return SN_EPROTO;
+    }
 }
 
 int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out, const char **why)
@@ -646,6 +902,10 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
             rc = SN_ENOMEM;
             *why = "out of memory";
         }
+    } else if (out->kind >= SN_FRAME_STEAL_REQUEST && out->kind <= SN_FRAME_STEAL_COMMIT) {
+        rc = decode_steal(env, out);
+        if (rc != 0)
+            *why = rc == SN_ENOMEM ? "out of memory" : "bad steal message";
     } else if (out->kind == SN_FRAME_REPLY) {
         rc = decode_reply(env->reply, &out->reply);
         if (rc != 0)
@@ -677,7 +937,13 @@ void sn_frame_clear(sn_frame_t *f)
     free(f->reply.rows);
     free(f->endpoint);
     free(f->cluster);
+    for (size_t i = 0; i < f->nmembers; i++)
+        free(f->members[i].types);
     free(f->members);
+    for (size_t i = 0; i < f->nmigrants; i++)
+        sn_payload_destroy(&f->migrants[i].state);
+    free(f->migrants);
+    free(f->pids);
     free(f->reason);
     memset(f, 0, sizeof *f);
 }

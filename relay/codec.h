@@ -72,6 +72,14 @@ enum { SN_MEMBER_UP = 0, SN_MEMBER_SUSPECT = 1, SN_MEMBER_DOWN = 2, SN_MEMBER_LE
 /* Is ep a tcp:// endpoint made only of characters an address can hold? */
 bool sn_wire_endpoint_ok(const char *ep);
 
+/* A process type as members advertise it. */
+typedef struct sn_wire_type {
+    char name[64];
+    uint32_t version;
+    int migratable;
+} sn_wire_type_t;
+#define SN_WIRE_TYPES_MAX 64
+
 /* A member of the cluster, as gossiped. */
 typedef struct sn_wire_member {
     uint32_t node;
@@ -80,7 +88,19 @@ typedef struct sn_wire_member {
     uint64_t first_serial;
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     char public_key[41]; /* Z85 CurveZMQ key, "" when insecure */
+    sn_wire_type_t *types; /* decoding: owned by the frame; encoding: borrowed */
+    size_t ntypes;
 } sn_wire_member_t;
+
+/* A process on the move (StealOffer). */
+typedef struct sn_wire_migrant {
+    sn_pid_t pid, parent;
+    int awaited;
+    uint64_t await_tag;
+    char type[64];
+    uint32_t type_version;
+    sn_payload_t *state; /* decoding: owned by the frame; encoding: borrowed */
+} sn_wire_migrant_t;
 
 /* A node's counters and load, as heartbeats carry them and `status` shows
  * them (one row per node). */
@@ -127,6 +147,14 @@ typedef struct sn_frame {
     /* SN_FRAME_ERROR (a refusal), SN_FRAME_LEAVE */
     int code;
     char *reason;
+    /* stealing: the handover id; a request's max; an offer's migrants; an
+     * accept's or commit's PIDs; a commit's forwarded events are in sends */
+    uint64_t steal_id;
+    uint32_t steal_max;
+    sn_wire_migrant_t *migrants;
+    size_t nmigrants;
+    sn_pid_t *pids;
+    size_t npids;
 } sn_frame_t;
 
 /* Encodes a batch of sends from node/incarnation into one frame, numbered
@@ -151,6 +179,16 @@ int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, co
 int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf,
                             size_t *len);
 int sn_codec_encode_leave(uint32_t node, uint64_t incarnation, const char *reason, void **buf, size_t *len);
+/* Stealing: request, offer, accept, commit (forwarded events in sends; a
+ * commit of no PIDs aborts the handover). */
+int sn_codec_encode_steal_request(uint32_t node, uint64_t incarnation, uint64_t id, uint32_t max, void **buf,
+                                  size_t *len);
+int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id, const sn_wire_migrant_t *m,
+                                size_t n, void **buf, size_t *len);
+int sn_codec_encode_steal_accept(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
+                                 void **buf, size_t *len);
+int sn_codec_encode_steal_commit(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
+                                 const sn_wire_send_t *sends, size_t nsends, void **buf, size_t *len);
 int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len);
 int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *len);
 int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf,

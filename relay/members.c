@@ -91,6 +91,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         }
         p = &r->peers[n];
         p->node = m->node;
+        p->steal_ok = -1; /* until its types are known */
         p->incarnation = m->incarnation;
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
         p->last_heard_ns = now; /* a grace period of one timeout to hear from it */
@@ -98,6 +99,8 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         connect_to(r, p, m->endpoint, m->public_key);
         if (!p->dealer && !r->cert)
             return NULL;
+        if (m->ntypes)
+            sn__steal_types(r, p, m->types, m->ntypes);
         /* release: the slot is complete before workers can find it */
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
         SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
@@ -124,6 +127,8 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
     if (m->first_serial > atomic_load_explicit(&p->first_serial, memory_order_relaxed) &&
         m->incarnation == p->incarnation)
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
+    if (m->ntypes && m->incarnation == p->incarnation) /* its process types, for stealing */
+        sn__steal_types(r, p, m->types, m->ntypes);
     return p;
 }
 
@@ -149,13 +154,22 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
     sn_wire_member_t *v = calloc(np + 1, sizeof *v);
     if (!v)
         return NULL;
-    v[0] = (sn_wire_member_t){r->node, SN_MEMBER_UP, r->incarnation, r->first_serial, "", ""};
+    v[0] = (sn_wire_member_t){.node = r->node,
+                              .state = SN_MEMBER_UP,
+                              .incarnation = r->incarnation,
+                              .first_serial = r->first_serial,
+                              .types = r->types,
+                              .ntypes = r->ntypes};
     snprintf(v[0].endpoint, sizeof v[0].endpoint, "%s", r->advertise);
     snprintf(v[0].public_key, sizeof v[0].public_key, "%s", r->public_key);
     for (size_t i = 0; i < np; i++) {
         peer_t *p = &r->peers[i];
-        v[i + 1] = (sn_wire_member_t){p->node, p->state, p->incarnation,
-                                      atomic_load_explicit(&p->first_serial, memory_order_relaxed), "", ""};
+        v[i + 1] = (sn_wire_member_t){.node = p->node,
+                                      .state = p->state,
+                                      .incarnation = p->incarnation,
+                                      .first_serial = atomic_load_explicit(&p->first_serial, memory_order_relaxed),
+                                      .types = p->types,
+                                      .ntypes = p->ntypes};
         snprintf(v[i + 1].endpoint, sizeof v[i + 1].endpoint, "%s", p->endpoint);
         snprintf(v[i + 1].public_key, sizeof v[i + 1].public_key, "%s", p->public_key);
     }
@@ -203,7 +217,8 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         refuse(r, ident, ident_len, f, why);
         return;
     }
-    sn_wire_member_t m = {f->node, SN_MEMBER_UP, f->incarnation, f->first_serial, "", ""};
+    sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation,
+                          .first_serial = f->first_serial};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->endpoint);
     snprintf(m.public_key, sizeof m.public_key, "%s", f->public_key);
     p = sn__members_upsert(r, &m, "joined here");
@@ -305,6 +320,9 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .msgs_in = atomic_load_explicit(&r->msgs_in, memory_order_relaxed),
                              .msgs_out = atomic_load_explicit(&r->msgs_out, memory_order_relaxed),
                              .bad_frames = atomic_load_explicit(&r->bad_frames, memory_order_relaxed),
+                             .steals_in = atomic_load_explicit(&r->steals_in, memory_order_relaxed),
+                             .steals_out = atomic_load_explicit(&r->steals_out, memory_order_relaxed),
+                             .migrated = st.migrated_out,
                              .uptime_ms = (sn__relay_now_ns() - r->start_ns) / 1000000u};
     snprintf(row->endpoint, sizeof row->endpoint, "%s", r->advertise);
 }

@@ -62,6 +62,16 @@ peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
 
 /* ------------------------------------------------------ worker side */
 
+void sn__relay_poke(sn_relay_t *r)
+{
+    /* seq_cst: the same store-buffering pair as enqueue below */
+    if (!atomic_exchange_explicit(&r->signaled, 1, memory_order_seq_cst)) {
+        uint64_t one = 1;
+        ssize_t n = write(r->efd, &one, sizeof one);
+        (void)n;
+    }
+}
+
 static void enqueue(sn_relay_t *r, item_t *it)
 {
     sn__mpsc_push(&r->outq, &it->link);
@@ -186,6 +196,13 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
         p->pending = NULL;
         add(&r->frames_out, 1);
     }
+    while (p->nctl) { /* in order, behind the pending batch */
+        if (!try_send(p, p->ctl[0].buf, p->ctl[0].len))
+            return;
+        free(p->ctl[0].buf);
+        memmove(p->ctl, p->ctl + 1, --p->nctl * sizeof *p->ctl);
+        add(&r->frames_out, 1);
+    }
     if (p->nbatch == 0)
         return;
     sn_wire_send_t *arr = malloc(p->nbatch * sizeof *arr);
@@ -252,6 +269,10 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error)
     }
     p->nbatch = 0;
     p->bytes = 0;
+    for (size_t i = 0; i < p->nctl; i++) /* handovers with it end (steal.c) */
+        free(p->ctl[i].buf);
+    p->nctl = 0;
+    sn__steal_peer_gone(r, p);
 }
 
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
@@ -275,6 +296,28 @@ bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool 
     }
     p->watch[p->nwatch++] = (watch_t){target, watcher, tag};
     return true;
+}
+
+void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
+{
+    if (p->nbatch)
+        flush_peer(r, p); /* what was queued before goes first */
+    if (!p->pending && !p->nctl && try_send(p, buf, len)) {
+        add(&r->frames_out, 1);
+        free(buf);
+        return;
+    }
+    if (p->nctl == p->capctl) {
+        size_t cap = p->capctl ? p->capctl * 2 : 8;
+        sent_t *c = realloc(p->ctl, cap * sizeof *c);
+        if (!c) { /* out of memory: the handover times out and is undone */
+            free(buf);
+            return;
+        }
+        p->ctl = c;
+        p->capctl = cap;
+    }
+    p->ctl[p->nctl++] = (sent_t){buf, len, 0};
 }
 
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
@@ -301,7 +344,7 @@ static void batch_add(sn_relay_t *r, peer_t *p, item_t *it)
     }
     p->batch[p->nbatch++] = it;
     p->bytes += 64 + (it->s.payload ? it->s.payload->len : 0);
-    if (!p->pending && (p->nbatch >= BATCH_MAX || p->bytes >= r->max_frame / 2))
+    if (!p->pending && !p->nctl && (p->nbatch >= BATCH_MAX || p->bytes >= r->max_frame / 2))
         flush_peer(r, p);
 }
 
@@ -396,6 +439,10 @@ static void inbound_send(sn_relay_t *r, sn_wire_send_t *s, const unsigned char *
     case SN_RELAY_DEMONITOR:
         sn_demonitor(r->sched, s->to, s->from, s->tag);
         sn_payload_destroy(&s->payload);
+        return;
+    case SN_RELAY_RESULT: /* a child that ran elsewhere finished */
+        if (sn_send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
+            sn_payload_destroy(&s->payload);
         return;
     }
     if (rc == 0)
@@ -521,6 +568,15 @@ static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const un
             p->stats = f.stats;
             p->has_stats = true;
         }
+        break;
+    case SN_FRAME_STEAL_REQUEST:
+    case SN_FRAME_STEAL_OFFER:
+    case SN_FRAME_STEAL_ACCEPT:
+    case SN_FRAME_STEAL_COMMIT:
+        if (p && p->state == SN_MEMBER_UP)
+            sn__steal_frame(r, p, &f);
+        else
+            bad(r, "steal message from a node that is not a live member", f.node);
         break;
     case SN_FRAME_HELLO:
     case SN_FRAME_WELCOME:
@@ -681,7 +737,7 @@ static void actor(zsock_t *pipe, void *arg)
         for (size_t i = 0; i < np; i++) /* a member we cannot dial (no key) has no socket: fd -1 is skipped */
             items[3 + i] = r->peers[i].dealer
                                ? (zmq_pollitem_t){zsock_resolve(r->peers[i].dealer), 0,
-                                                  (short)(ZMQ_POLLIN | (r->peers[i].pending ? ZMQ_POLLOUT : 0)), 0}
+                                                  (short)(ZMQ_POLLIN | (r->peers[i].pending || r->peers[i].nctl ? ZMQ_POLLOUT : 0)), 0}
                                : (zmq_pollitem_t){NULL, -1, 0, 0};
         for (size_t i = 0; i < ns; i++) {
             items[3 + np + 2 * i] = (zmq_pollitem_t){zsock_resolve(r->seeds[i].dealer), 0, ZMQ_POLLIN, 0};
@@ -692,7 +748,9 @@ static void actor(zsock_t *pipe, void *arg)
         size_t nitems = 3 + np + 2 * ns;
         items[nitems++] = r->router_monitor ? (zmq_pollitem_t){zsock_resolve(r->router_monitor), 0, ZMQ_POLLIN, 0}
                                             : (zmq_pollitem_t){NULL, -1, 0, 0};
-        uint64_t now = now_ns(), next = sn__members_next_ns(r);
+        uint64_t now = now_ns(), next = sn__members_next_ns(r), snext = r->no_steal ? UINT64_MAX : sn__steal_next_ns(r);
+        if (snext < next)
+            next = snext;
         long timeout = more ? 0 : (next > now ? (long)((next - now) / 1000000u) + 1 : 0);
         if (zmq_poll(items, (int)nitems, timeout) < 0) {
             if (errno == EINTR)
@@ -705,6 +763,10 @@ static void actor(zsock_t *pipe, void *arg)
             if (cmd && streq(cmd, "LEAVE")) { /* members.c signals the pipe when done */
                 r->leave_deadline_ns = now_ns() + 1000000000u;
                 r->next_tick_ns = 0;
+            } else if (cmd && streq(cmd, "NOSTEAL")) {
+                sn__steal_stop(r);
+                r->no_steal = true;
+                zsock_signal(pipe, 0);
             }
             zstr_free(&cmd);
             if (term)
@@ -741,6 +803,9 @@ static void actor(zsock_t *pipe, void *arg)
             drop_seeds(r);
         if (r->gossip_due || now_ns() >= sn__members_next_ns(r))
             sn__members_tick(r);
+        if (!r->no_steal && (atomic_load_explicit(&r->want_work, memory_order_relaxed) ||
+                             now_ns() >= sn__steal_next_ns(r)))
+            sn__steal_tick(r, now_ns());
     }
     free(items);
 }
@@ -884,10 +949,20 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
         snprintf(r->seed_list + off, sizeof r->seed_list - off, " %s", cfg->seeds[i]);
     }
     atomic_store(&r->joined, r->nseeds ? 0 : 1);
+    const sn_type_t *types[SN_WIRE_TYPES_MAX];
+    r->ntypes = sn_sched_types(sched, types, SN_WIRE_TYPES_MAX);
+    r->types = calloc(r->ntypes ? r->ntypes : 1, sizeof *r->types);
+    if (!r->types || sn__steal_init(r, cfg) != 0)
+        goto fail_sock;
+    for (size_t i = 0; i < r->ntypes; i++) {
+        snprintf(r->types[i].name, sizeof r->types[i].name, "%s", types[i]->name);
+        r->types[i].version = types[i]->version;
+        r->types[i].migratable = types[i]->marshal && types[i]->unmarshal;
+    }
     r->actor = zactor_new(actor, r);
     if (!r->actor)
         goto fail_sock;
-    sn_sched_set_relay(sched, &(sn_relay_hooks_t){r, relay_deliver, NULL});
+    sn_sched_set_relay(sched, &(sn_relay_hooks_t){r, relay_deliver, cfg->steal ? sn__steal_hook : NULL});
     return r;
 fail_sock:
     snprintf(err, errlen, "cannot create sockets: %s", zmq_strerror(zmq_errno()));
@@ -912,6 +987,14 @@ int sn_relay_join_wait(sn_relay_t *r, int timeout_ms, char *err, size_t errlen)
     snprintf(err, errlen, "no seed answered within %d ms:%s (are they running? is the address right?)", timeout_ms,
              r->seed_list);
     return SN_ETIMEDOUT;
+}
+
+void sn_relay_stop_stealing(sn_relay_t *r)
+{
+    if (!r || !r->actor)
+        return;
+    zstr_send(r->actor, "NOSTEAL");
+    zsock_wait(r->actor);
 }
 
 void sn_relay_leave(sn_relay_t *r)
@@ -943,6 +1026,10 @@ void sn_relay_destroy(sn_relay_t **self_p)
             free(p->unacked[k].buf);
         free(p->unacked);
         free(p->watch);
+        for (size_t k = 0; k < p->nctl; k++)
+            free(p->ctl[k].buf);
+        free(p->ctl);
+        free(p->types);
         zsock_destroy(&p->dealer);
     }
     free(r->peers);
@@ -951,6 +1038,8 @@ void sn_relay_destroy(sn_relay_t **self_p)
     zsock_destroy(&r->router);
     zactor_destroy(&r->auth);
     zcert_destroy(&r->cert);
+    sn__steal_fini(r);
+    free(r->types);
     if (r->efd >= 0)
         close(r->efd);
     free(r);

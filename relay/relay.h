@@ -30,6 +30,8 @@ typedef struct sn_relay_config {
     size_t npeers;
     uint64_t first_serial;         /* the scheduler's first PID serial (see main.c) */
     sn_security_t security;        /* CurveZMQ on every socket, or (cert NULL) plain TCP */
+    int steal;                     /* cross-node stealing: 1 on (the default is off: 0) */
+    int steal_batch;               /* most processes one steal moves (0: 64) */
     uint64_t incarnation;          /* this run of the node */
     size_t max_frame;              /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
     int heartbeat_ms;              /* 0 = 200 */
@@ -56,6 +58,10 @@ void sn_relay_destroy(sn_relay_t **self_p);
  * else until a seed welcomes it. Returns 0, SN_ETIMEDOUT (no seed answered)
  * or SN_EREFUSED (a seed said no); err gets the reason. */
 int sn_relay_join_wait(sn_relay_t *relay, int timeout_ms, char *err, size_t errlen);
+/* Ends every handover in progress (processes offered away run here again,
+ * copies not yet committed are dropped) and stops stealing. Call before
+ * the scheduler shuts down. */
+void sn_relay_stop_stealing(sn_relay_t *relay);
 /* Graceful leave: sends what is queued (up to a second for the peers to
  * confirm it), then tells every member this node is leaving, so they do not
  * report it as failed. Call after the scheduler has shut down. */

@@ -78,12 +78,19 @@ typedef struct peer {
     uint64_t pending_seq, next_seq;
     sent_t *unacked;
     size_t nunacked, capunacked;
+    /* control frames (stealing) to send after `pending`, before any newer
+     * batch: they keep their place in the order of everything sent to p */
+    sent_t *ctl;
+    size_t nctl, capctl;
     /* inbound: the peer's batches to us, to acknowledge on its connection,
      * numbered within the peer's incarnation (its run) */
     uint64_t incarnation, recv_seq, acked_seq;
     uint64_t bad_log_ns, bad_quiet; /* rate limit of its bad-frame log lines */
     unsigned char ident[256];
     size_t ident_len;
+    sn_wire_type_t *types; /* its process types (gossip) */
+    size_t ntypes;
+    int steal_ok;          /* -1 unknown, 0 types conflict (logged once), 1 a steal partner */
     watch_t *watch; /* the remote monitors on its processes */
     size_t nwatch, capwatch;
     /* its last heartbeat's counters, for `status` */
@@ -118,6 +125,12 @@ struct sn_relay {
     bool gossip_due;
     uint64_t next_gossip_ns;
     uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
+    sn_wire_type_t *types;      /* our process types, for the view */
+    size_t ntypes;
+    struct sn_steal *steal;     /* steal.c's state (I/O thread) */
+    _Atomic int want_work;      /* any thread: a worker found nothing locally */
+    _Atomic uint64_t steals_in, steals_out; /* any thread reads */
+    bool no_steal;              /* stopped (shutting down) */
     sn__mpsc_t outq;
     int efd;
     _Atomic int signaled;
@@ -146,6 +159,7 @@ extern _Atomic int sn__relay_log_level;
 #define SNLOG_ERROR(...) SN_LOG(0, zsys_error, __VA_ARGS__)
 #define SNLOG_WARN(...) SN_LOG(1, zsys_warning, __VA_ARGS__)
 #define SNLOG_INFO(...) SN_LOG(2, zsys_info, __VA_ARGS__)
+#define SNLOG_DEBUG(...) SN_LOG(3, zsys_debug, __VA_ARGS__)
 
 uint64_t sn__relay_now_ns(void);
 /* The peer with this node id, or NULL (any thread). */
@@ -166,6 +180,29 @@ zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *se
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation);
+
+/* steal.c (I/O thread only, but for the hook) */
+int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg);
+void sn__steal_fini(sn_relay_t *r);
+/* The remote-work hook (workers): asks the I/O thread to look for work. */
+int sn__steal_hook(void *arg, sn_sched_t *sched);
+/* Handles StealRequest, StealOffer, StealAccept, StealCommit from p. */
+void sn__steal_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f);
+/* Timeouts, and a request when the node is idle and someone is loaded. */
+void sn__steal_tick(sn_relay_t *r, uint64_t now);
+/* p went down, left or restarted: handovers with it end. */
+void sn__steal_peer_gone(sn_relay_t *r, peer_t *p);
+/* p advertised its types: is it a steal partner? */
+void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size_t n);
+/* When steal.c next wants a tick (UINT64_MAX: no need). */
+uint64_t sn__steal_next_ns(sn_relay_t *r);
+/* Ends every handover and stops serving requests (before a shutdown). */
+void sn__steal_stop(sn_relay_t *r);
+/* Wakes the I/O thread (any thread). */
+void sn__relay_poke(sn_relay_t *r);
+/* Sends a control frame to p after everything queued for it, before
+ * anything queued later (takes buf). */
+void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len);
 
 /* members.c (I/O thread only) */
 /* Adds a member or updates what we know of it; returns its slot or NULL. */

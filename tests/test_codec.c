@@ -174,8 +174,11 @@ static void hostile_frames_are_refused(void **st)
 static void members_roundtrip_and_bad_endpoints(void **st)
 {
     (void)st;
-    sn_wire_member_t m[2] = {{1, SN_MEMBER_UP, 11, 1000, "tcp://127.0.0.1:7001", ""},
-                             {2, SN_MEMBER_LEFT, 22, 2000, "tcp://[::1]:7002", ""}};
+    sn_wire_type_t types[2] = {{"tree", 1, 0}, {"psum", 3, 1}};
+    sn_wire_member_t m[2] = {{.node = 1, .state = SN_MEMBER_UP, .incarnation = 11, .first_serial = 1000,
+                              .endpoint = "tcp://127.0.0.1:7001", .types = types, .ntypes = 2},
+                             {.node = 2, .state = SN_MEMBER_LEFT, .incarnation = 22, .first_serial = 2000,
+                              .endpoint = "tcp://[::1]:7002"}};
     void *buf;
     size_t len;
     assert_int_equal(sn_codec_encode_members(1, 11, 0, m, 2, &buf, &len), 0);
@@ -188,6 +191,11 @@ static void members_roundtrip_and_bad_endpoints(void **st)
     assert_int_equal(f.members[1].incarnation, 22);
     assert_int_equal(f.members[1].first_serial, 2000);
     assert_string_equal(f.members[1].endpoint, "tcp://[::1]:7002");
+    assert_int_equal(f.members[0].ntypes, 2);
+    assert_string_equal(f.members[0].types[1].name, "psum");
+    assert_int_equal(f.members[0].types[1].version, 3);
+    assert_true(f.members[0].types[1].migratable);
+    assert_int_equal(f.members[1].ntypes, 0);
     sn_frame_clear(&f);
     free(buf);
     const char *bad_eps[] = {"tcp://a\"b:1", "udp://h:1", "tcp://h:1 x", ""};

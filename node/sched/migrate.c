@@ -34,23 +34,20 @@ static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t 
            (!accept || accept(arg, p->type));
 }
 
-/* One candidate popped from a run queue: freeze and marshal it into *m, or
- * put it back to run here. Returns true if it became a migrant. */
+/* One candidate popped from a run queue: freeze and marshal it into *m
+ * (true), or leave it for the caller to put back (false). */
 static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg,
                      sn_migrant_t *m)
 {
     uint32_t expect = SN__READY;
     if (!movable(p, accept, arg) ||
         !atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__MIGRATING, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
-        sn__schedule(sched, p, false);
+                                                 memory_order_acquire))
         return false;
-    }
     sn_payload_t *state = NULL;
     if (p->type->marshal(p, p->user, &state) != 0 || !state) {
         sn_payload_destroy(&state);
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
-        sn__schedule(sched, p, false);
         return false;
     }
     *m = (sn_migrant_t){p->pid, p->parent, p->awaited, p->await_tag, p->type->name, p->type->version, state, p};
@@ -61,15 +58,23 @@ size_t sn_migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, 
                        sn_migrant_t *out)
 {
     size_t n = 0;
+    /* What we popped and cannot take goes back after the search, not
+     * during it (we would find it again). A bounded look: the global queue
+     * as long as it was, then one steal from each deque. */
+    enum { LOOK = 256 };
+    void *back[LOOK + SN__STEAL_MAX];
+    size_t nback = 0;
     /* oldest work first: the global queue, then the top of every deque */
-    while (n < max) {
+    for (size_t left = sn__gqueue_size(&sched->global); left > 0 && n < max && nback < LOOK; left--) {
         void *item;
         if (sn__gqueue_pop(&sched->global, &item, 1) == 0)
             break;
         if (consider(sched, item, accept, arg, &out[n]))
             n++;
+        else
+            back[nback++] = item;
     }
-    for (int i = 0; i < sched->nworkers && n < max; i++) {
+    for (int i = 0; i < sched->nworkers && n < max && nback < LOOK; i++) {
         void *items[SN__STEAL_MAX];
         int got = 0;
         size_t want = max - n;
@@ -77,9 +82,11 @@ size_t sn_migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, 
         for (int k = 0; k < got; k++)
             if (n < max && consider(sched, items[k], accept, arg, &out[n]))
                 n++;
-            else if (n >= max)
-                sn__schedule(sched, items[k], false);
+            else
+                back[nback++] = items[k];
     }
+    for (size_t i = 0; i < nback; i++) /* they run here, as they were */
+        sn__schedule(sched, back[i], false);
     return n;
 }
 

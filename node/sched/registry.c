@@ -52,6 +52,15 @@ int sn_type_register(sn_sched_t *sched, const sn_type_t *type)
     return 0;
 }
 
+size_t sn_sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max)
+{
+    size_t n = atomic_load_explicit(&sched->ntypes, memory_order_acquire);
+    const sn_type_t **arr = atomic_load_explicit(&sched->types, memory_order_acquire);
+    for (size_t i = 0; i < n && i < max; i++)
+        out[i] = arr[i];
+    return n < max ? n : max;
+}
+
 const sn_type_t *sn__type_find(sn_sched_t *sched, const char *name)
 {
     /* acquire (count first, then array): the array is at least that long,

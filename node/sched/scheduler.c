@@ -98,7 +98,9 @@ static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint
 {
     sn_payload_t *payload = data ? *data : NULL;
     const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
-    bool relay = sn__message_class(type) && hk && hk->h.deliver;
+    /* what can cross nodes: messages, DOWNs, and results for a parent */
+    bool result = type == SN_EV_YIELD_COMPLETE && counted;
+    bool relay = (sn__message_class(type) || result) && hk && hk->h.deliver;
     /* With no relay no process can have moved here: a PID of another node
      * is not local, and the table need not be asked. */
     int rc = SN_ENOPROC;
@@ -114,7 +116,7 @@ static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint
         /* not here: moved away from here, or living on its home node */
         uint32_t via = sn__forward_of(sched, to);
         if (via || (to.node != sched->node_id && !inbound)) {
-            rc = hk->h.deliver(hk->h.arg, to, from, tag, type, error, via, data);
+            rc = hk->h.deliver(hk->h.arg, to, from, tag, result ? SN_RELAY_RESULT : type, error, via, data);
             if (rc == 0 && type == SN_EV_MESSAGE)
                 count(sched, 2);
             return rc;
@@ -136,6 +138,12 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
                 sn_payload_t **data, bool counted)
 {
     return deliver(sched, to, type, error, tag, from, data, counted, false);
+}
+
+int sn_send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
+                   sn_payload_t **result)
+{
+    return deliver(sched, parent, SN_EV_YIELD_COMPLETE, error, tag, child, result, true, true);
 }
 
 int sn_deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,

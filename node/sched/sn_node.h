@@ -10,7 +10,9 @@
 
 /* Where messages for PIDs of other nodes go, and where idle workers look for
  * remote work. node/sched/ calls these; the relay implements them. */
-enum { SN_RELAY_MONITOR = 100, SN_RELAY_DEMONITOR = 101 };
+/* Relay-only kinds: monitor requests, and a child's result for the parent
+ * that awaits it (a YIELD_COMPLETE that counts as the parent's pending). */
+enum { SN_RELAY_MONITOR = 100, SN_RELAY_DEMONITOR = 101, SN_RELAY_RESULT = 102 };
 typedef struct sn_relay_hooks {
     void *arg;
     /* Deliver to a non-local PID, through node `via` (the node it moved to
@@ -32,6 +34,11 @@ void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay);
 /* Delivers a message on behalf of `from` (the relay uses this for inbound
  * traffic). Same ownership as sn_send. */
 int sn_send_from(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg);
+
+/* Delivers a child's result (SN_RELAY_RESULT) from another node to the
+ * parent awaiting it here (or on to where it moved). */
+int sn_send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
+                   sn_payload_t **result);
 
 /* Delivers a message (or a DOWN) that arrived from another node: to the
  * process here, or on to the node it moved to from here; never back to its
@@ -57,6 +64,9 @@ void sn_demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t
  * NULL). Returns 0 or SN_ENOPROC (the reason is then freed). */
 int sn_send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,
                  sn_payload_t **reason);
+
+/* The registered process types (up to max of them into out); how many. */
+size_t sn_sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
 
 /* ------------------------------------------------------------ migration
  * The scheduler's half of moving processes between nodes (migrate.c says

@@ -233,7 +233,7 @@ void *sn__worker_main(void *arg)
         }
         set_spinning(w, true);
         spins++;
-        if (spins == SPIN_YIELD - 1) {
+        if (spins == 1) { /* at once: a remote steal takes a round trip, start it while we spin */
             const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
             if (hk && hk->h.remote_work && hk->h.remote_work(hk->h.arg, sched) > 0)
                 continue;

@@ -1,0 +1,529 @@
+/* steal.c - cross-node work stealing: the relay's half of the handover
+ * (node/sched/migrate.c is the scheduler's half). Runs on the I/O thread,
+ * except sn__steal_hook, which workers call.
+ *
+ * When every worker of a node has found nothing locally, the node (the
+ * thief T) asks one member (the victim V) for work: the most loaded by the
+ * load members advertise in heartbeats, chosen at random among those with
+ * at least half the top load, and only members whose process types agree
+ * with ours. One request at a time; an empty answer backs off (10 ms,
+ * doubling to 1 s), so an idle cluster sends nothing at all (nobody
+ * advertises Ready work, so there is no one to ask).
+ *
+ * The handover, for each process:
+ *   T -> V  StealRequest(id, max)
+ *   V -> T  StealOffer(id, migrants)   V froze them (Ready, nothing pending)
+ *                                       and marshalled their state
+ *   T -> V  StealAccept(id, pids)      T built frozen copies, unreachable
+ *   V -> T  StealCommit(id, pids, queued events)
+ *                                       V decided: each process left V's
+ *                                       table for a forwarding entry, its
+ *                                       queued events ride along
+ *   T       activates: events first, then it runs; later messages for it
+ *           that reach V are forwarded, on the same connection, after the
+ *           commit (sn__relay_send_ordered keeps that order).
+ * The owner is V until V decides the commit, T after. V runs a process
+ * again only if it reverts (no accept in time, T gone, refused); T runs it
+ * only after the commit arrives. V reverting sends an empty commit (an
+ * abort) so T drops its copies; T drops them too if V goes down. So a
+ * process runs in one place at a time: a crash loses what the crashed node
+ * owned, and never duplicates anything. A thief that restarts is a new
+ * incarnation: its old handovers are over on both sides (peer_gone).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_int.h"
+
+#define OFFER_TIMEOUT_NS 3000000000u   /* victim: accept within this, or revert */
+#define REQUEST_TIMEOUT_NS 3000000000u /* thief: offer within this, or ask again */
+#define BACKOFF_MIN_MS 10
+#define BACKOFF_MAX_MS 1000
+
+typedef struct offer {
+    uint64_t id;
+    uint32_t thief;
+    uint64_t deadline_ns;
+    sn_migrant_t *m;
+    size_t n;
+} offer_t;
+
+typedef struct install {
+    uint64_t id;
+    uint32_t victim;
+    sn_pid_t pid;
+    void *handle;
+} install_t;
+
+struct sn_steal {
+    int batch;
+    /* thief */
+    uint64_t next_id;
+    uint32_t asked; /* victim of the outstanding request, 0 if none */
+    uint64_t asked_id, asked_deadline_ns;
+    uint64_t next_try_ns; /* backoff */
+    int backoff_ms;
+    install_t *inst;
+    size_t ninst, capinst;
+    uint64_t rng;
+    /* victim */
+    offer_t *offers;
+    size_t noffers, capoffers;
+};
+
+int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg)
+{
+    r->steal = calloc(1, sizeof *r->steal);
+    if (!r->steal)
+        return -1;
+    r->steal->batch = cfg->steal_batch > 0 ? cfg->steal_batch : 64;
+    r->steal->backoff_ms = BACKOFF_MIN_MS;
+    r->steal->rng = r->incarnation | 1;
+    atomic_store(&r->want_work, cfg->steal ? 1 : 0); /* a new node is idle: its workers parked before we came */
+    return 0;
+}
+
+static void revert_offer(sn_relay_t *r, offer_t *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (o->m[i].handle)
+            sn_migrate_revert(r->sched, &o->m[i]);
+    free(o->m);
+}
+
+void sn__steal_fini(sn_relay_t *r)
+{
+    struct sn_steal *s = r->steal;
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->ninst; i++)
+        sn_migrate_discard(r->sched, s->inst[i].handle);
+    for (size_t i = 0; i < s->noffers; i++) { /* the scheduler has shut down: only free */
+        for (size_t k = 0; k < s->offers[i].n; k++)
+            sn_payload_destroy(&s->offers[i].m[k].state);
+        free(s->offers[i].m);
+    }
+    free(s->inst);
+    free(s->offers);
+    free(s);
+    r->steal = NULL;
+}
+
+void sn__steal_stop(sn_relay_t *r)
+{
+    struct sn_steal *s = r->steal;
+    for (size_t i = 0; i < s->noffers; i++)
+        revert_offer(r, &s->offers[i]);
+    s->noffers = 0;
+    for (size_t i = 0; i < s->ninst; i++)
+        sn_migrate_discard(r->sched, s->inst[i].handle);
+    s->ninst = 0;
+    s->asked = 0;
+}
+
+int sn__steal_hook(void *arg, sn_sched_t *sched)
+{
+    sn_relay_t *r = arg;
+    /* the I/O thread looks for work (once per idle spell, not per park) */
+    if (!atomic_exchange_explicit(&r->want_work, 1, memory_order_acq_rel))
+        sn__relay_poke(r);
+    return 0;
+}
+
+/* ------------------------------------------------------------ partners */
+
+void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size_t n)
+{
+    sn_wire_type_t *copy = malloc(n * sizeof *copy);
+    if (!copy)
+        return;
+    memcpy(copy, types, n * sizeof *copy);
+    free(p->types);
+    p->types = copy;
+    p->ntypes = n;
+    /* a steal partner agrees with us on the version of every migratable
+     * type both have */
+    int ok = 1;
+    for (size_t i = 0; i < r->ntypes && ok; i++)
+        for (size_t k = 0; k < n; k++)
+            if (!strcmp(r->types[i].name, types[k].name) && r->types[i].migratable &&
+                r->types[i].version != types[k].version) {
+                if (p->steal_ok != 0)
+                    SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " is not a steal partner: process type '%s' is "
+                               "version %" PRIu32 " here and %" PRIu32 " there",
+                               r->node, p->node, r->types[i].name, r->types[i].version, types[k].version);
+                ok = 0;
+                break;
+            }
+    p->steal_ok = ok;
+}
+
+/* Can thief t run a process of type `type`? (victim side) */
+static bool thief_takes(void *arg, const sn_type_t *type)
+{
+    peer_t *t = arg;
+    for (size_t i = 0; i < t->ntypes; i++)
+        if (!strcmp(t->types[i].name, type->name))
+            return t->types[i].version == type->version && t->types[i].migratable;
+    return false;
+}
+
+/* ------------------------------------------------------------- victim */
+
+static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
+{
+    struct sn_steal *s = r->steal;
+    sn_stats_t st;
+    sn_sched_stats(r->sched, &st);
+    size_t n = st.ready / 2; /* up to half of our Ready work */
+    if (n > f->steal_max)
+        n = f->steal_max;
+    if (n > (size_t)s->batch)
+        n = (size_t)s->batch;
+    if (t->steal_ok != 1)
+        n = 0; /* types disagree (or unknown yet): nothing for it */
+    if (n && s->noffers == s->capoffers) {
+        size_t cap = s->capoffers ? s->capoffers * 2 : 8;
+        offer_t *o = realloc(s->offers, cap * sizeof *o);
+        if (o) {
+            s->offers = o;
+            s->capoffers = cap;
+        } else {
+            n = 0; /* out of memory: nothing moves */
+        }
+    }
+    sn_migrant_t *m = n ? calloc(n, sizeof *m) : NULL;
+    size_t got = m ? sn_migrate_take(r->sched, n, thief_takes, t, m) : 0;
+    sn_wire_migrant_t *w = got ? calloc(got, sizeof *w) : NULL;
+    if (got && !w) {
+        offer_t tmp = {0, 0, 0, m, got};
+        revert_offer(r, &tmp);
+        m = NULL;
+        got = 0;
+    }
+    for (size_t i = 0; i < got; i++) {
+        w[i] = (sn_wire_migrant_t){.pid = m[i].pid,
+                                   .parent = m[i].parent,
+                                   .awaited = m[i].awaited,
+                                   .await_tag = m[i].await_tag,
+                                   .type_version = m[i].type_version,
+                                   .state = m[i].state};
+        snprintf(w[i].type, sizeof w[i].type, "%s", m[i].type);
+    }
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_steal_offer(r->node, r->incarnation, f->steal_id, w, got, &buf, &len) == 0) {
+        sn__relay_send_ordered(r, t, buf, len);
+        if (got)
+            s->offers[s->noffers++] = (offer_t){f->steal_id, t->node, sn__relay_now_ns() + OFFER_TIMEOUT_NS, m, got};
+        else
+            free(m);
+    } else if (got) {
+        offer_t tmp = {0, 0, 0, m, got};
+        revert_offer(r, &tmp);
+    } else {
+        free(m);
+    }
+    free(w);
+}
+
+static offer_t *find_offer(struct sn_steal *s, uint32_t thief, uint64_t id)
+{
+    for (size_t i = 0; i < s->noffers; i++)
+        if (s->offers[i].thief == thief && s->offers[i].id == id)
+            return &s->offers[i];
+    return NULL;
+}
+
+static void drop_offer(struct sn_steal *s, offer_t *o)
+{
+    *o = s->offers[--s->noffers];
+}
+
+/* Sends the commit (or, with no PIDs, the abort) of handover id to t. */
+static void send_commit(sn_relay_t *r, peer_t *t, uint64_t id, const sn_pid_t *pids, size_t n, sn_wire_send_t *fw,
+                        size_t nfw)
+{
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_steal_commit(r->node, r->incarnation, id, pids, n, fw, nfw, &buf, &len) == 0)
+        sn__relay_send_ordered(r, t, buf, len);
+    /* (out of memory: the thief drops its copies when we are gone; until
+     * then they wait, unreachable and harmless) */
+}
+
+static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
+{
+    struct sn_steal *s = r->steal;
+    offer_t *o = find_offer(s, t->node, f->steal_id);
+    if (!o)
+        return; /* we gave up on it already (and sent the abort) */
+    sn_pid_t *done = calloc(o->n ? o->n : 1, sizeof *done);
+    sn_wire_send_t *fw = NULL;
+    size_t ndone = 0, nfw = 0, capfw = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        bool accepted = false;
+        for (size_t k = 0; k < f->npids && !accepted; k++)
+            accepted = sn_pid_eq(f->pids[k], o->m[i].pid);
+        sn_event_t *ev = NULL;
+        size_t nev = 0;
+        if (!accepted || !done || sn_migrate_commit(r->sched, &o->m[i], t->node, &ev, &nev) != 0) {
+            sn_migrate_revert(r->sched, &o->m[i]);
+            continue;
+        }
+        done[ndone++] = o->m[i].pid;
+        if (nfw + nev > capfw) {
+            capfw = (nfw + nev) * 2;
+            sn_wire_send_t *more = realloc(fw, capfw * sizeof *more);
+            while (!more) /* these events have no other place to go */
+                more = realloc(fw, capfw * sizeof *more);
+            fw = more;
+        }
+        for (size_t k = 0; k < nev; k++)
+            fw[nfw++] = (sn_wire_send_t){o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data};
+        free(ev);
+    }
+    send_commit(r, t, o->id, done, ndone, fw, nfw);
+    SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": %zu committed to node %" PRIu32, r->node, o->id, ndone, t->node);
+    for (size_t k = 0; k < nfw; k++)
+        sn_payload_destroy(&fw[k].payload);
+    free(fw);
+    free(done);
+    if (ndone)
+        atomic_fetch_add_explicit(&r->steals_out, 1, memory_order_relaxed);
+    free(o->m);
+    drop_offer(s, o);
+}
+
+/* -------------------------------------------------------------- thief */
+
+static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
+{
+    struct sn_steal *s = r->steal;
+    bool ours = s->asked == v->node && s->asked_id == f->steal_id;
+    sn_pid_t *ok = calloc(f->nmigrants ? f->nmigrants : 1, sizeof *ok);
+    size_t nok = 0;
+    for (size_t i = 0; ours && ok && i < f->nmigrants; i++) {
+        sn_wire_migrant_t *w = &f->migrants[i];
+        sn_migrant_t m = {w->pid,   w->parent, (uint8_t)(w->awaited != 0), w->await_tag, w->type, w->type_version,
+                          w->state, NULL};
+        void *handle;
+        if (s->ninst == s->capinst) {
+            size_t cap = s->capinst ? s->capinst * 2 : 64;
+            install_t *in = realloc(s->inst, cap * sizeof *in);
+            if (!in)
+                break;
+            s->inst = in;
+            s->capinst = cap;
+        }
+        if (sn_migrate_install(r->sched, &m, &handle) != 0)
+            continue; /* refused: it stays with the victim */
+        s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle};
+        ok[nok++] = w->pid;
+    }
+    /* (a stale offer gets an empty accept: the victim reverts at once) */
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_steal_accept(r->node, r->incarnation, f->steal_id, ok, nok, &buf, &len) == 0)
+        sn__relay_send_ordered(r, v, buf, len);
+    free(ok);
+    if (!ours)
+        return;
+    SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": node %" PRIu32 " offered %zu, took %zu", r->node, f->steal_id,
+                v->node, f->nmigrants, nok);
+    if (nok) /* one steal at a time: this one ends with its commit */
+        s->asked_deadline_ns = sn__relay_now_ns() + REQUEST_TIMEOUT_NS;
+    else
+        s->asked = 0;
+    if (nok == 0) { /* nothing there: ask again later */
+        s->next_try_ns = sn__relay_now_ns() + (uint64_t)s->backoff_ms * 1000000u;
+        s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
+    } else {
+        s->backoff_ms = BACKOFF_MIN_MS;
+        s->next_try_ns = 0;
+    }
+}
+
+static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
+{
+    struct sn_steal *s = r->steal;
+    size_t activated = 0;
+    for (size_t i = 0; i < s->ninst;) {
+        install_t *in = &s->inst[i];
+        if (in->victim != v->node || in->id != f->steal_id) {
+            i++;
+            continue;
+        }
+        bool committed = false;
+        for (size_t k = 0; k < f->npids && !committed; k++)
+            committed = sn_pid_eq(f->pids[k], in->pid);
+        if (committed) {
+            /* its queued events, in order, go in ahead of everything else */
+            size_t nev = 0;
+            sn_event_t *ev = calloc(f->nsends ? f->nsends : 1, sizeof *ev);
+            for (size_t k = 0; ev && k < f->nsends; k++)
+                if (sn_pid_eq(f->sends[k].to, in->pid))
+                    ev[nev++] = (sn_event_t){(sn_event_type_t)f->sends[k].kind, f->sends[k].error, f->sends[k].tag,
+                                             f->sends[k].from, sn_take(&f->sends[k].payload)};
+            if (ev && sn_migrate_activate(r->sched, in->handle, ev, nev) == 0) {
+                activated++;
+            } else {
+                for (size_t k = 0; k < nev; k++)
+                    sn_payload_destroy(&ev[k].data);
+                sn_migrate_discard(r->sched, in->handle); /* cannot happen short of a PID clash or no memory */
+            }
+            free(ev);
+        } else {
+            sn_migrate_discard(r->sched, in->handle);
+        }
+        *in = s->inst[--s->ninst];
+    }
+    if (activated)
+        atomic_fetch_add_explicit(&r->steals_in, 1, memory_order_relaxed);
+    if (s->asked == v->node && s->asked_id == f->steal_id)
+        s->asked = 0;
+    SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": %zu processes from node %" PRIu32 " run here now", r->node,
+                f->steal_id, activated, v->node);
+}
+
+void sn__steal_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f)
+{
+    switch (f->kind) {
+    case SN_FRAME_STEAL_REQUEST:
+        on_request(r, p, f);
+        break;
+    case SN_FRAME_STEAL_OFFER:
+        on_offer(r, p, f);
+        break;
+    case SN_FRAME_STEAL_ACCEPT:
+        on_accept(r, p, f);
+        break;
+    case SN_FRAME_STEAL_COMMIT:
+        on_commit(r, p, f);
+        break;
+    default:
+        break;
+    }
+}
+
+void sn__steal_peer_gone(sn_relay_t *r, peer_t *p)
+{
+    struct sn_steal *s = r->steal;
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->noffers;) { /* it was the thief: ours run here again */
+        if (s->offers[i].thief == p->node) {
+            revert_offer(r, &s->offers[i]);
+            drop_offer(s, &s->offers[i]);
+        } else {
+            i++;
+        }
+    }
+    for (size_t i = 0; i < s->ninst;) { /* it was the victim: it owned them */
+        if (s->inst[i].victim == p->node) {
+            sn_migrate_discard(r->sched, s->inst[i].handle);
+            s->inst[i] = s->inst[--s->ninst];
+        } else {
+            i++;
+        }
+    }
+    if (s->asked == p->node)
+        s->asked = 0;
+}
+
+/* -------------------------------------------------------------- ticks */
+
+static uint64_t rnd(struct sn_steal *s)
+{
+    s->rng ^= s->rng << 13;
+    s->rng ^= s->rng >> 7;
+    s->rng ^= s->rng << 17;
+    return s->rng;
+}
+
+/* The member to ask: among live steal partners advertising Ready work,
+ * one at random among those with at least half the largest load. Members
+ * not heard from yet count as maybe loaded (a node that just joined a
+ * busy cluster asks before the first heartbeats arrive). */
+static peer_t *pick_victim(sn_relay_t *r)
+{
+    struct sn_steal *s = r->steal;
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    uint64_t top = 0;
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p->state == SN_MEMBER_UP && p->steal_ok == 1 && p->has_stats && p->stats.ready > top)
+            top = p->stats.ready;
+    }
+    peer_t *pick = NULL;
+    uint64_t seen = 0;
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p->state != SN_MEMBER_UP || p->steal_ok != 1)
+            continue;
+        uint64_t load = p->has_stats ? p->stats.ready : (top ? 0 : 1);
+        if (load < 2 || load * 2 < top)
+            continue;             /* half of one Ready process is none */
+        if (rnd(s) % ++seen == 0) /* reservoir: uniform among the candidates */
+            pick = p;
+    }
+    return pick;
+}
+
+void sn__steal_tick(sn_relay_t *r, uint64_t now)
+{
+    struct sn_steal *s = r->steal;
+    for (size_t i = 0; i < s->noffers;) { /* the thief did not answer: ours again */
+        offer_t *o = &s->offers[i];
+        if (now < o->deadline_ns) {
+            i++;
+            continue;
+        }
+        peer_t *t = sn__relay_find_peer(r, o->thief);
+        if (t)
+            send_commit(r, t, o->id, NULL, 0, NULL, 0); /* the abort */
+        revert_offer(r, o);
+        drop_offer(s, o);
+    }
+    if (s->asked && now >= s->asked_deadline_ns)
+        s->asked = 0; /* a late offer gets an empty accept */
+    if (!atomic_load_explicit(&r->want_work, memory_order_acquire) || s->asked || now < s->next_try_ns ||
+        atomic_load_explicit(&r->joined, memory_order_relaxed) != 1)
+        return;
+    sn_stats_t st;
+    sn_sched_stats(r->sched, &st);
+    if (st.ready > 0) { /* work queued here again: not wanted now (a worker asks again when it runs dry) */
+        atomic_store_explicit(&r->want_work, 0, memory_order_release);
+        return;
+    }
+    peer_t *v = pick_victim(r);
+    if (!v)
+        return; /* nobody has work to give: nothing sent; the next tick looks again */
+    void *buf;
+    size_t len;
+    uint64_t id = ++s->next_id;
+    if (sn_codec_encode_steal_request(r->node, r->incarnation, id, (uint32_t)s->batch, &buf, &len) != 0)
+        return;
+    sn__relay_send_ordered(r, v, buf, len);
+    SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": asking node %" PRIu32 " (it has %" PRIu64 " ready)", r->node, id,
+                v->node, v->has_stats ? v->stats.ready : 0);
+    s->asked = v->node;
+    s->asked_id = id;
+    s->asked_deadline_ns = now + REQUEST_TIMEOUT_NS;
+}
+
+uint64_t sn__steal_next_ns(sn_relay_t *r)
+{
+    struct sn_steal *s = r->steal;
+    uint64_t next = UINT64_MAX;
+    for (size_t i = 0; i < s->noffers; i++)
+        if (s->offers[i].deadline_ns < next)
+            next = s->offers[i].deadline_ns;
+    if (s->asked && s->asked_deadline_ns < next)
+        next = s->asked_deadline_ns;
+    if (!s->asked && atomic_load_explicit(&r->want_work, memory_order_relaxed) && s->next_try_ns < next)
+        next = s->next_try_ns;
+    return next;
+}
