@@ -198,13 +198,24 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
         if (number(c, path, nth, v, 100, INT_MAX, &n))
             return -1;
         o->join_timeout_ms = (int)n;
+    } else if (!strcmp(key, "steal")) {
+        if (!strcmp(v, "true") || !strcmp(v, "1"))
+            o->steal = 1;
+        else if (!strcmp(v, "false") || !strcmp(v, "0"))
+            o->steal = 0;
+        else
+            return fail(c, path, nth, "'%s' is not true or false", v);
+    } else if (!strcmp(key, "steal-batch")) {
+        if (number(c, path, nth, v, 1, 4096, &n))
+            return -1;
+        o->steal_batch = (int)n;
     } else if (!strcmp(key, "max-frame")) {
         if (number(c, path, nth, v, 1024, 1LL << 30, &n))
             return -1;
         o->max_frame = n;
     } else {
         return fail(c, path, nth, "unknown key (cluster takes name, seed, heartbeat-ms, down-after-ms, "
-                                  "join-timeout-ms, max-frame)");
+                                  "join-timeout-ms, max-frame, steal, steal-batch)");
     }
     return 0;
 }
@@ -233,6 +244,7 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
     memset(o, 0, sizeof *o);
     o->shutdown_ms = -1;
     o->insecure = -1;
+    o->steal = -1;
     own_t *own = calloc(1, sizeof *own);
     if (!own) {
         snprintf(err, errlen, "%s: out of memory", file);

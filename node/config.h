@@ -19,6 +19,8 @@ typedef struct sn_node_config {
     int insecure;                  /* -1: not set, else 0 or 1 */
     int heartbeat_ms, down_after_ms, join_timeout_ms;
     long long max_frame;
+    int steal;       /* -1: not set, else 0 or 1 */
+    int steal_batch; /* 0: not set */
     const char **seeds;
     size_t nseeds;
     const char **plugins; /* absolute, like cert */

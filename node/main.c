@@ -347,6 +347,9 @@ int main(int argc, char **argv)
         rcfg.heartbeat_ms = config_file.heartbeat_ms;
         rcfg.down_after_ms = config_file.down_after_ms;
         rcfg.max_frame = (size_t)config_file.max_frame;
+        if (config_file.steal >= 0)
+            rcfg.steal = config_file.steal;
+        rcfg.steal_batch = config_file.steal_batch;
         if (config_file.join_timeout_ms)
             join_timeout_ms = config_file.join_timeout_ms;
         if (config_file.nseeds) {
