@@ -311,7 +311,7 @@ static const sn_type_t xsink_type = {"xsink", 1, sizeof(xpeer_t), xpeer_init, xp
  * finishes with the id of the node it ran on. Migratable: a Ready spin
  * can be stolen by another node. */
 typedef struct spin {
-    uint64_t ms;
+    uint64_t ms, unused;
 } spin_t;
 
 static int spin_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
@@ -339,22 +339,75 @@ static void spin_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_s
     sn_out_done(out, &r);
 }
 
-static int spin_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+/* Plain-data state (16 bytes for every migratable demo type): a copy
+ * moves it. */
+static int spin_marshal_any(sn_ctx_t *ctx, void *state, sn_payload_t **out)
 {
-    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(spin_t));
+    *out = sn_payload_new(SN_CT_BYTES, state, 16);
     return *out ? 0 : SN_ENOMEM;
 }
 
-static int spin_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+static int spin_unmarshal_any(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
 {
-    if (in->len != sizeof(spin_t))
+    if (in->len != 16)
         return SN_EINVAL;
-    memcpy(state, in->data, sizeof(spin_t));
+    memcpy(state, in->data, 16);
     return 0;
 }
+#define spin_marshal spin_marshal_any
+#define spin_unmarshal spin_unmarshal_any
 
 static const sn_type_t spin_type = {"spin", 1, sizeof(spin_t), spin_init, spin_step, NULL, spin_marshal,
                                     spin_unmarshal};
+_Static_assert(sizeof(spin_t) == 16, "spin_marshal_any copies 16 bytes");
+/* burn: the same work, but it cannot move (no marshal) */
+static const sn_type_t burn_type = {"burn", 1, sizeof(spin_t), spin_init, spin_step, NULL, NULL, NULL};
+
+/* ---- msink collect N: like xsink (N numbered messages, in order, then
+ * an ack to the sender), but migratable; finishes with "N in order on
+ * node X" (X: where it finished). */
+typedef struct msink {
+    uint64_t n, next;
+} msink_t;
+
+static int msink_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    msink_t *m = state;
+    char text[32] = "";
+    if (strcmp(method, "collect") != 0)
+        return SN_ENOMETHOD;
+    if (*input)
+        snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
+    m->n = strtoull(text, NULL, 10);
+    return m->n ? 0 : SN_EINVAL;
+}
+
+static void msink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    msink_t *m = state;
+    out->status = SN_IDLE;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t seq;
+        if (ev[i].type != SN_EV_MESSAGE || !ev[i].data || ev[i].data->len < 8)
+            continue;
+        memcpy(&seq, ev[i].data->data, 8);
+        if (seq != m->next) {
+            sn_out_fail(out, SN_EINVAL, "message %" PRIu64 " came when %" PRIu64 " was due", seq, m->next);
+            return;
+        }
+        if (++m->next == m->n) {
+            sn_out_send(out, ev[i].from, 0, &(sn_payload_t *){sn_payload_u64(m->n)});
+            sn_payload_t *r = sn_payload_printf(SN_CT_TEXT, "%" PRIu64 " in order on node %" PRIu32, m->n,
+                                                sn_sched_node_id(sn_ctx_sched(ctx)));
+            sn_out_done(out, &r);
+            return;
+        }
+    }
+}
+
+_Static_assert(sizeof(msink_t) == 16, "spin_marshal_any copies 16 bytes");
+static const sn_type_t msink_type = {"msink", 1, sizeof(msink_t), msink_init, msink_step, NULL, spin_marshal_any,
+                                     spin_unmarshal_any};
 
 /* ---- spread run "N MS": spawns N spins (awaited), and finishes when all
  * are back with "N done: A on node X, B on node Y, ..." (each result is
@@ -363,6 +416,8 @@ typedef struct spread {
     uint64_t n, ms, back, started;
     uint32_t node[8];
     uint64_t count[8];
+    char type[16];     /* spin (can move) or burn (cannot) */
+    uint8_t *seen;     /* per child: finished already (a duplicate fails) */
 } spread_t;
 
 static int spread_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
@@ -373,7 +428,18 @@ static int spread_init(sn_ctx_t *ctx, void *state, const char *method, sn_payloa
         return SN_ENOMETHOD;
     if (*input)
         snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
-    return sscanf(text, "%" SCNu64 " %" SCNu64, &s->n, &s->ms) == 2 && s->n > 0 ? 0 : SN_EINVAL;
+    snprintf(s->type, sizeof s->type, "spin");
+    int got = sscanf(text, "%" SCNu64 " %" SCNu64 " %15s", &s->n, &s->ms, s->type);
+    if (got < 2 || s->n == 0 || s->n > 10000000 || (strcmp(s->type, "spin") && strcmp(s->type, "burn")))
+        return SN_EINVAL;
+    s->seen = calloc(s->n, 1);
+    return s->seen ? 0 : SN_ENOMEM;
+}
+
+static void spread_close(sn_ctx_t *ctx, void *state)
+{
+    spread_t *s = state;
+    free(s->seen);
 }
 
 static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
@@ -382,7 +448,7 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
     out->status = SN_WAIT;
     for (int k = 0; k < 1000 && s->started < s->n; k++, s->started++) { /* 1000 a step */
         sn_payload_t *arg = sn_payload_printf(SN_CT_TEXT, "%" PRIu64, s->ms);
-        sn_out_spawn(out, s->started + 1, "spin", "work", &arg, SN_YIELD_AWAIT);
+        sn_out_spawn(out, s->started + 1, s->type, "work", &arg, SN_YIELD_AWAIT);
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t node;
@@ -391,6 +457,10 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
         if (ev[i].error || sn_payload_get_u64(ev[i].data, &node) != 0) {
             sn_out_fail(out, ev[i].error ? ev[i].error : SN_EINVAL, "spin %" PRIu64 " failed: %s", ev[i].tag,
                         sn_strerror(ev[i].error));
+            return;
+        }
+        if (ev[i].tag < 1 || ev[i].tag > s->n || s->seen[ev[i].tag - 1]++) {
+            sn_out_fail(out, SN_EINVAL, "child %" PRIu64 " finished twice (or is unknown)", ev[i].tag);
             return;
         }
         s->back++;
@@ -416,7 +486,8 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
     sn_out_done(out, &r);
 }
 
-static const sn_type_t spread_type = {"spread", 1, sizeof(spread_t), spread_init, spread_step, NULL, NULL, NULL};
+static const sn_type_t spread_type = {"spread", 1, sizeof(spread_t), spread_init, spread_step, spread_close, NULL,
+                                      NULL};
 
 /* ---- xwatch watch "PID": monitors PID and finishes with what its DOWN
  * said: "down PID: finished", "down PID: failed: REASON", or the error
@@ -471,7 +542,8 @@ int sn_demo_register(sn_sched_t *sched)
         (rc = sn_type_register(sched, &sleeper_type)) || (rc = sn_type_register(sched, &oops_type)) ||
         (rc = sn_type_register(sched, &xsource_type)) || (rc = sn_type_register(sched, &xsink_type)) ||
         (rc = sn_type_register(sched, &xpong_type)) || (rc = sn_type_register(sched, &xwatch_type)) ||
-        (rc = sn_type_register(sched, &spin_type)) || (rc = sn_type_register(sched, &spread_type)))
+        (rc = sn_type_register(sched, &spin_type)) || (rc = sn_type_register(sched, &spread_type)) ||
+        (rc = sn_type_register(sched, &burn_type)) || (rc = sn_type_register(sched, &msink_type)))
         return rc;
     return 0;
 }

@@ -499,8 +499,10 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
         return;
     }
     peer_t *v = pick_victim(r);
-    if (!v)
-        return; /* nobody has work to give: nothing sent; the next tick looks again */
+    if (!v) { /* nobody has work to give: nothing sent; look again with the next heartbeats */
+        s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u;
+        return;
+    }
     void *buf;
     size_t len;
     uint64_t id = ++s->next_id;

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# steal.sh - cross-node stealing with real schednode processes on
+# 127.0.0.1 (one worker each): an imbalanced load spawned on one node of
+# three spreads to the others and every process completes exactly once
+# (the driver fails on a duplicate); processes without marshal never move;
+# numbered message streams to processes that move stay in order; status
+# shows the steals; a node whose process types disagree is not a steal
+# partner, with a log line saying why. Args: $1 schednode, $2 plugins dir.
+set -u
+SN=$1 PLUG=$2
+. "$(dirname "$0")/lib.sh"
+
+declare -A port
+for n in 1 2 3 4; do port[$n]=$(free_port); done
+ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
+start() { # node-id seed-id [extra flags...]
+  local n=$1 seed=$2
+  shift 2
+  "$SN" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} --log-level debug "$@" \
+    >>"$dir/node$n.log" 2>&1 &
+  pids+=($!); eval "node_pid_$n=$!"
+  wait_for 100 grep -q "up: " "$dir/node$n.log" || { echo "node $n did not come up"; cat "$dir/node$n.log"; return 1; }
+}
+call() { timeout 120 "$SN" --timeout 100000 --insecure "$@"; }
+count_on() { grep -o "[0-9]* on node $2" <<<"$1" | awk '{print $1}'; }
+
+start 1 "" --load "$PLUG/plugin_version1.so" && start 2 1 && start 3 1 || { bad "three nodes"; echo "$pass passed, $fail failed"; exit 1; }
+sleep 0.5 # their types reach each other by gossip
+
+# --- an imbalanced load: 3000 CPU-bound processes of 2 ms, all spawned on node 1
+out=$(call call --connect "$(ep 1)" spread run "3000 2 spin" 2>&1)
+n1=$(count_on "$out" 1) n2=$(count_on "$out" 2) n3=$(count_on "$out" 3)
+if grep -q "^3000 done:" <<<"$out" && [ "$((${n1:-0} + ${n2:-0} + ${n3:-0}))" = 3000 ]; then
+  ok "3000 processes spawned on node 1 all completed exactly once: $out"
+else
+  bad "imbalanced load: $out"
+fi
+[ "${n2:-0}" -gt 0 ] && [ "${n3:-0}" -gt 0 ] && ok "nodes 2 and 3 stole work (node 2 ran ${n2:-0}, node 3 ran ${n3:-0})" ||
+  bad "no spread: $out"
+st=$(call status --json --connect "$(ep 1)")
+[ "$(jq '.nodes[0].steals_out' <<<"$st")" -gt 0 ] && [ "$(jq '.nodes[0].migrated' <<<"$st")" -gt 0 ] &&
+  ok "status: node 1 gave $(jq '.nodes[0].steals_out' <<<"$st") batches, $(jq '.nodes[0].migrated' <<<"$st") processes" ||
+  bad "status: $st"
+
+# --- processes without marshal never move
+out=$(call call --connect "$(ep 1)" spread run "1000 2 burn" 2>&1)
+[ "$out" = "1000 done: 1000 on node 1" ] && ok "1000 processes of a type without marshal all ran on node 1" ||
+  bad "burn moved: $out"
+
+# --- order across migration: node 1 busy with processes that cannot move,
+# 20 migratable sinks there, each fed 2000 numbered messages from node 3
+before=$(cat "$dir"/node[23].log | grep -c "processes from node 1 run here now")
+call call --connect "$(ep 1)" spread run "4000 1 burn" >"$dir/busy" 2>&1 &
+busy=$!
+sleep 0.3
+sinks=()
+for i in $(seq 20); do sinks+=("$(call spawn --connect "$(ep 1)" msink collect 2000)"); done
+srcs=()
+for s in "${sinks[@]}"; do
+  call call --connect "$(ep 3)" xsource blast "$s 2000" >>"$dir/sources" 2>&1 &
+  srcs+=($!)
+done
+wait $busy "${srcs[@]}"
+# each sink acks its source with the count once all 2000 came in order (a
+# sink that sees one out of order fails, and its source never gets the ack)
+inorder=$(grep -c "^2000$" "$dir/sources")
+[ "$inorder" = 20 ] && ok "20 streams of 2000 messages arrived in order" || bad "order: $(sort "$dir/sources" | uniq -c)"
+moved=$(($(cat "$dir"/node[23].log | grep -c "processes from node 1 run here now") - before))
+[ "$moved" -gt 0 ] && ok "$moved steals moved sinks to nodes 2 and 3 while their streams ran" ||
+  bad "no sink moved during the streams: the order check proved nothing"
+
+# --- a node whose types disagree: not a steal partner, and it says so
+start 4 1 --load "$PLUG/plugin_version2.so" || bad "node 4"
+wait_for 50 grep -q "is not a steal partner: process type 'vtype' is version 1 here and 2 there" "$dir/node1.log" &&
+  ok "node 1 refuses node 4 as a steal partner (vtype v1 here, v2 there) and logs why" ||
+  bad "no mismatch log: $(grep -h partner "$dir"/node*.log | head -3)"
+
+for n in 1 2 3 4; do
+  eval "p=\$node_pid_$n"
+  kill -TERM "$p"; wait "$p"; rc=$?
+  [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || bad "node $n exit $rc"
+done
+[ "$fail" -ne 0 ] && for n in 1 2; do echo "--- node $n"; grep -v "^D:" "$dir/node$n.log" | tail -8; done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
