@@ -31,6 +31,7 @@
  * incarnation: its old handovers are over on both sides (peer_gone).
  */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,9 +277,12 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         done[ndone++] = o->m[i].pid;
         if (nfw + nev > capfw) {
             capfw = (nfw + nev) * 2;
-            sn_wire_send_t *more = realloc(fw, capfw * sizeof *more);
-            while (!more) /* these events have no other place to go */
-                more = realloc(fw, capfw * sizeof *more);
+            sn_wire_send_t *more;
+            while (!(more = malloc(capfw * sizeof *more))) /* these events have no other place to go */
+                sched_yield();
+            if (nfw)
+                memcpy(more, fw, nfw * sizeof *more);
+            free(fw);
             fw = more;
         }
         for (size_t k = 0; k < nev; k++)

@@ -19,6 +19,7 @@
  *   table and makes it Ready. Between the two nodes the process is
  *   runnable in at most one place at any instant.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,9 +174,12 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
         sn__evnode_t *e = (sn__evnode_t *)node_;
         if (*nevents == cap) {
             cap = cap ? cap * 2 : 16;
-            sn_event_t *more = realloc(*events, cap * sizeof *more);
-            while (!more) /* out of memory here would lose events: wait for memory */
-                more = realloc(*events, cap * sizeof *more);
+            sn_event_t *more;
+            while (!(more = malloc(cap * sizeof *more))) /* out of memory here would lose events: wait */
+                sched_yield();
+            if (*nevents)
+                memcpy(more, *events, *nevents * sizeof *more);
+            free(*events);
             *events = more;
         }
         (*events)[(*nevents)++] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
