@@ -7,6 +7,7 @@
  *               to one on node 2, until the receiver has them all (it acks).
  *   xnode-rtt:  process-to-process round trips across the two nodes.
  */
+#define _GNU_SOURCE 1 /* sched_setaffinity */
 #include "xnode.h"
 
 #include <arpa/inet.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -409,5 +411,97 @@ int sn_bench_xnode_rtt(int workers)
     printf("xnode-rtt: %.2fx raw libzmq's round trip\n", us / raw_us);
     printf("RESULT zmq-raw-rtt %.1f us\n", raw_us);
     printf("RESULT xnode-rtt %.1f us\n", us);
+    return 0;
+}
+
+/* ------------------------------------------------------ steal-imbalance */
+/* Two real nodes, one worker each, each process pinned to its own CPU;
+ * 2,000 migratable processes of 1 ms of CPU each, all spawned on node A
+ * (by the demo type "spread"). The same run with stealing off and on. */
+#define STEAL_N 2000
+#define STEAL_MS 1
+
+/* Starts a schednode pinned to cpu; returns its pid. */
+static pid_t start_pinned(int cpu, char *const argv[])
+{
+    pid_t child = fork();
+    if (child == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        sched_setaffinity(0, sizeof set, &set); /* inherited by every thread */
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return child;
+}
+
+/* One run: returns the seconds `spread` took on node A, or -1. */
+static double imbalance_run(bool steal, char *where, size_t wlen)
+{
+    char bin[PATH_MAX], la[64], lb[64], ja[64];
+    sibling("schednode", bin, sizeof bin);
+    int pa = free_port(), pb = free_port();
+    snprintf(la, sizeof la, "tcp://127.0.0.1:%d", pa);
+    snprintf(lb, sizeof lb, "tcp://127.0.0.1:%d", pb);
+    snprintf(ja, sizeof ja, "tcp://127.0.0.1:%d", pa);
+    char *flag = steal ? "--steal-batch" : "--no-steal", *val = steal ? getenv("SN_STEAL_BATCH") ? getenv("SN_STEAL_BATCH") : "64" : NULL;
+    char *a[] = {bin, "-n", "1", "-w", "1", "--listen", la, "--insecure", "--log-level", "warn", flag, val, NULL};
+    char *b[] = {bin, "-n", "2", "-w", "1", "--listen", lb, "--insecure", "--join", ja, "--log-level", "warn",
+                 flag, val, NULL};
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    pid_t na = start_pinned(0, a);
+    usleep(300000);
+    pid_t nb = start_pinned(ncpu > 1 ? 1 : 0, b);
+    double secs = -1;
+    /* wait for both to be members: the status from A lists B up */
+    sn_wire_request_t st = {.id = 7, .op = SN_OP_STATUS};
+    for (int i = 0; i < 100; i++) {
+        sn_wire_reply_t rep;
+        char err[256];
+        bool up = sn_client_call(la, NULL, &st, 1000, &rep, err, sizeof err) == 0 && rep.nrows == 2 &&
+                  rep.rows[1].state == SN_MEMBER_UP && rep.rows[1].workers == 1;
+        sn_client_reply_clear(&rep); /* (zeroed when the call failed) */
+        if (up)
+            break;
+        usleep(50000);
+    }
+    char arg[32];
+    snprintf(arg, sizeof arg, "%d %d spin", STEAL_N, STEAL_MS);
+    sn_wire_request_t req = {.id = 8, .op = SN_OP_CALL, .type = "spread", .method = "run"};
+    req.arg = sn_payload_text(arg);
+    sn_wire_reply_t rep;
+    char err[256];
+    double t0 = now_s();
+    int rc = sn_client_call(la, NULL, &req, 120000, &rep, err, sizeof err);
+    double t1 = now_s();
+    sn_payload_destroy(&req.arg);
+    if (rc == 0 && !rep.error && rep.result) {
+        secs = t1 - t0;
+        snprintf(where, wlen, "%.*s", (int)rep.result->len, (const char *)rep.result->data);
+    } else {
+        fprintf(stderr, "schedbench: steal-imbalance: %s\n", rc ? err : (rep.reason ? rep.reason : "failed"));
+    }
+    sn_client_reply_clear(&rep);
+    stop_child(nb);
+    stop_child(na);
+    return secs;
+}
+
+int sn_bench_steal_imbalance(void)
+{
+    char off_where[256] = "", on_where[256] = "";
+    double off = imbalance_run(false, off_where, sizeof off_where);
+    double on = imbalance_run(true, on_where, sizeof on_where);
+    if (off < 0 || on < 0)
+        return 1;
+    printf("steal-imbalance: %d processes of %d ms of CPU spawned on node A; two nodes, one worker each, "
+           "each pinned to its own CPU\n",
+           STEAL_N, STEAL_MS);
+    printf("steal-imbalance: stealing off: %.0f ms (%s)\n", off * 1000, off_where);
+    printf("steal-imbalance: stealing on:  %.0f ms (%s)\n", on * 1000, on_where);
+    printf("RESULT steal-off %.0f ms\n", off * 1000);
+    printf("RESULT steal-on %.0f ms\n", on * 1000);
+    printf("RESULT steal-speedup %.2f x\n", off / on);
     return 0;
 }

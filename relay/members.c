@@ -34,6 +34,7 @@
 #define HELLO_EVERY_NS 500000000u
 #define GOSSIP_EVERY_HB 10
 #define LEAVE_TICK_NS 10000000u
+#define LOAD_CHECK_NS 20000000u
 
 static void set_down(peer_t *p, int state)
 {
@@ -372,6 +373,7 @@ static void heartbeats(sn_relay_t *r, uint64_t now)
     void *buf;
     size_t len;
     /* to down members too: a member that was only cut off finds us again */
+    r->advertised_ready = row.ready;
     if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, &buf, &len) == 0) {
         send_all(r, buf, len, true);
         free(buf);
@@ -449,6 +451,16 @@ void sn__members_tick(sn_relay_t *r)
         hellos(r);
         r->next_hello_ns = now + HELLO_EVERY_NS;
     }
+    if (now >= r->load_check_ns) {
+        /* Work appeared here since the last heartbeat said there was none:
+         * tell the members now, idle ones will come for it (a check every
+         * 20 ms is a few counter reads; nothing is sent unless it changed) */
+        r->load_check_ns = now + LOAD_CHECK_NS;
+        sn_stats_t st;
+        sn_sched_stats(r->sched, &st);
+        if (st.ready >= 2 && r->advertised_ready < 2)
+            r->next_hb_ns = now;
+    }
     if (now >= r->next_hb_ns) {
         heartbeats(r, now);
         r->next_hb_ns = now + (uint64_t)r->hb_ms * 1000000u;
@@ -461,7 +473,7 @@ void sn__members_tick(sn_relay_t *r)
     }
     if (r->leave_deadline_ns)
         leaving(r, now);
-    uint64_t next = r->next_hb_ns;
+    uint64_t next = r->next_hb_ns < r->load_check_ns ? r->next_hb_ns : r->load_check_ns;
     if (joined == 0 && r->next_hello_ns < next)
         next = r->next_hello_ns;
     if (joined == 0 && r->found_by_ns && r->found_by_ns < next)

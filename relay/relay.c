@@ -565,8 +565,11 @@ static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const un
         break;
     case SN_FRAME_HEARTBEAT:
         if (p && f.has_stats) {
+            bool loaded = f.stats.ready >= 2 && (!p->has_stats || p->stats.ready < 2);
             p->stats = f.stats;
             p->has_stats = true;
+            if (loaded)
+                sn__steal_loaded(r, p);
         }
         break;
     case SN_FRAME_STEAL_REQUEST:

@@ -120,6 +120,7 @@ struct sn_relay {
     char seed_list[1024];       /* for error messages (immutable after start) */
     uint64_t found_by_ns;       /* the first seed listed starts the cluster if no other seed answers by then */
     uint64_t next_hello_ns, next_hb_ns, next_tick_ns;
+    uint64_t load_check_ns, advertised_ready; /* an early heartbeat when work appears */
     _Atomic int joined;         /* any thread: 0 joining, 1 member, -1 refused */
     char join_error[1024];      /* set before joined = -1 (release) */
     bool gossip_due;
@@ -192,6 +193,8 @@ void sn__steal_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f);
 void sn__steal_tick(sn_relay_t *r, uint64_t now);
 /* p went down, left or restarted: handovers with it end. */
 void sn__steal_peer_gone(sn_relay_t *r, peer_t *p);
+/* p's heartbeat now shows work to steal (it had none): ask at once. */
+void sn__steal_loaded(sn_relay_t *r, peer_t *p);
 /* p advertised its types: is it a steal partner? */
 void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size_t n);
 /* When steal.c next wants a tick (UINT64_MAX: no need). */

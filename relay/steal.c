@@ -437,6 +437,14 @@ void sn__steal_peer_gone(sn_relay_t *r, peer_t *p)
         s->asked = 0;
 }
 
+void sn__steal_loaded(sn_relay_t *r, peer_t *p)
+{
+    if (r->steal && p->steal_ok == 1) {
+        r->steal->next_try_ns = 0;
+        r->steal->backoff_ms = BACKOFF_MIN_MS;
+    }
+}
+
 /* -------------------------------------------------------------- ticks */
 
 static uint64_t rnd(struct sn_steal *s)
