@@ -417,6 +417,8 @@ typedef struct spread {
     uint32_t node[8];
     uint64_t count[8];
     char type[16];     /* spin (can move) or burn (cannot) */
+    uint64_t deadline_ms; /* 0, or finish after this long with what came back */
+    int timed_out;
     uint8_t *seen;     /* per child: finished already (a duplicate fails) */
 } spread_t;
 
@@ -429,7 +431,7 @@ static int spread_init(sn_ctx_t *ctx, void *state, const char *method, sn_payloa
     if (*input)
         snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
     snprintf(s->type, sizeof s->type, "spin");
-    int got = sscanf(text, "%" SCNu64 " %" SCNu64 " %15s", &s->n, &s->ms, s->type);
+    int got = sscanf(text, "%" SCNu64 " %" SCNu64 " %15s %" SCNu64, &s->n, &s->ms, s->type, &s->deadline_ms);
     if (got < 2 || s->n == 0 || s->n > 10000000 || (strcmp(s->type, "spin") && strcmp(s->type, "burn")))
         return SN_EINVAL;
     s->seen = calloc(s->n, 1);
@@ -446,6 +448,8 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
 {
     spread_t *s = state;
     out->status = SN_WAIT;
+    if (s->deadline_ms && s->started == 0) /* give up on the missing ones then (tag 0) */
+        sn_out_sleep(out, 0, s->deadline_ms);
     for (int k = 0; k < 1000 && s->started < s->n; k++, s->started++) { /* 1000 a step */
         sn_payload_t *arg = sn_payload_printf(SN_CT_TEXT, "%" PRIu64, s->ms);
         sn_out_spawn(out, s->started + 1, s->type, "work", &arg, SN_YIELD_AWAIT);
@@ -454,6 +458,10 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
         uint64_t node;
         if (ev[i].type != SN_EV_YIELD_COMPLETE)
             continue;
+        if (ev[i].tag == 0) {
+            s->timed_out = 1;
+            continue;
+        }
         if (ev[i].error || sn_payload_get_u64(ev[i].data, &node) != 0) {
             sn_out_fail(out, ev[i].error ? ev[i].error : SN_EINVAL, "spin %" PRIu64 " failed: %s", ev[i].tag,
                         sn_strerror(ev[i].error));
@@ -475,10 +483,12 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
         out->status = SN_CONTINUE;
         return;
     }
-    if (s->back < s->n)
+    if (s->back < s->n && !s->timed_out)
         return;
     char text[512];
     int off = snprintf(text, sizeof text, "%" PRIu64 " done:", s->back);
+    if (s->back < s->n)
+        off += snprintf(text + off, sizeof text - (size_t)off, " (%" PRIu64 " missing)", s->n - s->back);
     for (int k = 0; k < 8 && s->node[k] && off < (int)sizeof text; k++)
         off += snprintf(text + off, sizeof text - (size_t)off, "%s %" PRIu64 " on node %" PRIu32, k ? "," : "",
                         s->count[k], s->node[k]);

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "relay_int.h"
 
@@ -133,6 +134,23 @@ int sn__steal_hook(void *arg, sn_sched_t *sched)
     return 0;
 }
 
+/* Fault injection, for the crash tests (tests/steal_faults.sh): with
+ * SN_FAULT set to a step's name the process dies right after that step,
+ * as kill -9 would, giving what it just sent 100 ms to leave. Not compiled
+ * into Release builds. */
+static void fault(const char *step)
+{
+#ifdef SN_FAULT_INJECTION
+    const char *want = getenv("SN_FAULT");
+    if (want && !strcmp(want, step)) {
+        zclock_sleep(100);
+        _exit(9);
+    }
+#else
+    (void)step;
+#endif
+}
+
 /* ------------------------------------------------------------ partners */
 
 void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size_t n)
@@ -219,6 +237,8 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         sn__relay_send_ordered(r, t, buf, len);
         if (got)
             s->offers[s->noffers++] = (offer_t){f->steal_id, t->node, sn__relay_now_ns() + OFFER_TIMEOUT_NS, m, got};
+        if (got)
+            fault("offer-sent");
         else
             free(m);
     } else if (got) {
@@ -290,6 +310,8 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         free(ev);
     }
     send_commit(r, t, o->id, done, ndone, fw, nfw);
+    if (ndone)
+        fault("commit-sent");
     SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": %zu committed to node %" PRIu32, r->node, o->id, ndone, t->node);
     for (size_t k = 0; k < nfw; k++)
         sn_payload_destroy(&fw[k].payload);
@@ -332,6 +354,8 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     size_t len;
     if (sn_codec_encode_steal_accept(r->node, r->incarnation, f->steal_id, ok, nok, &buf, &len) == 0)
         sn__relay_send_ordered(r, v, buf, len);
+    if (nok)
+        fault("accept-sent");
     free(ok);
     if (!ours)
         return;
@@ -386,6 +410,8 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     }
     if (activated)
         atomic_fetch_add_explicit(&r->steals_in, 1, memory_order_relaxed);
+    if (activated)
+        fault("activated");
     if (s->asked == v->node && s->asked_id == f->steal_id)
         s->asked = 0;
     SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": %zu processes from node %" PRIu32 " run here now", r->node,
