@@ -61,6 +61,7 @@ typedef struct install {
 
 struct sn_steal {
     int batch;
+    bool enabled; /* --no-steal: take none, give none */
     /* thief */
     uint64_t next_id;
     uint32_t asked; /* victim of the outstanding request, 0 if none */
@@ -81,6 +82,7 @@ int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg)
     if (!r->steal)
         return -1;
     r->steal->batch = cfg->steal_batch > 0 ? cfg->steal_batch : 64;
+    r->steal->enabled = cfg->steal != 0;
     r->steal->backoff_ms = BACKOFF_MIN_MS;
     r->steal->rng = r->incarnation | 1;
     atomic_store(&r->want_work, cfg->steal ? 1 : 0); /* a new node is idle: its workers parked before we came */
@@ -201,8 +203,8 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         n = f->steal_max;
     if (n > (size_t)s->batch)
         n = (size_t)s->batch;
-    if (t->steal_ok != 1)
-        n = 0; /* types disagree (or unknown yet): nothing for it */
+    if (t->steal_ok != 1 || !s->enabled || r->no_steal)
+        n = 0; /* types disagree (or unknown yet), or we do not give work: nothing for it */
     if (n && s->noffers == s->capoffers) {
         size_t cap = s->capoffers ? s->capoffers * 2 : 8;
         offer_t *o = realloc(s->offers, cap * sizeof *o);
@@ -328,7 +330,7 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
 static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
-    bool ours = s->asked == v->node && s->asked_id == f->steal_id;
+    bool ours = s->asked == v->node && s->asked_id == f->steal_id && !r->no_steal;
     sn_pid_t *ok = calloc(f->nmigrants ? f->nmigrants : 1, sizeof *ok);
     size_t nok = 0;
     for (size_t i = 0; ours && ok && i < f->nmigrants; i++) {
