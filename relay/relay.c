@@ -726,6 +726,7 @@ static void actor(zsock_t *pipe, void *arg)
     size_t cap = 4 + SN_MAX_NODES + 2 * r->nseeds;
     zmq_pollitem_t *items = calloc(cap, sizeof *items);
     if (!items) {
+        drop_seeds(r); /* as at the end */
         zsock_signal(pipe, 1);
         return;
     }
@@ -811,6 +812,10 @@ static void actor(zsock_t *pipe, void *arg)
             sn__steal_tick(r, now_ns());
     }
     free(items);
+    /* the seeds' sockets are ours: close them here, so that no other
+     * thread touches what this one wrote last (the hand-over in
+     * zactor_destroy goes through a ZeroMQ pipe, which TSan cannot see) */
+    drop_seeds(r);
 }
 
 zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key)
@@ -1013,6 +1018,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     if (!self_p || !*self_p)
         return;
     sn_relay_t *r = *self_p;
+    bool had_actor = r->actor != NULL; /* it closed the seeds' sockets itself */
     zactor_destroy(&r->actor);
     /* whatever is still queued had nowhere to go: drop it */
     sn__mpsc_node_t *n;
@@ -1036,7 +1042,8 @@ void sn_relay_destroy(sn_relay_t **self_p)
         zsock_destroy(&p->dealer);
     }
     free(r->peers);
-    drop_seeds(r);
+    if (!had_actor)
+        drop_seeds(r);
     zsock_destroy(&r->router_monitor);
     zsock_destroy(&r->router);
     zactor_destroy(&r->auth);
