@@ -727,6 +727,7 @@ static void actor(zsock_t *pipe, void *arg)
     zmq_pollitem_t *items = calloc(cap, sizeof *items);
     if (!items) {
         drop_seeds(r); /* as at the end */
+        atomic_store_explicit(&r->actor_done, 1, memory_order_release);
         zsock_signal(pipe, 1);
         return;
     }
@@ -812,10 +813,12 @@ static void actor(zsock_t *pipe, void *arg)
             sn__steal_tick(r, now_ns());
     }
     free(items);
-    /* the seeds' sockets are ours: close them here, so that no other
-     * thread touches what this one wrote last (the hand-over in
-     * zactor_destroy goes through a ZeroMQ pipe, which TSan cannot see) */
+    /* the seeds' sockets are ours: close them here */
     drop_seeds(r);
+    /* release: everything this thread did happens-before what
+     * sn_relay_destroy does after zactor_destroy (that hand-over goes
+     * through a ZeroMQ pipe, which TSan cannot see; this it can) */
+    atomic_store_explicit(&r->actor_done, 1, memory_order_release);
 }
 
 zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key)
@@ -1020,6 +1023,9 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn_relay_t *r = *self_p;
     bool had_actor = r->actor != NULL; /* it closed the seeds' sockets itself */
     zactor_destroy(&r->actor);
+    /* acquire: pairs with the actor's last store (it has returned by now) */
+    while (had_actor && !atomic_load_explicit(&r->actor_done, memory_order_acquire))
+        zclock_sleep(1);
     /* whatever is still queued had nowhere to go: drop it */
     sn__mpsc_node_t *n;
     while ((n = sn__mpsc_pop(&r->outq)))

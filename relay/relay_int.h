@@ -144,6 +144,7 @@ struct sn_relay {
     char authorized[1024];
     zactor_t *actor;
     zsock_t *actor_pipe;        /* the actor's end, to signal a finished leave */
+    _Atomic int actor_done;     /* set (release) as the actor returns */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     uint64_t start_ns, hb_seq, bad_log_ns, bad_quiet;
     _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
