@@ -140,6 +140,15 @@ zsock_t *sn_keys_monitor(zsock_t *sock)
     return mon;
 }
 
+void sn_keys_unmonitor(zsock_t *sock, zsock_t **monitor)
+{
+    if (!*monitor)
+        return;
+    if (sock)
+        zmq_socket_monitor(zsock_resolve(sock), NULL, 0);
+    zsock_destroy(monitor);
+}
+
 int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, char *ep, size_t eplen)
 {
     zframe_t *head = zframe_recv(monitor);

@@ -44,6 +44,10 @@ void sn_keys_client(zsock_t *sock, zcert_t *cert, const char *server_key);
  * CurveZMQ one) arrive as events on the returned PAIR socket; poll it and
  * read each with sn_keys_failure. NULL if monitoring is not possible. */
 zsock_t *sn_keys_monitor(zsock_t *sock);
+/* Stops monitoring sock (libzmq's documented way: a NULL endpoint) and
+ * closes the monitor, before sock itself is closed: a monitor left to the
+ * socket's own teardown can hold up the context's termination. */
+void sn_keys_unmonitor(zsock_t *sock, zsock_t **monitor);
 /* Reads one event from a monitor; `secure` says whether this side uses
  * CurveZMQ. Returns the kind of failure (SN_KEYS_*) with a short reason in
  * why and the endpoint in ep, or 0 if it was not a handshake failure. */

@@ -710,7 +710,7 @@ static void router_refused(sn_relay_t *r)
 static void drop_seeds(sn_relay_t *r)
 {
     for (size_t i = 0; i < r->nseeds; i++) {
-        zsock_destroy(&r->seeds[i].monitor);
+        sn_keys_unmonitor(r->seeds[i].dealer, &r->seeds[i].monitor);
         zsock_destroy(&r->seeds[i].dealer);
     }
     free(r->seeds);
@@ -1050,7 +1050,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     free(r->peers);
     if (!had_actor)
         drop_seeds(r);
-    zsock_destroy(&r->router_monitor);
+    sn_keys_unmonitor(r->router, &r->router_monitor);
     zsock_destroy(&r->router);
     zactor_destroy(&r->auth);
     zcert_destroy(&r->cert);
@@ -1104,7 +1104,7 @@ int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire
     zcert_destroy(&cert);
     if (zsock_connect(s, "%s", endpoint) < 0) {
         snprintf(err, errlen, "bad endpoint %s: %s", endpoint, zmq_strerror(zmq_errno()));
-        zsock_destroy(&mon);
+        sn_keys_unmonitor(s, &mon);
         zsock_destroy(&s);
         return SN_EINVAL;
     }
@@ -1160,7 +1160,7 @@ int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire
                 break;
         }
     }
-    zsock_destroy(&mon);
+    sn_keys_unmonitor(s, &mon);
     zsock_destroy(&s);
     return rc;
 }
