@@ -90,6 +90,17 @@ static int number(ctx_t *c, const char *path, int nth, const char *v, long long 
     return 0;
 }
 
+static int boolean(ctx_t *c, const char *path, int nth, const char *v, int *out)
+{
+    if (!strcmp(v, "true") || !strcmp(v, "1"))
+        *out = 1;
+    else if (!strcmp(v, "false") || !strcmp(v, "0"))
+        *out = 0;
+    else
+        return fail(c, path, nth, "'%s' is not true or false", v);
+    return 0;
+}
+
 static int endpoint(ctx_t *c, const char *path, int nth, const char *v)
 {
     if (strncmp(v, "tcp://", 6) != 0 || !strchr(v + 6, ':'))
@@ -199,12 +210,8 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
             return -1;
         o->join_timeout_ms = (int)n;
     } else if (!strcmp(key, "steal")) {
-        if (!strcmp(v, "true") || !strcmp(v, "1"))
-            o->steal = 1;
-        else if (!strcmp(v, "false") || !strcmp(v, "0"))
-            o->steal = 0;
-        else
-            return fail(c, path, nth, "'%s' is not true or false", v);
+        if (boolean(c, path, nth, v, &o->steal))
+            return -1;
     } else if (!strcmp(key, "steal-batch")) {
         if (number(c, path, nth, v, 1, 4096, &n))
             return -1;
@@ -227,12 +234,8 @@ static int security_key(ctx_t *c, sn_node_config_t *o, const char *key, const ch
     } else if (!strcmp(key, "authorized-keys")) {
         o->authorized = path_value(c, v);
     } else if (!strcmp(key, "insecure")) {
-        if (!strcmp(v, "true") || !strcmp(v, "1"))
-            o->insecure = 1;
-        else if (!strcmp(v, "false") || !strcmp(v, "0"))
-            o->insecure = 0;
-        else
-            return fail(c, path, nth, "'%s' is not true or false", v);
+        if (boolean(c, path, nth, v, &o->insecure))
+            return -1;
     } else {
         return fail(c, path, nth, "unknown key (security takes cert, authorized-keys, insecure)");
     }

@@ -10,6 +10,14 @@
 #include <string.h>
 #include <time.h>
 
+/* A process's text argument as a C string in buf ("" without one): the
+ * payload's len is what counts, not a terminator. */
+static const char *arg_text(const sn_payload_t *in, char *buf, size_t len)
+{
+    snprintf(buf, len, "%.*s", in ? (int)in->len : 0, in ? (const char *)in->data : "");
+    return buf;
+}
+
 /* ---- tree: sums 0..n-1 by splitting ranges 10 ways; children awaited */
 typedef struct range {
     uint64_t lo, hi;
@@ -319,10 +327,8 @@ static int spin_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_
     spin_t *s = state;
     if (strcmp(method, "work") != 0)
         return SN_ENOMETHOD;
-    char text[32] = "1";
-    if (*input)
-        snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
-    s->ms = strtoull(text, NULL, 10);
+    char text[32];
+    s->ms = *input ? strtoull(arg_text(*input, text, sizeof text), NULL, 10) : 1;
     return 0;
 }
 
@@ -373,12 +379,10 @@ typedef struct msink {
 static int msink_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
     msink_t *m = state;
-    char text[32] = "";
+    char text[32];
     if (strcmp(method, "collect") != 0)
         return SN_ENOMETHOD;
-    if (*input)
-        snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
-    m->n = strtoull(text, NULL, 10);
+    m->n = strtoull(arg_text(*input, text, sizeof text), NULL, 10);
     return m->n ? 0 : SN_EINVAL;
 }
 
@@ -425,11 +429,10 @@ typedef struct spread {
 static int spread_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
     spread_t *s = state;
-    char text[64] = "";
+    char text[64];
     if (strcmp(method, "run") != 0)
         return SN_ENOMETHOD;
-    if (*input)
-        snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
+    arg_text(*input, text, sizeof text);
     snprintf(s->type, sizeof s->type, "spin");
     int got = sscanf(text, "%" SCNu64 " %" SCNu64 " %15s %" SCNu64, &s->n, &s->ms, s->type, &s->deadline_ms);
     if (got < 2 || s->n == 0 || s->n > 10000000 || (strcmp(s->type, "spin") && strcmp(s->type, "burn")))
@@ -511,10 +514,8 @@ static int xwatch_init(sn_ctx_t *ctx, void *state, const char *method, sn_payloa
     xwatch_t *x = state;
     if (strcmp(method, "watch") != 0)
         return SN_ENOMETHOD;
-    char text[64] = "";
-    if (*input)
-        snprintf(text, sizeof text, "%.*s", (int)(*input)->len, (const char *)(*input)->data);
-    return sn_pid_parse(text, &x->target) == 0 ? 0 : SN_EINVAL;
+    char text[64];
+    return sn_pid_parse(arg_text(*input, text, sizeof text), &x->target) == 0 ? 0 : SN_EINVAL;
 }
 
 static void xwatch_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)

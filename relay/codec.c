@@ -748,7 +748,6 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
         w->state = (int)m->state;
         w->incarnation = m->incarnation;
         w->first_serial = m->first_serial;
-        out->nmembers = i + 1;
     }
     return 0;
 }

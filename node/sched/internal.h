@@ -335,6 +335,8 @@ uint64_t sn__now_ns(void);
 
 /* Process memory (scheduler.c). */
 sn__proc_t *sn__proc_alloc(sn__worker_t *w, size_t size);
+/* Bytes of a process of type t: the context and its 16-aligned state. */
+size_t sn__proc_size(const sn_type_t *t);
 void sn__proc_free(sn__worker_t *w, sn__proc_t *p, size_t size);
 void sn__pcache_fini(sn__worker_t *w);
 

@@ -25,8 +25,6 @@
 
 #include "internal.h"
 
-static size_t proc_bytes(const sn_type_t *t) { return sizeof(sn__proc_t) + ((t->state_size + 15) & ~(size_t)15); }
-
 /* Can p move? Its type can marshal, nothing it yielded is pending, no C
  * callback or monitor is tied to this node, and the caller takes its type. */
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
@@ -189,7 +187,7 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
     sn__shard_unlock(s);
     sn_payload_destroy(&m->state);
     atomic_fetch_add_explicit(&sched->migrated_out, 1, memory_order_relaxed);
-    sn__proc_free(sn__self_worker(sched), p, proc_bytes(p->type));
+    sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
     m->handle = NULL;
     return 0;
 }
@@ -201,7 +199,7 @@ int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     const sn_type_t *t = sn__type_find(sched, m->type);
     if (!t || t->version != m->type_version || !t->unmarshal)
         return SN_ENOTYPE;
-    sn__proc_t *p = sn__proc_alloc(sn__self_worker(sched), proc_bytes(t));
+    sn__proc_t *p = sn__proc_alloc(sn__self_worker(sched), sn__proc_size(t));
     if (!p)
         return SN_ENOMEM;
     p->pid = m->pid;
@@ -215,7 +213,7 @@ int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     sn__mpsc_init(&p->q);
     int rc = t->unmarshal(p, p->user, m->state);
     if (rc != 0) {
-        sn__proc_free(sn__self_worker(sched), p, proc_bytes(t));
+        sn__proc_free(sn__self_worker(sched), p, sn__proc_size(t));
         return rc;
     }
     *handle = p;
@@ -227,7 +225,7 @@ void sn_migrate_discard(sn_sched_t *sched, void *handle)
     sn__proc_t *p = handle;
     if (p->type->close)
         p->type->close(p, p->user);
-    sn__proc_free(sn__self_worker(sched), p, proc_bytes(p->type));
+    sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
 }
 
 int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n)

@@ -101,10 +101,13 @@ static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint
     /* what can cross nodes: messages, DOWNs, and results for a parent */
     bool result = type == SN_EV_YIELD_COMPLETE && counted;
     bool relay = (sn__message_class(type) || result) && hk && hk->h.deliver;
-    /* With no relay no process can have moved here: a PID of another node
-     * is not local, and the table need not be asked. */
+    /* A PID of another node is here only if its process moved here: until
+     * something has, a send to one goes straight to the relay without a
+     * table lookup (the cross-node hot path). One moving in right now is
+     * still reached: through its home node's forwarding entry. */
     int rc = SN_ENOPROC;
-    if (to.node == sched->node_id || relay) {
+    if (to.node == sched->node_id ||
+        (relay && atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0)) {
         sn__evnode_t *n = sn__evnode_make(type, error, tag, from, payload, counted);
         if (!n)
             return SN_ENOMEM;
@@ -307,7 +310,7 @@ void sn__pcache_fini(sn__worker_t *w)
     }
 }
 
-static size_t proc_size(const sn_type_t *t) { return sizeof(sn__proc_t) + ((t->state_size + 15) & ~(size_t)15); }
+size_t sn__proc_size(const sn_type_t *t) { return sizeof(sn__proc_t) + ((t->state_size + 15) & ~(size_t)15); }
 
 static uint64_t next_serial(sn_sched_t *sched)
 {
@@ -343,7 +346,7 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
     if (!method)
         method = "";
     sn__worker_t *w = sn__self_worker(sched);
-    sn__proc_t *p = sn__proc_alloc(w, proc_size(t));
+    sn__proc_t *p = sn__proc_alloc(w, sn__proc_size(t));
     if (!p) {
         sn_payload_destroy(&in);
         return SN_ENOMEM;
@@ -367,7 +370,7 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
                           ? sn_payload_printf(SN_CT_ERROR, "process type '%s' has no method '%s'", t->name, method)
                           : sn_payload_printf(SN_CT_ERROR, "process type '%s' failed to start method '%s': %s",
                                               t->name, method, sn_strerror(rc));
-        sn__proc_free(w, p, proc_size(t));
+        sn__proc_free(w, p, sn__proc_size(t));
         return rc;
     }
 
@@ -380,7 +383,7 @@ int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payloa
         sn__shard_unlock(s);
         if (t->close)
             t->close(p, p->user);
-        sn__proc_free(w, p, proc_size(t));
+        sn__proc_free(w, p, sn__proc_size(t));
         if (reason)
             *reason = sn_payload_text("the scheduler is shutting down");
         return SN_ESHUTDOWN;
@@ -448,7 +451,7 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     }
     sn_payload_destroy(result);
     free(p->cb);
-    sn__proc_free(w, p, proc_size(p->type));
+    sn__proc_free(w, p, sn__proc_size(p->type));
     if (w)
         SN__STAT_ADD(w->st.completed, 1);
     else
