@@ -405,7 +405,7 @@ static bool drain(sn_relay_t *r)
 }
 
 /* A send that arrived from another node for a process here. */
-static void inbound_send(sn_relay_t *r, sn_wire_send_t *s, const unsigned char *ident, size_t ident_len)
+static void inbound_send(sn_relay_t *r, sn_wire_send_t *s)
 {
     add(&r->msgs_in, 1);
     int rc = 0;
@@ -552,7 +552,7 @@ static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const un
     switch (f.kind) {
     case SN_FRAME_SENDS:
         for (size_t i = 0; i < f.nsends; i++)
-            inbound_send(r, &f.sends[i], ident, ident_len);
+            inbound_send(r, &f.sends[i]);
         if (f.seq && ident && ident_len <= sizeof r->peers[0].ident && p && f.seq > p->recv_seq) {
             p->recv_seq = f.seq; /* acknowledged after this turn */
             memcpy(p->ident, ident, ident_len);

@@ -137,6 +137,20 @@ static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint
     return 0;
 }
 
+/* A message (an empty one still is one: it gets an empty payload). */
+static int message(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg, bool inbound)
+{
+    if (!msg || !*msg) {
+        sn_payload_t *empty = sn_payload_new(SN_CT_BYTES, NULL, 0);
+        if (!empty)
+            return SN_ENOMEM;
+        int rc = deliver(sched, to, SN_EV_MESSAGE, 0, tag, from, &empty, false, inbound);
+        sn_payload_destroy(&empty);
+        return rc;
+    }
+    return deliver(sched, to, SN_EV_MESSAGE, 0, tag, from, msg, false, inbound);
+}
+
 int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
                 sn_payload_t **data, bool counted)
 {
@@ -152,34 +166,14 @@ int sn_send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t 
 int sn_deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
                        sn_payload_t **data)
 {
-    if (kind == SN_EV_MESSAGE && (!data || !*data)) { /* an empty message is still a message */
-        sn_payload_t *empty = sn_payload_new(SN_CT_BYTES, NULL, 0);
-        if (!empty)
-            return SN_ENOMEM;
-        int rc = deliver(sched, to, (uint8_t)kind, error, tag, from, &empty, false, true);
-        sn_payload_destroy(&empty);
-        return rc;
-    }
+    if (kind == SN_EV_MESSAGE)
+        return message(sched, to, from, tag, data, true);
     return deliver(sched, to, (uint8_t)kind, error, tag, from, data, false, true);
 }
 
 int sn_send(sn_sched_t *sched, sn_pid_t to, sn_payload_t **msg)
 {
-    return sn_send_from(sched, to, SN_PID_NONE, 0, msg);
-}
-
-int sn_send_from(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg)
-{
-    if (!msg || !*msg) {
-        /* an empty message is still a message: give it an empty payload */
-        sn_payload_t *empty = sn_payload_new(SN_CT_BYTES, NULL, 0);
-        if (!empty)
-            return SN_ENOMEM;
-        int rc = sn__deliver(sched, to, SN_EV_MESSAGE, 0, tag, from, &empty, false);
-        sn_payload_destroy(&empty);
-        return rc;
-    }
-    return sn__deliver(sched, to, SN_EV_MESSAGE, 0, tag, from, msg, false);
+    return message(sched, to, SN_PID_NONE, 0, msg, false);
 }
 
 int sn_send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,

@@ -31,10 +31,6 @@ typedef struct sn_relay_hooks {
 /* Sets the relay hook (before traffic starts). */
 void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay);
 
-/* Delivers a message on behalf of `from` (the relay uses this for inbound
- * traffic). Same ownership as sn_send. */
-int sn_send_from(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg);
-
 /* Delivers a child's result (SN_RELAY_RESULT) from another node to the
  * parent awaiting it here (or on to where it moved). */
 int sn_send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
