@@ -171,25 +171,26 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
             const sn_wire_stats_t *r = &rows[i];
             printf("%s\n  {\"id\": %u, \"endpoint\": \"%s\", \"state\": \"%s\", \"workers\": %u, "
                    "\"idle_workers\": %u, \"live\": %" PRIu64 ", \"ready\": %" PRIu64 ", \"idle\": %" PRIu64
-                   ", \"blocked\": %" PRIu64 ", \"msgs_in\": %" PRIu64 ", \"msgs_out\": %" PRIu64
+                   ", \"blocked\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"msgs_in\": %" PRIu64 ", \"msgs_out\": %" PRIu64
                    ", \"steals_in\": %" PRIu64 ", \"steals_out\": %" PRIu64 ", \"migrated\": %" PRIu64
                    ", \"bad_frames\": %" PRIu64 ", \"uptime_ms\": %" PRIu64 "}",
                    i ? "," : "", r->node, r->endpoint, state_name(r->state), r->workers, r->idle_workers, r->live,
-                   r->ready, r->idle, r->blocked, r->msgs_in, r->msgs_out, r->steals_in, r->steals_out, r->migrated,
-                   r->bad_frames, r->uptime_ms);
+                   r->ready, r->idle, r->blocked, r->completed, r->msgs_in, r->msgs_out, r->steals_in, r->steals_out,
+                   r->migrated, r->bad_frames, r->uptime_ms);
         }
         printf("\n]}\n");
         return;
     }
-    printf("%-6s %-28s %-8s %7s %7s %7s %7s %10s %10s %6s %6s %10s\n", "NODE", "ENDPOINT", "STATE", "WORKERS",
-           "READY", "IDLE", "BLOCKED", "MSGS_IN", "MSGS_OUT", "ST_IN", "ST_OUT", "UPTIME");
+    printf("%-6s %-28s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", "NODE", "ENDPOINT", "STATE", "WORKERS",
+           "READY", "IDLE", "BLOCKED", "DONE", "MSGS_IN", "MSGS_OUT", "ST_IN", "ST_OUT", "UPTIME");
     for (size_t i = 0; i < n; i++) {
         const sn_wire_stats_t *r = &rows[i];
         char up[32];
         snprintf(up, sizeof up, "%" PRIu64 ".%01" PRIu64 "s", r->uptime_ms / 1000, r->uptime_ms % 1000 / 100);
-        printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %10" PRIu64 " %10" PRIu64 " %6" PRIu64
+        printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64 " %6" PRIu64
                " %6" PRIu64 " %10s\n",
-               r->node, r->endpoint, state_name(r->state), r->workers, r->ready, r->idle, r->blocked, r->msgs_in,
+               r->node, r->endpoint, state_name(r->state), r->workers, r->ready, r->idle, r->blocked, r->completed,
+               r->msgs_in,
                r->msgs_out, r->steals_in, r->steals_out, up);
     }
 }

@@ -190,6 +190,7 @@ static void stats_to_pb(const sn_wire_stats_t *st, Schednode__NodeStats *ns)
     ns->workers = st->workers;
     ns->idle_workers = st->idle_workers;
     ns->live = st->live;
+    ns->completed = st->completed;
     ns->ready = st->ready;
     ns->idle = st->idle;
     ns->blocked = st->blocked;
@@ -222,6 +223,7 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
                             .idle_workers = ns->idle_workers,
                             .state = (int)ns->state,
                             .live = ns->live,
+                            .completed = ns->completed,
                             .ready = ns->ready,
                             .idle = ns->idle,
                             .blocked = ns->blocked,

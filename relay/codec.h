@@ -109,6 +109,7 @@ typedef struct sn_wire_stats {
     int state; /* SN_MEMBER_* as the answering node sees it */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     uint64_t live, ready, idle, blocked;
+    uint64_t completed; /* processes that finished on the node */
     uint64_t msgs_in, msgs_out, steals_in, steals_out, migrated, bad_frames, uptime_ms;
 } sn_wire_stats_t;
 

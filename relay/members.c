@@ -315,6 +315,7 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .idle_workers = st.idle_workers,
                              .state = SN_MEMBER_UP,
                              .live = st.live,
+                             .completed = st.completed,
                              .ready = st.ready,
                              .idle = st.idle,
                              .blocked = st.blocked,

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# local-cluster.sh - a secure N-node schednode cluster on this machine:
+# loopback, free ports, a throwaway set of CurveZMQ keys. `up` returns once
+# every node sees every other one up; the nodes run on in the background
+# until `down`. State (ports, pids, keys, logs) lives in one directory, so
+# later subcommands find the cluster again.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+dir=${SCHEDNODE_LOCAL_DIR:-${TMPDIR:-/tmp}/schednode-local.$(id -u)}
+bin=${SCHEDNODE_BIN:-}
+wait_s=30
+
+usage() {
+  cat <<EOF
+usage: $(basename "$0") [--dir DIR] [--bin SCHEDNODE] COMMAND [ARGS]
+
+A secure schednode cluster on 127.0.0.1 (CurveZMQ with throwaway keys).
+
+Commands:
+  up N [-w WORKERS] [--wait S] [-- NODE-FLAGS...]
+                   start nodes 1..N on free ports (node 1 starts the cluster,
+                   the others join through it); return when all N see each
+                   other up (at most --wait seconds, default 30), or stop
+                   what was started and exit 1
+  down             SIGTERM every node, kill -9 what is left after 10 s,
+                   remove the state directory
+  status [--json]  the cluster table, as node 1 sees it
+  client [-n I] CMD [ARGS...]
+                   a client command (spawn, send, call, status) against node I
+                   (default 1), with the cluster's client key
+  endpoint I       node I's endpoint
+  logs             the log files, one per node
+
+Options:
+  --dir DIR        state directory (default $dir; env SCHEDNODE_LOCAL_DIR)
+  --bin PATH       the schednode program (default: build/schednode next to
+                   this script's repository, then schednode on PATH;
+                   env SCHEDNODE_BIN)
+  -h, --help       this help
+EOF
+}
+
+die() { echo "local-cluster: $*" >&2; exit 2; }
+
+find_bin() {
+  [ -n "$bin" ] && { [ -x "$bin" ] || die "--bin $bin: not an executable"; return; }
+  if [ -x "$here/../build/schednode" ]; then
+    bin=$here/../build/schednode
+  elif command -v schednode >/dev/null 2>&1; then
+    bin=$(command -v schednode)
+  else
+    die "no schednode program: build it (cmake --build build) or pass --bin PATH"
+  fi
+}
+
+# A TCP port nobody listens on (checked in /proc/net/tcp; a port taken in
+# between shows up as the node failing to bind, which `up` reports).
+free_port() {
+  local p hex
+  for _ in $(seq 200); do
+    p=$((20000 + RANDOM % 40000)); hex=$(printf '%04X' "$p")
+    if ! grep -q ":$hex 00000000:0000 0A" /proc/net/tcp 2>/dev/null && ! grep -qw "$p" "$dir/ports" 2>/dev/null; then
+      echo "$p"; return
+    fi
+  done
+  die "no free port found"
+}
+
+load_state() {
+  [ -f "$dir/cluster.env" ] || die "no cluster in $dir (start one with: $(basename "$0") up N)"
+  # shellcheck source=/dev/null
+  . "$dir/cluster.env"
+}
+
+endpoint() { echo "tcp://127.0.0.1:$(sed -n "${1}p" "$dir/ports")"; }
+keys() { echo --cert "$dir/keys/$1.cert" --authorized-keys "$dir/keys/authorized"; }
+
+# client I CMD ARGS: one client command against node I, bounded.
+client() {
+  local n=$1; shift
+  # shellcheck disable=SC2046
+  timeout 60 "$bin" "$@" --connect "$(endpoint "$n")" $(keys client)
+}
+
+# up_count I: how many nodes node I sees up
+up_count() { client "$1" status --json 2>/dev/null | grep -c '"state": "up"' || true; }
+
+stop_nodes() {
+  local pids=() p
+  [ -f "$dir/pids" ] && mapfile -t pids <"$dir/pids"
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for _ in $(seq 100); do
+    local alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && return 0
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  echo "local-cluster: killed nodes that did not stop within 10 s" >&2
+}
+
+cmd_up() {
+  local n="" workers=2 extra=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      -w|--workers) workers=${2:?-w needs a number}; shift 2 ;;
+      --wait) wait_s=${2:?--wait needs seconds}; shift 2 ;;
+      --) shift; extra=("$@"); break ;;
+      -h|--help) usage; exit 0 ;;
+      *) [ -z "$n" ] || die "up: unexpected argument '$1'"; n=$1; shift ;;
+    esac
+  done
+  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "up: N must be 1..64, got '${n}'"
+  [[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ] || die "up: -w must be a positive number, got '$workers'"
+  [[ $wait_s =~ ^[0-9]+$ ]] || die "up: --wait must be whole seconds, got '$wait_s'"
+  if [ -f "$dir/pids" ]; then
+    local p
+    while read -r p; do
+      kill -0 "$p" 2>/dev/null && die "a cluster is running from $dir already (stop it with: $(basename "$0") --dir $dir down)"
+    done <"$dir/pids"
+  fi
+  find_bin
+  rm -rf "$dir"
+  mkdir -p "$dir/keys/authorized"
+  chmod 700 "$dir"
+  : >"$dir/ports"
+  local i
+  for i in $(seq "$n"); do free_port >>"$dir/ports"; done
+  cat >"$dir/cluster.env" <<EOF
+n=$n
+bin=$(printf '%q' "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")")
+EOF
+  # keys: one per node, with its endpoint (how the others find its public
+  # key), one for the client commands; all public halves are authorized
+  for i in $(seq "$n"); do
+    "$bin" keygen "$dir/keys" --name "n$i" --endpoint "$(endpoint "$i")" >/dev/null
+  done
+  "$bin" keygen "$dir/keys" --name client >/dev/null
+  cp "$dir"/keys/*.cert "$dir/keys/authorized/"
+
+  # from here on, an interrupted or failed start stops what it started
+  trap 'echo "local-cluster: interrupted, stopping the nodes" >&2; stop_nodes; exit 130' INT TERM
+  : >"$dir/pids"
+  for i in $(seq "$n"); do
+    local join=()
+    [ "$i" -gt 1 ] && join=(--join "$(endpoint 1)")
+    # shellcheck disable=SC2046
+    setsid "$bin" -n "$i" -w "$workers" --cluster local --listen "$(endpoint "$i")" $(keys "n$i") \
+      "${join[@]}" "${extra[@]}" >"$dir/n$i.log" 2>&1 </dev/null &
+    echo $! >>"$dir/pids"
+    if [ "$i" -eq 1 ]; then # the others join through it: wait until it listens
+      for _ in $(seq $((wait_s * 10))); do grep -qs "up: " "$dir/n1.log" && break; kill -0 $! 2>/dev/null || break; sleep 0.1; done
+    fi
+  done
+  local deadline=$((SECONDS + wait_s)) all
+  while :; do
+    all=1
+    for i in $(seq "$n"); do
+      local pid; pid=$(sed -n "${i}p" "$dir/pids")
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "local-cluster: node $i exited; its log ($dir/n$i.log) ends with:" >&2
+        tail -5 "$dir/n$i.log" >&2
+        stop_nodes; exit 1
+      fi
+      [ "$(up_count "$i")" -eq "$n" ] || all=0
+    done
+    [ $all = 1 ] && break
+    if [ $SECONDS -ge $deadline ]; then
+      echo "local-cluster: the nodes did not all see each other up within ${wait_s} s; logs in $dir" >&2
+      stop_nodes; exit 1
+    fi
+    sleep 0.2
+  done
+  trap - INT TERM
+  echo "local-cluster: $n nodes up (secure, cluster 'local'):"
+  for i in $(seq "$n"); do echo "  node $i  $(endpoint "$i")  log $dir/n$i.log"; done
+  echo "  keys in $dir/keys; client key: $dir/keys/client.cert"
+  echo "  e.g. $0 --dir $dir status"
+}
+
+cmd_down() {
+  [ -d "$dir" ] || { echo "local-cluster: nothing in $dir"; return 0; }
+  stop_nodes
+  rm -rf "$dir"
+  echo "local-cluster: stopped"
+}
+
+main() {
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --dir) dir=${2:?--dir needs a directory}; shift 2 ;;
+      --bin) bin=${2:?--bin needs a path}; shift 2 ;;
+      -h|--help) usage; exit 0 ;;
+      -*) die "unknown option '$1' (see --help)" ;;
+      *) break ;;
+    esac
+  done
+  [ $# -gt 0 ] || { usage >&2; exit 2; }
+  local cmd=$1; shift
+  case $cmd in
+    up) cmd_up "$@" ;;
+    down) cmd_down ;;
+    status)
+      load_state
+      local json=()
+      [ "${1:-}" = --json ] && json=(--json)
+      client 1 status "${json[@]}" ;;
+    client)
+      load_state
+      local node=1
+      if [ "${1:-}" = -n ]; then node=${2:?-n needs a node number}; shift 2; fi
+      [[ $node =~ ^[0-9]+$ ]] && [ "$node" -ge 1 ] && [ "$node" -le "$n" ] || die "client: no node '$node' (1..$n)"
+      [ $# -gt 0 ] || die "client: which command? (spawn, send, call, status)"
+      client "$node" "$@" ;;
+    endpoint)
+      load_state
+      [[ ${1:-} =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ] && [ "$1" -le "$n" ] || die "endpoint: no node '${1:-}' (1..$n)"
+      endpoint "$1" ;;
+    logs) load_state; for i in $(seq "$n"); do echo "$dir/n$i.log"; done ;;
+    *) die "unknown command '$cmd' (see --help)" ;;
+  esac
+}
+
+main "$@"
