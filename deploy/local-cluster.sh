@@ -54,13 +54,17 @@ find_bin() {
   fi
 }
 
-# A TCP port nobody listens on (checked in /proc/net/tcp; a port taken in
-# between shows up as the node failing to bind, which `up` reports).
+# A TCP port nobody uses (no socket in /proc/net/tcp or tcp6 has it), below
+# the kernel's ephemeral range so no outgoing connection takes it before the
+# node binds it; a port taken anyway shows up as the node failing to bind,
+# which `up` reports.
 free_port() {
-  local p hex
+  local p hex lo=32768
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  [ "$lo" -gt 12000 ] || lo=32768
   for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 40000)); hex=$(printf '%04X' "$p")
-    if ! grep -q ":$hex 00000000:0000 0A" /proc/net/tcp 2>/dev/null && ! grep -qw "$p" "$dir/ports" 2>/dev/null; then
+    p=$((10000 + RANDOM % (lo - 10000))); hex=$(printf '%04X' "$p")
+    if ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q ":$hex " && ! grep -qx "$p" "$dir/ports" 2>/dev/null; then
       echo "$p"; return
     fi
   done

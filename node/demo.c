@@ -216,8 +216,9 @@ static const sn_type_t oops_type = {"oops", 1, 0, oops_init, oops_step, NULL, NU
 /* ---- xsource / xsink: numbered messages between processes, usually on
  * different nodes. `xsink collect N` waits for N messages, checks they came
  * in order, acks the sender and finishes with a verdict; `xsource blast
- * "PID N"` sends 0..N-1 to PID and finishes with the ack (or fails with the
- * error of a send that came back). */
+ * "PID N [START]"` sends START..START+N-1 (START defaults to 0) to PID and
+ * finishes with the ack (or fails with the error of a send that came
+ * back): two sources can feed one sink in turn. */
 typedef struct xpeer {
     sn_pid_t target;
     uint64_t n, got, next;
@@ -229,7 +230,7 @@ static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
     xpeer_t *x = state;
     const char *arg = *input ? (const char *)(*input)->data : "";
     char pid[SN_PID_STRLEN + 1];
-    unsigned long long n;
+    unsigned long long n, start = 0;
     if (strcmp(method, "collect") == 0) {
         if (sscanf(arg, "%llu", &n) != 1 || n == 0)
             return SN_EINVAL;
@@ -239,9 +240,11 @@ static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
     }
     if (strcmp(method, "blast") != 0)
         return SN_ENOMETHOD;
-    if (sscanf(arg, "%32s %llu", pid, &n) != 2 || sn_pid_parse(pid, &x->target) != 0)
+    if (sscanf(arg, "%32s %llu %llu", pid, &n, &start) < 2 || sn_pid_parse(pid, &x->target) != 0 ||
+        start > UINT64_MAX - n)
         return SN_EINVAL;
-    x->n = n;
+    x->next = start;
+    x->n = start + n;
     return 0;
 }
 

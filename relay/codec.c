@@ -53,7 +53,10 @@ static const struct {
                   {SN_EV_DOWN, SCHEDNODE__SEND_KIND__DOWN},
                   {SN_RELAY_MONITOR, SCHEDNODE__SEND_KIND__MONITOR},
                   {SN_RELAY_DEMONITOR, SCHEDNODE__SEND_KIND__DEMONITOR},
-                  {SN_RELAY_RESULT, SCHEDNODE__SEND_KIND__RESULT}};
+                  {SN_RELAY_RESULT, SCHEDNODE__SEND_KIND__RESULT},
+                  {SN_WIRE_REDIRECT, SCHEDNODE__SEND_KIND__REDIRECT},
+                  {SN_WIRE_FLUSH, SCHEDNODE__SEND_KIND__FLUSH},
+                  {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED}};
 
 static int wire_kind(int ours)
 {
@@ -191,6 +194,7 @@ static void stats_to_pb(const sn_wire_stats_t *st, Schednode__NodeStats *ns)
     ns->idle_workers = st->idle_workers;
     ns->live = st->live;
     ns->completed = st->completed;
+    ns->forwarded = st->forwarded;
     ns->ready = st->ready;
     ns->idle = st->idle;
     ns->blocked = st->blocked;
@@ -224,6 +228,7 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
                             .state = (int)ns->state,
                             .live = ns->live,
                             .completed = ns->completed,
+                            .forwarded = ns->forwarded,
                             .ready = ns->ready,
                             .idle = ns->idle,
                             .blocked = ns->blocked,
@@ -630,10 +635,12 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
         w->kind = (uint8_t)(b->n_kind ? event_kind((int)b->kind[i]) : SN_EV_MESSAGE);
         w->error = b->n_error ? b->error[i] : 0;
         if (b->size[i]) {
-            w->payload = sn_payload_new(b->ctype[i], d, b->size[i] - 1u);
+            size_t len = b->size[i] - 1u;
+            w->payload = sn_payload_new(b->ctype[i], d, len);
             if (!w->payload)
                 return SN_ENOMEM;
-            d += b->size[i] - 1u;
+            if (len) /* d is NULL when every payload is empty (no data field): NULL + 0 is UB */
+                d += len;
         }
     }
     return 0;

@@ -47,10 +47,14 @@ typedef struct sn_wire_send {
     sn_pid_t to;
     sn_pid_t from;
     uint64_t tag;
-    int kind; /* sn_event_type_t, or SN_RELAY_MONITOR / SN_RELAY_DEMONITOR */
+    int kind; /* sn_event_type_t, SN_RELAY_* (sn_node.h), or SN_WIRE_* below */
     int error;
     sn_payload_t *payload; /* see each function for who owns it */
 } sn_wire_send_t;
+
+/* The relay's location updates (Send.Kind REDIRECT, FLUSH, FLUSHED; see
+ * relay/locate.c). They never reach the scheduler. */
+enum { SN_WIRE_REDIRECT = 110, SN_WIRE_FLUSH = 111, SN_WIRE_FLUSHED = 112 };
 
 /* Client operations (ClientRequest.Op). */
 enum { SN_OP_STATUS = 0, SN_OP_SPAWN = 1, SN_OP_SEND = 2, SN_OP_CALL = 3 };
@@ -110,6 +114,7 @@ typedef struct sn_wire_stats {
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     uint64_t live, ready, idle, blocked;
     uint64_t completed; /* processes that finished on the node */
+    uint64_t forwarded; /* messages it passed on to where their process had moved */
     uint64_t msgs_in, msgs_out, steals_in, steals_out, migrated, bad_frames, uptime_ms;
 } sn_wire_stats_t;
 

@@ -316,6 +316,7 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .state = SN_MEMBER_UP,
                              .live = st.live,
                              .completed = st.completed,
+                             .forwarded = atomic_load_explicit(&r->forwarded, memory_order_relaxed),
                              .ready = st.ready,
                              .idle = st.idle,
                              .blocked = st.blocked,

@@ -49,6 +49,10 @@ static void add(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, 
 #define find_peer sn__relay_find_peer
 #define bad sn__relay_bad
 #define try_send sn__relay_try_send
+#define inbound_frame sn__relay_inbound_frame
+#define drain sn__relay_drain
+#define enqueue sn__relay_enqueue
+#define free_item sn__relay_free_item
 
 peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
 {
@@ -72,7 +76,7 @@ void sn__relay_poke(sn_relay_t *r)
     }
 }
 
-static void enqueue(sn_relay_t *r, item_t *it)
+void sn__relay_enqueue(sn_relay_t *r, item_t *it)
 {
     sn__mpsc_push(&r->outq, &it->link);
     /* seq_cst: pairs with the I/O thread's clear of `signaled` before it
@@ -89,10 +93,10 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, in
                          sn_payload_t **msg)
 {
     sn_relay_t *r = arg;
-    peer_t *p = find_peer(r, via ? via : to.node);
-    if (!p)
+    peer_t *p = via == r->node ? NULL : find_peer(r, via ? via : to.node);
+    if (!p && via != r->node) /* (via == this node: a message for a process settling here, locate.c) */
         return SN_EUNREACHABLE;
-    if (atomic_load_explicit(&p->down, memory_order_acquire))
+    if (p && atomic_load_explicit(&p->down, memory_order_acquire))
         return SN_ENODEDOWN;
     if (!via && to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed))
         return SN_ENOPROC; /* a process of an earlier run of that node */
@@ -138,7 +142,7 @@ static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error)
     sn_payload_destroy(&s->payload);
 }
 
-static void free_item(item_t *it)
+void sn__relay_free_item(item_t *it)
 {
     if (it->kind == ITEM_SEND) {
         sn_payload_destroy(&it->s.payload);
@@ -273,6 +277,7 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error)
         free(p->ctl[i].buf);
     p->nctl = 0;
     sn__steal_peer_gone(r, p);
+    sn__loc_peer_down(r, p->node);
 }
 
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
@@ -367,7 +372,7 @@ static void send_reply(sn_relay_t *r, const unsigned char *ident, size_t ident_l
 }
 
 /* Returns true if it stopped on the budget (more may be queued). */
-static bool drain(sn_relay_t *r)
+bool sn__relay_drain(sn_relay_t *r)
 {
     size_t done = 0;
     sn__mpsc_node_t *n;
@@ -380,23 +385,7 @@ static bool drain(sn_relay_t *r)
             free_item(it);
             continue;
         }
-        peer_t *p = find_peer(r, it->dest);
-        int err = !p ? SN_EUNREACHABLE
-                  : atomic_load_explicit(&p->down, memory_order_relaxed)                 ? SN_ENODEDOWN
-                  : it->dest == it->s.to.node &&
-                          it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed)
-                      ? SN_ENOPROC
-                      : 0;
-        if (err) {
-            if (it->s.kind == SN_RELAY_MONITOR) /* the watcher learns at once */
-                sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
-            bounce_local(r, &it->s, err);
-            free_item(it);
-            continue;
-        }
-        if (it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR)
-            sn__watch(p, it->s.to, it->s.from, it->s.tag, it->s.kind == SN_RELAY_MONITOR);
-        batch_add(r, p, it);
+        sn__relay_route(r, it);
     }
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
     for (size_t i = 0; i < np; i++)
@@ -404,15 +393,61 @@ static bool drain(sn_relay_t *r)
     return done == DRAIN_BUDGET;
 }
 
-/* A send that arrived from another node for a process here. */
-static void inbound_send(sn_relay_t *r, sn_wire_send_t *s)
+static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
+
+void sn__relay_route(sn_relay_t *r, item_t *it)
 {
-    add(&r->msgs_in, 1);
+    if (!sn__loc_route(r, it))
+        return; /* held until a flush ends (locate.c) */
+    if (it->dest == r->node) { /* for a process that moved here */
+        inbound_send(r, NULL, &it->s);
+        free_item(it);
+        return;
+    }
+    peer_t *p = find_peer(r, it->dest);
+    int err = !p ? SN_EUNREACHABLE
+              : atomic_load_explicit(&p->down, memory_order_relaxed)                 ? SN_ENODEDOWN
+              : it->dest == it->s.to.node &&
+                      it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed)
+                  ? SN_ENOPROC
+                  : 0;
+    if (err) {
+        if (it->s.kind == SN_RELAY_MONITOR) /* the watcher learns at once */
+            sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
+        bounce_local(r, &it->s, err);
+        free_item(it);
+        return;
+    }
+    if (it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR)
+        sn__watch(p, it->s.to, it->s.from, it->s.tag, it->s.kind == SN_RELAY_MONITOR);
+    batch_add(r, p, it);
+}
+
+/* A send that arrived from node `from` (NULL: held here, locate.c) for a
+ * process here. */
+static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
+{
     int rc = 0;
+    if (from && s->kind < SN_WIRE_REDIRECT) /* (not the relay's own location updates) */
+        add(&r->msgs_in, 1);
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
         rc = sn_deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
+        if (rc == 0)
+            sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
         break;
+    case SN_WIRE_REDIRECT:
+        sn__loc_redirect(r, s->to, (uint32_t)s->tag);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_WIRE_FLUSH:
+        sn__loc_flush(r, s);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_WIRE_FLUSHED:
+        sn__loc_flushed(r, s->to, (uint32_t)s->tag);
+        sn_payload_destroy(&s->payload);
+        return;
     case SN_EV_YIELD_COMPLETE: /* our earlier send, returned with an error */
         if (sn_send_failed(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0 && s->to.node != r->node)
             /* a sender of another node whose message we forwarded: on to it */
@@ -527,8 +562,8 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
     free(rep.rows);
 }
 
-static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,
-                          zsock_t *from_seed)
+void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident,
+                             size_t ident_len, zsock_t *from_seed)
 {
     if (size > r->max_frame) {
         bad(r, "oversize", 0);
@@ -552,7 +587,7 @@ static void inbound_frame(sn_relay_t *r, const void *data, size_t size, const un
     switch (f.kind) {
     case SN_FRAME_SENDS:
         for (size_t i = 0; i < f.nsends; i++)
-            inbound_send(r, &f.sends[i]);
+            inbound_send(r, p, &f.sends[i]);
         if (f.seq && ident && ident_len <= sizeof r->peers[0].ident && p && f.seq > p->recv_seq) {
             p->recv_seq = f.seq; /* acknowledged after this turn */
             memcpy(p->ident, ident, ident_len);
@@ -806,8 +841,10 @@ static void actor(zsock_t *pipe, void *arg)
             router_refused(r);
         if (r->nseeds && atomic_load_explicit(&r->joined, memory_order_relaxed) != 0)
             drop_seeds(r);
-        if (r->gossip_due || now_ns() >= sn__members_next_ns(r))
+        if (r->gossip_due || now_ns() >= sn__members_next_ns(r)) {
             sn__members_tick(r);
+            sn__loc_tick(r, now_ns()); /* flushes that got no answer */
+        }
         if (!r->no_steal && (atomic_load_explicit(&r->want_work, memory_order_relaxed) ||
                              now_ns() >= sn__steal_next_ns(r)))
             sn__steal_tick(r, now_ns());
@@ -843,7 +880,7 @@ static bool wildcard(const char *ep)
     return !strncmp(ep, "tcp://*", 7) || !strncmp(ep, "tcp://0.0.0.0", 13) || !strncmp(ep, "tcp://[::]", 10);
 }
 
-sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *err, size_t errlen)
+sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, char *err, size_t errlen)
 {
     sn_relay_t *r = calloc(1, sizeof *r);
     if (!r) {
@@ -963,23 +1000,39 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
     const sn_type_t *types[SN_WIRE_TYPES_MAX];
     r->ntypes = sn_sched_types(sched, types, SN_WIRE_TYPES_MAX);
     r->types = calloc(r->ntypes ? r->ntypes : 1, sizeof *r->types);
-    if (!r->types || sn__steal_init(r, cfg) != 0)
+    if (!r->types || sn__steal_init(r, cfg) != 0 || sn__loc_init(r) != 0)
         goto fail_sock;
     for (size_t i = 0; i < r->ntypes; i++) {
         snprintf(r->types[i].name, sizeof r->types[i].name, "%s", types[i]->name);
         r->types[i].version = types[i]->version;
         r->types[i].migratable = types[i]->marshal && types[i]->unmarshal;
     }
-    r->actor = zactor_new(actor, r);
-    if (!r->actor)
-        goto fail_sock;
-    sn_sched_set_relay(sched, &(sn_relay_hooks_t){r, relay_deliver, cfg->steal ? sn__steal_hook : NULL});
     return r;
 fail_sock:
     snprintf(err, errlen, "cannot create sockets: %s", zmq_strerror(zmq_errno()));
 fail:
     sn_relay_destroy(&r);
     return NULL;
+}
+
+sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *err, size_t errlen)
+{
+    sn_relay_t *r = sn__relay_create(sched, cfg, err, errlen);
+    if (!r)
+        return NULL;
+    r->actor = zactor_new(actor, r);
+    if (!r->actor) {
+        snprintf(err, errlen, "cannot create sockets: %s", zmq_strerror(zmq_errno()));
+        sn_relay_destroy(&r);
+        return NULL;
+    }
+    sn__relay_install(r, cfg->steal != 0);
+    return r;
+}
+
+void sn__relay_install(sn_relay_t *r, bool remote_work)
+{
+    sn_sched_set_relay(r->sched, &(sn_relay_hooks_t){r, relay_deliver, remote_work ? sn__steal_hook : NULL});
 }
 
 int sn_relay_join_wait(sn_relay_t *r, int timeout_ms, char *err, size_t errlen)
@@ -1055,6 +1108,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     zactor_destroy(&r->auth);
     zcert_destroy(&r->cert);
     sn__steal_fini(r);
+    sn__loc_fini(r);
     free(r->types);
     if (r->efd >= 0)
         close(r->efd);

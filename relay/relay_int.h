@@ -129,6 +129,8 @@ struct sn_relay {
     sn_wire_type_t *types;      /* our process types, for the view */
     size_t ntypes;
     struct sn_steal *steal;     /* steal.c's state (I/O thread) */
+    struct sn_locs *locs;       /* locate.c's state (I/O thread) */
+    _Atomic uint64_t forwarded, redirects; /* any thread reads */
     _Atomic int want_work;      /* any thread: a worker found nothing locally */
     _Atomic uint64_t steals_in, steals_out; /* any thread reads */
     bool no_steal;              /* stopped (shutting down) */
@@ -170,6 +172,23 @@ peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node);
 void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node);
 /* Everything waiting for p goes back to its senders with `error`. */
 void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error);
+/* sn_relay_new is sn__relay_create, then the I/O thread, then
+ * sn__relay_install; tests/fuzz/fuzz_relay.c uses them without the thread
+ * and plays it itself. sn__relay_create makes the relay's state (its
+ * ROUTER bound, static peers and seeds dialled; free it with
+ * sn_relay_destroy); sn__relay_install makes it the scheduler's relay (the
+ * deliver hook, and the remote-work hook if asked); sn__relay_drain is the
+ * I/O thread's turn at the outbound queue (true: it stopped on its budget,
+ * more may be queued). */
+sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, char *err, size_t errlen);
+void sn__relay_install(sn_relay_t *r, bool remote_work);
+bool sn__relay_drain(sn_relay_t *r);
+/* One frame as it came in, decoded and dispatched: on the ROUTER (ident:
+ * the sender's routing id), on a member's DEALER (ident NULL), or on a
+ * seed's (from_seed). The I/O loop's read_socket calls it for every frame;
+ * tests/fuzz/fuzz_relay.c calls it directly, without sockets. */
+void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident,
+                             size_t ident_len, zsock_t *from_seed);
 /* Sends a frame on p's connection without blocking; false if it would. */
 bool sn__relay_try_send(peer_t *p, const void *buf, size_t len);
 /* Sends [ident, frame] on the ROUTER (an answer on an inbound connection). */
@@ -182,6 +201,30 @@ zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *se
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation);
+
+/* Queues an item for the I/O thread (any thread; the I/O thread too, to
+ * put something behind what is queued already). */
+void sn__relay_enqueue(sn_relay_t *r, item_t *it);
+void sn__relay_free_item(item_t *it);
+/* Sends or holds one drained item: the location cache may hold it or
+ * change its dest; dest == this node delivers it here. */
+void sn__relay_route(sn_relay_t *r, item_t *it);
+
+/* locate.c (I/O thread): the location cache and the flush, see there. */
+int sn__loc_init(sn_relay_t *r);
+void sn__loc_fini(sn_relay_t *r);
+/* false: held (taken); true: send it to it->dest (perhaps changed). */
+bool sn__loc_route(sn_relay_t *r, item_t *it);
+/* pid (from victim) was activated here with `settle`. */
+void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim);
+void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node);
+void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s);
+void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner);
+/* A message from `from` for pid was delivered: if it went on elsewhere,
+ * `from` hears where (rate-limited). */
+void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid);
+void sn__loc_peer_down(sn_relay_t *r, uint32_t node);
+void sn__loc_tick(sn_relay_t *r, uint64_t now);
 
 /* steal.c (I/O thread only, but for the hook) */
 int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg);

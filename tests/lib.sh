@@ -10,12 +10,16 @@ trap cleanup EXIT
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
-# A free TCP port on 127.0.0.1 (not in /proc/net/tcp as a listener).
+# A free TCP port on 127.0.0.1: below the kernel's ephemeral range (so no
+# outgoing connection takes it between our check and the node's bind), and
+# in no state in /proc/net/tcp or tcp6.
 free_port() {
-  local p hex
+  local p hex lo=32768
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  [ "$lo" -gt 12000 ] || lo=32768
   while :; do
-    p=$((20000 + RANDOM % 40000)); hex=$(printf '%04X' "$p")
-    grep -q ":$hex 00000000:0000 0A" /proc/net/tcp 2>/dev/null || { echo "$p"; return; }
+    p=$((10000 + RANDOM % (lo - 10000))); hex=$(printf '%04X' "$p")
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q ":$hex " || { echo "$p"; return; }
   done
 }
 

@@ -70,6 +70,44 @@ moved=$(($(cat "$dir"/node[23].log | grep -c "processes from node 1 run here now
 # test_migrate checks the order of queued events across a move for sure)
 echo "     $moved steals moved processes to nodes 2 and 3 while the streams ran"
 
+# --- senders learn where a process went: node 1 busy again, 10 sinks
+# there; a first stream from node 3 wakes them and some move (to nodes 2
+# and 3). One more message to each: node 1 forwards it and tells node 3
+# where the sink went, so the rest of the second stream goes straight there
+# (node 1 forwards next to none of it), and all 4000 messages of each sink
+# still arrive in order.
+fwd() { call status --json --connect "$(ep 1)" | jq '.nodes[0].forwarded'; }
+mig() { call status --json --connect "$(ep 1)" | jq '.nodes[0].migrated'; }
+m0=$(mig)
+call call --connect "$(ep 1)" spread run "3000 1 burn" >"$dir/busy2" 2>&1 &
+busy=$!
+sinks=()
+for i in $(seq 10); do sinks+=("$(call spawn --connect "$(ep 1)" msink collect 4000)"); done
+for s in "${sinks[@]}"; do call spawn --connect "$(ep 3)" xsource blast "$s 2000 0" >/dev/null & done
+wait_for 30 test "$(jobs -pr | wc -l)" -le 1 # (only the busy one left)
+wait $busy
+moved=$(($(mig) - m0))
+for s in "${sinks[@]}"; do call spawn --connect "$(ep 3)" xsource blast "$s 1 2000" >/dev/null; done
+sleep 0.5 # the redirects and flushes take a few round trips
+f1=$(fwd)
+srcs=()
+: >"$dir/second"
+for s in "${sinks[@]}"; do
+  call call --connect "$(ep 3)" xsource blast "$s 1999 2001" >>"$dir/second" 2>&1 &
+  srcs+=($!)
+done
+wait "${srcs[@]}"
+f2=$(fwd)
+[ "$(grep -c "^4000$" "$dir/second")" = 10 ] && ok "10 sinks got 3 streams, all 4000 messages in order" ||
+  bad "three streams: $(sort "$dir/second" | uniq -c)"
+if [ "$moved" -gt 0 ]; then
+  [ $((f2 - f1)) -lt 1999 ] &&
+    ok "$moved sinks moved; node 1 forwarded $((f2 - f1)) of the last streams' 19990 (before: $f1 in all): node 3 sent straight to them" ||
+    bad "node 1 still forwards: $((f2 - f1)) of the last streams ($moved sinks moved)"
+else
+  echo "     no sink moved this time: the redirect check had nothing to look at"
+fi
+
 # --- a node whose types disagree: not a steal partner, and it says so
 start 4 1 --load "$PLUG/plugin_version2.so" || bad "node 4"
 wait_for 50 grep -q "is not a steal partner: process type 'vtype' is version 1 here and 2 there" "$dir/node1.log" &&

@@ -145,7 +145,7 @@ static void test_move_exactly_once(void **unused)
             size_t nev;
             assert_int_equal(sn_migrate_commit(g_node[1], &m[i], 2, &events, &nev), 0);
             assert_true(nev >= MSGS); /* at least the test's messages, in order */
-            assert_int_equal(sn_migrate_activate(g_node[2], handle, events, nev), 0);
+            assert_int_equal(sn_migrate_activate(g_node[2], handle, events, nev, false), 0);
             for (size_t k = 0; k < nev; k++)
                 assert_null(events[k].data); /* taken */
             free(events);
@@ -199,7 +199,7 @@ static void test_pid_node_is_identity(void **unused)
         sn_event_t *ev;
         size_t nev;
         assert_int_equal(sn_migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
-        assert_int_equal(sn_migrate_activate(g_node[2], handle, ev, nev), 0);
+        assert_int_equal(sn_migrate_activate(g_node[2], handle, ev, nev, false), 0);
         free(ev);
         /* same serial, other node: not the moved process */
         sn_payload_t *msg = sn_payload_u64(1);

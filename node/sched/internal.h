@@ -54,6 +54,9 @@ enum {
 /* Set by a producer whose event arrived while the process was RUNNING; the
  * worker re-checks the queue before letting the process sleep. */
 #define SN__WAKE 0x10u
+/* sn__post_local: the target is settling and the event is a message from
+ * a sender on this node (it must queue behind the network path) */
+#define SN__SETTLING (-1000)
 
 /* A process; sn_ctx_t is its public face. Fields are grouped by writer. */
 struct sn_ctx {
@@ -77,6 +80,11 @@ struct sn_ctx {
     uint8_t wait_status;   /* what it slept on (0: step must run) */
     sn__mpsc_t q;          /* producers push, the running worker pops */
     struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
+    /* guarded by the shard lock: moved here, and messages that senders on
+     * this node sent it over the network may still be on their way; until
+     * the relay has flushed that path (sn_migrate_settled), messages from
+     * senders here go through the relay too, behind those */
+    uint8_t settling;
     alignas(16) unsigned char user[];
 };
 typedef struct sn_ctx sn__proc_t;
@@ -298,7 +306,7 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next);
 bool sn__wake(sn__proc_t *p, uint8_t event_type);
 /* Pushes an event to a local process (node must be built); on SN_ENOPROC
  * the node is left to the caller. */
-int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node);
+int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from_here);
 /* Posts an event to `to`, local or (messages only) remote. On failure the
  * payload goes back in *data when data != NULL. */
 int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,

@@ -220,6 +220,19 @@ int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     return 0;
 }
 
+uint32_t sn_migrate_forward_of(sn_sched_t *sched, sn_pid_t pid) { return sn__forward_of(sched, pid); }
+
+int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid)
+{
+    sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, pid);
+    if (p)
+        p->settling = 0;
+    sn__shard_unlock(s);
+    return p ? 0 : SN_ENOPROC;
+}
+
 void sn_migrate_discard(sn_sched_t *sched, void *handle)
 {
     sn__proc_t *p = handle;
@@ -228,7 +241,7 @@ void sn_migrate_discard(sn_sched_t *sched, void *handle)
     sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
 }
 
-int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n)
+int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, bool settle)
 {
     sn__proc_t *p = handle;
     /* the events that waited for it on the old owner, in order, before any
@@ -250,6 +263,7 @@ int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, siz
         sn__shard_unlock(s);
         return SN_EEXIST;
     }
+    p->settling = settle; /* before it is reachable: under the lock, with the insert */
     sn__shard_insert(s, p);
     sn__shard_unlock(s);
     atomic_fetch_add_explicit(&sched->migrated_in, 1, memory_order_relaxed);

@@ -66,14 +66,14 @@ static void count(sn_sched_t *sched, int which)
     }
 }
 
-int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node)
+int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from_here)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
     sn__shard_lock(s);
     sn__proc_t *p = sn__shard_find(s, to);
-    if (!p) {
+    if (!p || (p->settling && from_here && node->type == SN_EV_MESSAGE)) {
         sn__shard_unlock(s);
-        return SN_ENOPROC;
+        return p ? SN__SETTLING : SN_ENOPROC;
     }
     /* Under the shard lock the process cannot leave the table, so it is
      * alive for the push and the wake CAS. The node is not: once pushed,
@@ -111,10 +111,12 @@ static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint
         sn__evnode_t *n = sn__evnode_make(type, error, tag, from, payload, counted);
         if (!n)
             return SN_ENOMEM;
-        rc = sn__post_local(sched, to, n);
+        rc = sn__post_local(sched, to, n, !inbound);
         if (rc != 0 && !payload)
             free(n);
     }
+    if (rc == SN__SETTLING) /* behind what we sent it through the network: the relay delivers it here */
+        return hk->h.deliver(hk->h.arg, to, from, tag, type, error, sched->node_id, data);
     if (rc == SN_ENOPROC && relay) {
         /* not here: moved away from here, or living on its home node */
         uint32_t via = sn__forward_of(sched, to);

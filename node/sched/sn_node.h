@@ -97,8 +97,18 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
  * the unmarshal error. m->state is read, not taken. */
 int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle);
 /* New owner: the commit came. Queues events (their data taken) ahead of
- * anything else, enters the PID table and makes it Ready. */
-int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n);
+ * anything else, enters the PID table and makes it Ready. With `settle`,
+ * messages from senders on this node go to the relay hook (via = this
+ * node) instead of straight to the process, until sn_migrate_settled: the
+ * relay first flushes the network path those senders used before, so what
+ * they sent earlier arrives first. */
+int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, bool settle);
+/* The node a process that left this node went to (its forwarding entry),
+ * or 0. */
+uint32_t sn_migrate_forward_of(sn_sched_t *sched, sn_pid_t pid);
+/* The relay flushed the old path to pid: local senders deliver directly
+ * again. Returns 0, or SN_ENOPROC if the process is not here (any more). */
+int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid);
 /* New owner: the handover was aborted; the frozen copy goes. */
 void sn_migrate_discard(sn_sched_t *sched, void *handle);
 

@@ -1,0 +1,374 @@
+/* locate.c - where processes that moved live, as this node knows it: the
+ * relay's location cache, and the flush that keeps order when a path to a
+ * process changes.
+ *
+ * A send to a process goes to a first hop: its home node, or the node it
+ * moved to from here (the scheduler's forwarding entry), or what this cache
+ * says. A node that forwards a message tells the node it came from where
+ * the process is now (REDIRECT); the new owner tells the home node too. So
+ * after one forwarded message a sender sends straight to the owner, and
+ * the home node's route follows the process as well.
+ *
+ * Switching a route must not let a new message overtake an old one still
+ * on the old path. So a node switches in three steps:
+ *   1. the entry for the process becomes *pending*: sends to it are held
+ *      here, in order;
+ *   2. a FLUSH marker goes down the old path, behind everything sent on it
+ *      (through the same outbound queue, and every hop forwards it in
+ *      order with the messages it forwards: a hop with a pending entry of
+ *      its own holds it like a message);
+ *   3. the node where the marker ends, the one the process lives on,
+ *      answers FLUSHED with its id; everything sent on the old path has
+ *      been delivered by then. The held sends go to that node, and the
+ *      entry says *direct* from then on.
+ * The same flush runs when a process arrives here (sn_migrate_activate with
+ * `settle`): senders here may have messages for it on the network still,
+ * so their new messages come through the relay (dest = this node) and are
+ * held until the marker, sent down the path they used, comes back.
+ *
+ * Failure: an entry waiting on a node that goes down, or on an answer that
+ * has not come in 3 s, lets its held sends go (what was on the lost path
+ * comes back to its senders as nodedown anyway). A REDIRECT is a hint: the
+ * flush's answer names the real owner.
+ *
+ * Ownership: all of it belongs to the relay's I/O thread.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "relay_int.h"
+#include "sn_node.h"
+
+#define FLUSH_TIMEOUT_NS (3000u * 1000000u)
+#define MAX_ENTRIES 65536u /* past this, direct entries are dropped (they are only shortcuts) */
+#define REDIRECT_QUIET_NS (200u * 1000000u)
+
+typedef struct loc {
+    struct loc *next;
+    sn_pid_t pid;
+    uint32_t node;     /* where it lives (pending: the hint, or this node when settling) */
+    uint32_t hop;      /* pending: where the FLUSH went */
+    bool pending;
+    uint64_t since_ns; /* pending: when the FLUSH went */
+    item_t **held;     /* pending: sends to it, oldest first */
+    size_t nheld, cap;
+} loc_t;
+
+struct sn_locs {
+    loc_t **b;
+    size_t nb, count;
+    struct { /* the last REDIRECT per slot, not to repeat it for every message of a batch */
+        sn_pid_t pid;
+        uint32_t peer;
+        uint64_t ns;
+    } said[256];
+};
+
+static size_t slot_of(sn_pid_t pid, size_t n)
+{
+    uint64_t h = (pid.serial ^ ((uint64_t)pid.node << 40)) * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(h >> 32) & (n - 1);
+}
+
+int sn__loc_init(sn_relay_t *r)
+{
+    r->locs = calloc(1, sizeof *r->locs);
+    if (!r->locs)
+        return SN_ENOMEM;
+    r->locs->nb = 256;
+    r->locs->b = calloc(r->locs->nb, sizeof *r->locs->b);
+    return r->locs->b ? 0 : SN_ENOMEM;
+}
+
+static void free_loc(loc_t *l)
+{
+    for (size_t i = 0; i < l->nheld; i++)
+        sn__relay_free_item(l->held[i]);
+    free(l->held);
+    free(l);
+}
+
+void sn__loc_fini(sn_relay_t *r)
+{
+    if (!r->locs)
+        return;
+    for (size_t i = 0; i < r->locs->nb; i++)
+        for (loc_t *l = r->locs->b[i], *next; l; l = next) {
+            next = l->next;
+            free_loc(l);
+        }
+    free(r->locs->b);
+    free(r->locs);
+    r->locs = NULL;
+}
+
+static loc_t *find(struct sn_locs *c, sn_pid_t pid)
+{
+    if (c->count == 0)
+        return NULL;
+    for (loc_t *l = c->b[slot_of(pid, c->nb)]; l; l = l->next)
+        if (sn_pid_eq(l->pid, pid))
+            return l;
+    return NULL;
+}
+
+static void drop(struct sn_locs *c, loc_t *gone)
+{
+    for (loc_t **lp = &c->b[slot_of(gone->pid, c->nb)]; *lp; lp = &(*lp)->next)
+        if (*lp == gone) {
+            *lp = gone->next;
+            c->count--;
+            free_loc(gone);
+            return;
+        }
+}
+
+/* Drops every direct entry (they are shortcuts; the forwarding chain
+ * still leads to each process). */
+static void drop_direct(struct sn_locs *c)
+{
+    for (size_t i = 0; i < c->nb; i++)
+        for (loc_t **lp = &c->b[i]; *lp;) {
+            loc_t *l = *lp;
+            if (l->pending) {
+                lp = &l->next;
+                continue;
+            }
+            *lp = l->next;
+            c->count--;
+            free_loc(l);
+        }
+}
+
+static loc_t *add(struct sn_locs *c, sn_pid_t pid)
+{
+    if (c->count >= MAX_ENTRIES)
+        drop_direct(c);
+    if (c->count + 1 > c->nb * 2) { /* grow: chains of two on average */
+        size_t nb = c->nb * 2;
+        loc_t **b = calloc(nb, sizeof *b);
+        if (b) {
+            for (size_t i = 0; i < c->nb; i++)
+                for (loc_t *l = c->b[i], *next; l; l = next) {
+                    next = l->next;
+                    size_t k = slot_of(l->pid, nb);
+                    l->next = b[k];
+                    b[k] = l;
+                }
+            free(c->b);
+            c->b = b;
+            c->nb = nb;
+        }
+    }
+    loc_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->pid = pid;
+    size_t k = slot_of(pid, c->nb);
+    l->next = c->b[k];
+    c->b[k] = l;
+    c->count++;
+    return l;
+}
+
+/* Where sends to pid go now, without this cache: the node it moved to from
+ * here, or its home. */
+static uint32_t default_hop(sn_relay_t *r, sn_pid_t pid)
+{
+    uint32_t via = sn_migrate_forward_of(r->sched, pid);
+    return via ? via : pid.node;
+}
+
+/* A control send of the relay's own (no payload), queued behind what is
+ * already queued. */
+static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind)
+{
+    item_t *it = malloc(sizeof *it);
+    if (!it)
+        return; /* a lost hint or marker: the 3 s timeout lets held sends go */
+    it->kind = ITEM_SEND;
+    it->dest = dest;
+    it->s = (sn_wire_send_t){to, from, tag, kind, 0, NULL};
+    sn__relay_enqueue(r, it);
+}
+
+/* Starts the flush of the path to pid through `hop`; sends to it are held
+ * until FLUSHED (or a failure) ends it. */
+static void start_flush(sn_relay_t *r, loc_t *l, uint32_t node, uint32_t hop)
+{
+    l->node = node;
+    l->hop = hop;
+    l->pending = true;
+    l->since_ns = sn__relay_now_ns();
+    send_ctl(r, hop, l->pid, (sn_pid_t){r->node, 0}, 0, SN_WIRE_FLUSH);
+}
+
+/* Ends a flush: the entry says `owner` and the held sends go, in order.
+ * An entry for a process here is dropped (sends to it are local) and the
+ * scheduler lets local senders deliver directly again. */
+static void finish(sn_relay_t *r, loc_t *l, uint32_t owner)
+{
+    bool here = l->node == r->node || owner == r->node;
+    l->pending = false;
+    l->node = here ? r->node : owner;
+    /* route() reads the entry: direct now, so each goes to l->node (or
+     * is delivered here) in the order it came */
+    item_t **held = l->held;
+    size_t n = l->nheld;
+    l->held = NULL;
+    l->nheld = l->cap = 0;
+    for (size_t i = 0; i < n; i++)
+        sn__relay_route(r, held[i]);
+    free(held);
+    if (here) {
+        sn_pid_t pid = l->pid;
+        drop(r->locs, l);
+        sn_migrate_settled(r->sched, pid);
+    }
+}
+
+bool sn__loc_route(sn_relay_t *r, item_t *it)
+{
+    struct sn_locs *c = r->locs;
+    if (c->count == 0 || it->s.kind == SN_WIRE_REDIRECT || it->s.kind == SN_WIRE_FLUSHED)
+        return true;
+    loc_t *l = find(c, it->s.to);
+    if (!l)
+        return true;
+    if (!l->pending) {
+        it->dest = l->node;
+        return true;
+    }
+    if (it->s.kind == SN_WIRE_FLUSH && it->s.from.node == r->node && it->dest == l->hop)
+        return true; /* our own marker: it goes down the old path now */
+    if (l->nheld == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        item_t **h = realloc(l->held, cap * sizeof *h);
+        if (!h)
+            return true; /* no memory to hold it: send it on (order may suffer, nothing is lost) */
+        l->held = h;
+        l->cap = cap;
+    }
+    l->held[l->nheld++] = it;
+    return false;
+}
+
+void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
+{
+    struct sn_locs *c = r->locs;
+    loc_t *l = find(c, pid);
+    uint32_t hop = l ? l->node : default_hop(r, pid);
+    /* the home node's route should follow it too (it learns from a node
+     * that forwards for it otherwise) */
+    if (pid.node != r->node && pid.node != victim)
+        send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT);
+    if (l && l->pending) { /* a flush on its way already: its answer settles it */
+        l->node = r->node;
+        return;
+    }
+    peer_t *p = hop && hop != r->node ? sn__relay_find_peer(r, hop) : NULL;
+    if (!p || atomic_load_explicit(&p->down, memory_order_relaxed)) {
+        if (l)
+            drop(c, l);
+        sn_migrate_settled(r->sched, pid); /* no old path to wait for */
+        return;
+    }
+    if (!l && !(l = add(c, pid))) {
+        sn_migrate_settled(r->sched, pid);
+        return;
+    }
+    start_flush(r, l, r->node, hop);
+}
+
+void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node)
+{
+    struct sn_locs *c = r->locs;
+    if (node == r->node || node == 0)
+        return; /* it is here, or coming here: the arrival flushes */
+    loc_t *l = find(c, pid);
+    if (l && (l->pending || l->node == node))
+        return;
+    uint32_t hop = l ? l->node : default_hop(r, pid);
+    if (hop == node || hop == r->node)
+        return;
+    peer_t *p = sn__relay_find_peer(r, hop);
+    if (!p || atomic_load_explicit(&p->down, memory_order_relaxed))
+        return;
+    if (!l && !(l = add(c, pid)))
+        return;
+    start_flush(r, l, node, hop);
+}
+
+void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
+{
+    sn_pid_t pid = s->to;
+    uint32_t origin = s->from.node;
+    loc_t *l = find(r->locs, pid);
+    uint32_t next = l ? l->node : sn_migrate_forward_of(r->sched, pid);
+    if (next == 0 || next == r->node) { /* the end of the path: it lives here (or nowhere) */
+        if (origin == r->node)
+            sn__loc_flushed(r, pid, r->node);
+        else
+            send_ctl(r, origin, pid, SN_PID_NONE, r->node, SN_WIRE_FLUSHED);
+        return;
+    }
+    send_ctl(r, next, pid, s->from, 0, SN_WIRE_FLUSH); /* on, behind what we forwarded */
+}
+
+void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner)
+{
+    loc_t *l = find(r->locs, pid);
+    if (l && l->pending)
+        finish(r, l, owner ? owner : l->node);
+}
+
+void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid)
+{
+    struct sn_locs *c = r->locs;
+    if (!from)
+        return;
+    loc_t *l = find(c, pid);
+    uint32_t now_at = l ? l->node : sn_migrate_forward_of(r->sched, pid);
+    if (now_at == 0 || now_at == r->node)
+        return; /* not forwarded */
+    atomic_fetch_add_explicit(&r->forwarded, 1, memory_order_relaxed);
+    if (now_at == from->node)
+        return; /* the sender is where it went */
+    uint64_t now = sn__relay_now_ns();
+    size_t k = slot_of(pid, 256) ^ (from->node & 255u);
+    if (sn_pid_eq(c->said[k].pid, pid) && c->said[k].peer == from->node && now - c->said[k].ns < REDIRECT_QUIET_NS)
+        return;
+    c->said[k].pid = pid;
+    c->said[k].peer = from->node;
+    c->said[k].ns = now;
+    atomic_fetch_add_explicit(&r->redirects, 1, memory_order_relaxed);
+    send_ctl(r, from->node, pid, SN_PID_NONE, now_at, SN_WIRE_REDIRECT);
+}
+
+/* Pending entries waiting on `node` (down), or too long: their held sends go. */
+static void give_up(sn_relay_t *r, uint32_t node, uint64_t now)
+{
+    struct sn_locs *c = r->locs;
+    if (c->count == 0)
+        return;
+    for (size_t i = 0; i < c->nb; i++) {
+        for (loc_t *l = c->b[i], *next; l; l = next) {
+            next = l->next;
+            if (!l->pending && node && l->node == node) {
+                drop(c, l); /* a shortcut to a dead node: the default route reports it */
+                continue;
+            }
+            if (!l->pending || !(l->hop == node || (now && now - l->since_ns > FLUSH_TIMEOUT_NS)))
+                continue;
+            if (now)
+                SNLOG_WARN("node=%" PRIu32 " no flush answer for %" PRIu32 ".%" PRIu64 " from node %" PRIu32
+                           " within 3 s: sending its held messages on",
+                           r->node, l->pid.node, l->pid.serial, l->hop);
+            finish(r, l, l->node); /* may drop l: next was read first, and it drops nothing else */
+        }
+    }
+}
+
+void sn__loc_peer_down(sn_relay_t *r, uint32_t node) { give_up(r, node, 0); }
+
+void sn__loc_tick(sn_relay_t *r, uint64_t now) { give_up(r, 0, now); }
