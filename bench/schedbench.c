@@ -562,6 +562,7 @@ static int bench_idle(void)
 static int bench_xnode_send(void) { return sn_bench_xnode_send(workers); }
 static int bench_xnode_rtt(void) { return sn_bench_xnode_rtt(workers); }
 static int bench_steal_imbalance(void) { return sn_bench_steal_imbalance(); }
+static int bench_steal_join(void) { return sn_bench_steal_join(); }
 
 static const struct {
     const char *name;
@@ -569,7 +570,8 @@ static const struct {
 } cases[] = {{"skynet", bench_skynet}, {"pingpong", bench_pingpong}, {"pairs", bench_pairs},
              {"spawn", bench_spawn},   {"memory", bench_memory},     {"deque", bench_deque},
              {"idle", bench_idle},     {"xnode-send", bench_xnode_send}, {"xnode-rtt", bench_xnode_rtt},
-             {"steal-imbalance", bench_steal_imbalance}};
+             {"steal-imbalance", bench_steal_imbalance},
+             {"steal-join", bench_steal_join}};
 
 static void usage(FILE *f)
 {

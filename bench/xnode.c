@@ -505,3 +505,88 @@ int sn_bench_steal_imbalance(void)
     printf("RESULT steal-speedup %.2f x\n", off / on);
     return 0;
 }
+
+/* ----------------------------------------------------------- steal-join */
+/* Node A (one worker, pinned) busy with 4,000 migratable processes of 2 ms;
+ * node B (one worker, its own CPU) joins. B's log lines are read as they
+ * are written (stderr is unbuffered): the time from its "joined cluster"
+ * line to its first "processes ... run here now" line is how long a node
+ * that joins a busy cluster takes to run stolen work. */
+int sn_bench_steal_join(void)
+{
+    char bin[PATH_MAX], la[64], lb[64];
+    sibling("schednode", bin, sizeof bin);
+    snprintf(la, sizeof la, "tcp://127.0.0.1:%d", free_port());
+    snprintf(lb, sizeof lb, "tcp://127.0.0.1:%d", free_port());
+    char *a[] = {bin, "-n", "1", "-w", "1", "--listen", la, "--insecure", "--log-level", "warn", NULL};
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    pid_t na = start_pinned(0, a);
+    sn_wire_request_t st = {.id = 7, .op = SN_OP_STATUS};
+    bool up = false;
+    for (int i = 0; i < 100 && !up; i++) {
+        sn_wire_reply_t rep;
+        char err[256];
+        up = sn_client_call(la, NULL, &st, 1000, &rep, err, sizeof err) == 0;
+        sn_client_reply_clear(&rep);
+        if (!up)
+            usleep(50000);
+    }
+    sn_wire_request_t req = {.id = 8, .op = SN_OP_SPAWN, .type = "spread", .method = "run"};
+    req.arg = sn_payload_text("4000 2 spin");
+    sn_wire_reply_t rep;
+    char err[256];
+    int rc = up ? sn_client_call(la, NULL, &req, 5000, &rep, err, sizeof err) : -1;
+    sn_payload_destroy(&req.arg);
+    if (rc == 0)
+        sn_client_reply_clear(&rep);
+    int fds[2];
+    if (rc != 0 || pipe(fds) != 0) {
+        fprintf(stderr, "schedbench: steal-join: node A did not take the work\n");
+        kill(na, SIGKILL);
+        waitpid(na, NULL, 0);
+        return 1;
+    }
+    usleep(200000); /* A is busy, and says so in its heartbeats */
+    char *b[] = {bin, "-n", "2", "-w", "1", "--listen", lb, "--insecure", "--join", la, "--log-level", "debug", NULL};
+    pid_t nb = fork();
+    if (nb == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(ncpu > 1 ? 1 : 0, &set);
+        sched_setaffinity(0, sizeof set, &set);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(b[0], b);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *log = fdopen(fds[0], "r");
+    double t_start = now_s(), t_join = -1, t_work = -1;
+    char line[1024];
+    /* bounded: B exits (EOF) if it cannot join; A's work lasts 8 s */
+    while (log && t_work < 0 && now_s() - t_start < 10 && fgets(line, sizeof line, log)) {
+        unsigned long long id, n;
+        const char *at;
+        if (t_join < 0 && strstr(line, "joined cluster"))
+            t_join = now_s();
+        else if (t_join >= 0 && (at = strstr(line, "steal ")) && sscanf(at, "steal %llu: %llu processes", &id, &n) == 2 &&
+                 n > 0 && strstr(line, "run here now"))
+            t_work = now_s();
+    }
+    kill(nb, SIGKILL);
+    kill(na, SIGKILL);
+    waitpid(nb, NULL, 0);
+    waitpid(na, NULL, 0);
+    if (log)
+        fclose(log);
+    if (t_join < 0 || t_work < 0) {
+        fprintf(stderr, "schedbench: steal-join: %s\n", t_join < 0 ? "node B did not join" : "node B got no work in 10 s");
+        return 1;
+    }
+    printf("steal-join: node B joined %.1f ms after it started and ran stolen work %.1f ms after joining "
+           "(node A busy with 4000 processes of 2 ms)\n",
+           (t_join - t_start) * 1e3, (t_work - t_join) * 1e3);
+    printf("RESULT steal-join-first-work %.1f ms\n", (t_work - t_join) * 1e3);
+    return 0;
+}

@@ -5,6 +5,7 @@
 int sn_bench_xnode_send(int workers);
 int sn_bench_xnode_rtt(int workers);
 int sn_bench_steal_imbalance(void);
+int sn_bench_steal_join(void);
 /* schedbench's helper modes (`__pull`, `__rep`) for the raw libzmq peer. */
 int sn_bench_raw_child(int argc, char **argv);
 

@@ -106,6 +106,9 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
         SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
         r->gossip_due = true;
+        /* a heartbeat now: the newcomer learns our load at once (an idle
+         * one comes for our work without waiting a heartbeat period) */
+        r->next_hb_ns = now;
         return p;
     }
     if (m->incarnation > p->incarnation) {
