@@ -131,12 +131,17 @@ void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
     *quiet = 0;
 }
 
-/* Returns a send to the process that made it, on this node. */
+/* Returns a send to the process that made it, on this node (or on the node
+ * it moved to since). */
 static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error)
 {
     add(&r->bounced, 1);
-    if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from))
-        sn_send_failed(r->sched, s->from, s->to, s->tag, error, &s->payload);
+    if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from) &&
+        sn_send_failed(r->sched, s->from, s->to, s->tag, error, &s->payload) != 0) {
+        uint32_t via = sn_migrate_forward_of(r->sched, s->from);
+        if (via)
+            relay_deliver(r, s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, error, via, &s->payload);
+    }
     /* (a monitor request that fails is answered from the peer's watch
      * table, or by drain when it never got there) */
     sn_payload_destroy(&s->payload);
@@ -449,9 +454,13 @@ static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn_payload_destroy(&s->payload);
         return;
     case SN_EV_YIELD_COMPLETE: /* our earlier send, returned with an error */
-        if (sn_send_failed(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0 && s->to.node != r->node)
-            /* a sender of another node whose message we forwarded: on to it */
-            relay_deliver(r, s->to, s->from, s->tag, SN_EV_YIELD_COMPLETE, s->error, 0, &s->payload);
+        if (sn_send_failed(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0) {
+            /* a sender that moved on from here, or one of another node whose
+             * message we forwarded: on to it */
+            uint32_t via = sn_migrate_forward_of(r->sched, s->to);
+            if (via || s->to.node != r->node)
+                relay_deliver(r, s->to, s->from, s->tag, SN_EV_YIELD_COMPLETE, s->error, via, &s->payload);
+        }
         sn_payload_destroy(&s->payload);
         return;
     case SN_EV_CANCEL:

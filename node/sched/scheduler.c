@@ -246,10 +246,7 @@ void sn_demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t
 int sn_send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error,
                    sn_payload_t **msg)
 {
-    int rc = sn__deliver(sched, sender, SN_EV_YIELD_COMPLETE, error, tag, target, msg, false);
-    if (rc != 0 && msg)
-        sn_payload_destroy(msg);
-    return rc;
+    return sn__deliver(sched, sender, SN_EV_YIELD_COMPLETE, error, tag, target, msg, false);
 }
 
 int sn_cancel(sn_sched_t *sched, sn_pid_t pid)

@@ -47,7 +47,8 @@ int sn_deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t t
  * it gets SN_EV_YIELD_COMPLETE with `error`, the send's `tag`, `from` set
  * to the PID the message was meant for, and the payload back (taken). The
  * relay calls this when another node reports a send it could not deliver.
- * Returns 0, or SN_ENOPROC if the sender is gone too (the payload is freed). */
+ * Returns 0, or SN_ENOPROC if the sender is not here (the payload is then
+ * left with the caller: the sender may have moved on). */
 int sn_send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error,
                    sn_payload_t **msg);
 
