@@ -195,6 +195,7 @@ static void stats_to_pb(const sn_wire_stats_t *st, Schednode__NodeStats *ns)
     ns->live = st->live;
     ns->completed = st->completed;
     ns->forwarded = st->forwarded;
+    ns->refused = st->refused;
     ns->ready = st->ready;
     ns->idle = st->idle;
     ns->blocked = st->blocked;
@@ -229,6 +230,7 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
                             .live = ns->live,
                             .completed = ns->completed,
                             .forwarded = ns->forwarded,
+                            .refused = ns->refused,
                             .ready = ns->ready,
                             .idle = ns->idle,
                             .blocked = ns->blocked,

@@ -203,6 +203,11 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         refuse(r, ident, ident_len, f, why);
         return;
     }
+    if (r->in_key && strcmp(f->public_key, r->in_key) != 0) {
+        snprintf(why, sizeof why, "its hello names a key other than the one it connected with");
+        refuse(r, ident, ident_len, f, why);
+        return;
+    }
     if (f->node == r->node) {
         snprintf(why, sizeof why, "node id %" PRIu32 " is this node's (%s); give every node its own id", f->node,
                  r->advertise);
@@ -320,6 +325,7 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .live = st.live,
                              .completed = st.completed,
                              .forwarded = atomic_load_explicit(&r->forwarded, memory_order_relaxed),
+                             .refused = atomic_load_explicit(&r->refused, memory_order_relaxed),
                              .ready = st.ready,
                              .idle = st.idle,
                              .blocked = st.blocked,

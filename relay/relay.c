@@ -586,6 +586,13 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
     }
     add(&r->frames_in, 1);
     peer_t *p = f.kind == SN_FRAME_REQUEST ? NULL : find_peer(r, f.node);
+    if (p && f.kind != SN_FRAME_HELLO && r->in_key && p->public_key[0] && strcmp(r->in_key, p->public_key) != 0) {
+        /* an authorized key (another node's, or a client's) speaking for p
+         * (a Hello is judged by members.c: a taken id is refused, with why) */
+        bad(r, "frame claims to be from a node whose key it does not have", f.node);
+        sn_frame_clear(&f);
+        return;
+    }
     if (p && f.incarnation < p->incarnation) {
         bad(r, "frame from an earlier run of that node", f.node);
         sn_frame_clear(&f);
@@ -680,9 +687,12 @@ static void read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_se
         }
         if (!ok || extra)
             bad(r, "unexpected message parts", 0);
-        else if (router)
+        else if (router) {
+            r->in_key = r->cert ? zmq_msg_gets(&body, "User-Id") : NULL; /* set by the ZAP handler: the key */
             inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), zmq_msg_data(&id), zmq_msg_size(&id),
                           NULL);
+            r->in_key = NULL;
+        }
         else
             inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0, from_seed);
         zmq_msg_close(&id);
@@ -736,6 +746,7 @@ static void router_refused(sn_relay_t *r)
     int kind = sn_keys_failure(r->router_monitor, true, why, sizeof why, ep, sizeof ep);
     if (kind == 0)
         return;
+    add(&r->refused, 1);
     if (kind == SN_KEYS_FAILED) /* from this side, the usual causes are these */
         snprintf(why, sizeof why, "handshake failed (a client without keys, or with a wrong key for this node)");
     uint64_t now = now_ns(); /* one rate limit per kind of failure */

@@ -130,6 +130,10 @@ struct sn_relay {
     size_t ntypes;
     struct sn_steal *steal;     /* steal.c's state (I/O thread) */
     struct sn_locs *locs;       /* locate.c's state (I/O thread) */
+    /* the CurveZMQ key (Z85) the ROUTER frame being handled came with, or
+     * NULL (insecure, or not a ROUTER frame): a member's frames must come
+     * with that member's key (I/O thread, set around each inbound_frame) */
+    const char *in_key;
     _Atomic uint64_t forwarded, redirects; /* any thread reads */
     _Atomic int want_work;      /* any thread: a worker found nothing locally */
     _Atomic uint64_t steals_in, steals_out; /* any thread reads */
@@ -150,6 +154,7 @@ struct sn_relay {
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     uint64_t start_ns, hb_seq, bad_log_ns, bad_quiet;
     _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
+    _Atomic uint64_t refused; /* connections refused in the CurveZMQ handshake */
 };
 
 /* Logging: czmq's zsys, filtered by the level main sets (one global for
