@@ -84,7 +84,8 @@ busy=$!
 sinks=()
 for i in $(seq 10); do sinks+=("$(call spawn --connect "$(ep 1)" msink collect 4000)"); done
 for s in "${sinks[@]}"; do call spawn --connect "$(ep 3)" xsource blast "$s 2000 0" >/dev/null & done
-wait_for 30 test "$(jobs -pr | wc -l)" -le 1 # (only the busy one left)
+only_busy_left() { [ "$(jobs -pr | wc -l)" -le 1 ]; }
+wait_for 300 only_busy_left
 wait $busy
 moved=$(($(mig) - m0))
 for s in "${sinks[@]}"; do call spawn --connect "$(ep 3)" xsource blast "$s 1 2000" >/dev/null; done

@@ -48,7 +48,8 @@ run_case() { # step crashing-node(A|B)
     fi
     st=$(call status --json --connect "tcp://127.0.0.1:$pa")
     live() { call status --json --connect "tcp://127.0.0.1:$pa" | jq '.nodes[0].live'; }
-    wait_for 50 test "$(live)" = 0 && ok "  the victim is left with no live or half-moved process" ||
+    none_live() { [ "$(live)" = 0 ]; } # (a function: wait_for re-runs it)
+    wait_for 50 none_live && ok "  the victim is left with no live or half-moved process" ||
       bad "  victim still holds processes: $st"
     out=$(call call --connect "tcp://127.0.0.1:$pa" spread run "50 1 spin" 2>&1)
     [ "$out" = "50 done: 50 on node 1" ] && ok "  the victim keeps working" || bad "  victim after crash: $out"
@@ -58,7 +59,8 @@ run_case() { # step crashing-node(A|B)
     # the driver died with A; B must drop what it had not been given and
     # finish what it had (their results have nowhere to go)
     live() { call status --json --connect "tcp://127.0.0.1:$pb" | jq '.nodes[0].live'; }
-    wait_for 100 test "$(live)" = 0 && ok "victim dies after '$step': the thief ends with no live or half-moved process" ||
+    none_live() { [ "$(live)" = 0 ]; }
+    wait_for 100 none_live && ok "victim dies after '$step': the thief ends with no live or half-moved process" ||
       bad "victim dies after '$step': thief holds $(live) ($(grep -c 'run here' "$dir/b.log") batches ran)"
     out=$(call call --connect "tcp://127.0.0.1:$pb" spread run "50 1 spin" 2>&1)
     [ "$out" = "50 done: 50 on node 2" ] && ok "  the thief keeps working" || bad "  thief after crash: $out"
