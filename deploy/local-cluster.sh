@@ -30,6 +30,10 @@ Commands:
                    a client command (spawn, send, call, status) against node I
                    (default 1), with the cluster's client key
   endpoint I       node I's endpoint
+  kill I [SIG]     send node I a signal (default TERM; TERM, INT and KILL
+                   wait until it has exited, at most 10 s)
+  start I          start node I again (after kill), with its first flags,
+                   joining through another node; waits until it is up
   logs             the log files, one per node
 
 Options:
@@ -90,6 +94,52 @@ client() {
 # up_count I: how many nodes node I sees up
 up_count() { client "$1" status --json 2>/dev/null | grep -c '"state": "up"' || true; }
 
+# launch I [--join EP]: starts node I in the background ($! is its pid)
+launch() {
+  local i=$1; shift
+  # shellcheck disable=SC2046
+  setsid "$bin" -n "$i" -w "$workers" --cluster local --listen "$(endpoint "$i")" $(keys "n$i") \
+    "$@" "${extra[@]}" >>"$dir/n$i.log" 2>&1 </dev/null &
+}
+
+node_pid() { sed -n "${1}p" "$dir/pids"; }
+
+cmd_kill() {
+  local i=${1:-} sig=${2:-TERM} pid
+  [[ $i =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$n" ] || die "kill: no node '$i' (1..$n)"
+  pid=$(node_pid "$i")
+  kill -0 "$pid" 2>/dev/null || die "kill: node $i is not running"
+  kill -"$sig" "$pid" || die "kill: cannot send $sig to node $i"
+  case $sig in
+    TERM|INT|KILL|9|15|2)
+      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+      echo "local-cluster: node $i still runs 10 s after $sig" >&2; return 1 ;;
+  esac
+}
+
+cmd_start() {
+  local i=${1:-} pid seed
+  [[ $i =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$n" ] || die "start: no node '$i' (1..$n)"
+  pid=$(node_pid "$i")
+  kill -0 "$pid" 2>/dev/null && die "start: node $i is running (pid $pid)"
+  seed=1
+  [ "$i" = 1 ] && seed=2
+  local join=()
+  [ "$n" -gt 1 ] && join=(--join "$(endpoint "$seed")")
+  local mark; mark=$(wc -l <"$dir/n$i.log")
+  launch "$i" "${join[@]}"
+  pid=$!
+  sed -i "${i}s/.*/$pid/" "$dir/pids"
+  for _ in $(seq $((wait_s * 10))); do
+    tail -n +"$((mark + 1))" "$dir/n$i.log" | grep -q "up: " && { echo "local-cluster: node $i up again (pid $pid)"; return 0; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "local-cluster: node $i did not come up; its log ($dir/n$i.log) ends with:" >&2
+  tail -5 "$dir/n$i.log" >&2
+  return 1
+}
+
 stop_nodes() {
   local pids=() p
   [ -f "$dir/pids" ] && mapfile -t pids <"$dir/pids"
@@ -133,7 +183,9 @@ cmd_up() {
   for i in $(seq "$n"); do free_port >>"$dir/ports"; done
   cat >"$dir/cluster.env" <<EOF
 n=$n
+workers=$workers
 bin=$(printf '%q' "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")")
+extra=(${extra[*]+$(printf '%q ' "${extra[@]}")})
 EOF
   # keys: one per node, with its endpoint (how the others find its public
   # key), one for the client commands; all public halves are authorized
@@ -149,9 +201,7 @@ EOF
   for i in $(seq "$n"); do
     local join=()
     [ "$i" -gt 1 ] && join=(--join "$(endpoint 1)")
-    # shellcheck disable=SC2046
-    setsid "$bin" -n "$i" -w "$workers" --cluster local --listen "$(endpoint "$i")" $(keys "n$i") \
-      "${join[@]}" "${extra[@]}" >"$dir/n$i.log" 2>&1 </dev/null &
+    launch "$i" "${join[@]}"
     echo $! >>"$dir/pids"
     if [ "$i" -eq 1 ]; then # the others join through it: wait until it listens
       for _ in $(seq $((wait_s * 10))); do grep -qs "up: " "$dir/n1.log" && break; kill -0 $! 2>/dev/null || break; sleep 0.1; done
@@ -222,6 +272,8 @@ main() {
       [[ ${1:-} =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ] && [ "$1" -le "$n" ] || die "endpoint: no node '${1:-}' (1..$n)"
       endpoint "$1" ;;
     logs) load_state; for i in $(seq "$n"); do echo "$dir/n$i.log"; done ;;
+    kill) load_state; cmd_kill "$@" ;;
+    start) load_state; cmd_start "$@" ;;
     *) die "unknown command '$cmd' (see --help)" ;;
   esac
 }
