@@ -188,6 +188,7 @@ static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, u
         return; /* a lost hint or marker: the 3 s timeout lets held sends go */
     it->kind = ITEM_SEND;
     it->dest = dest;
+    it->diverted = false;
     it->s = (sn_wire_send_t){to, from, tag, kind, 0, NULL};
     sn__relay_enqueue(r, it);
 }

@@ -105,6 +105,7 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, in
         return SN_ENOMEM;
     it->kind = ITEM_SEND;
     it->dest = via ? via : to.node;
+    it->diverted = via == r->node;
     it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL};
     enqueue(r, it);
     return 0;
@@ -404,9 +405,13 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
 {
     if (!sn__loc_route(r, it))
         return; /* held until a flush ends (locate.c) */
-    if (it->dest == r->node) { /* for a process that moved here */
+    if (it->dest == r->node) { /* from a sender here, for a process that moved here */
+        sn_pid_t to = it->s.to;
+        bool diverted = it->diverted;
         inbound_send(r, NULL, &it->s);
         free_item(it);
+        if (diverted) /* delivered (or on its way on): later sends may go straight */
+            sn_migrate_diverted(r->sched, to);
         return;
     }
     peer_t *p = find_peer(r, it->dest);

@@ -36,6 +36,7 @@ typedef struct item {
     sn__mpsc_node_t link;
     int kind;
     uint32_t dest;    /* ITEM_SEND: the peer it goes to (home node, or where it moved) */
+    bool diverted;    /* ITEM_SEND: a sender here, a process settling here (sn_migrate_diverted) */
     sn_wire_send_t s; /* ITEM_SEND */
 } item_t;
 

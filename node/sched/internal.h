@@ -85,6 +85,11 @@ struct sn_ctx {
      * the relay has flushed that path (sn_migrate_settled), messages from
      * senders here go through the relay too, behind those */
     uint8_t settling;
+    /* guarded by the shard lock: messages from senders here that went
+     * through the relay (while settling) and are not delivered yet. While
+     * any are, later ones go that way too, or they would overtake them
+     * (the relay lowers it as it delivers each: sn_migrate_diverted) */
+    uint32_t diverted;
     alignas(16) unsigned char user[];
 };
 typedef struct sn_ctx sn__proc_t;

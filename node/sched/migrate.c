@@ -222,6 +222,16 @@ int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
 
 uint32_t sn_migrate_forward_of(sn_sched_t *sched, sn_pid_t pid) { return sn__forward_of(sched, pid); }
 
+void sn_migrate_diverted(sn_sched_t *sched, sn_pid_t pid)
+{
+    sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, pid);
+    if (p && p->diverted)
+        p->diverted--;
+    sn__shard_unlock(s);
+}
+
 int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);

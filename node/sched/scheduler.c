@@ -71,7 +71,9 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
     sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
     sn__shard_lock(s);
     sn__proc_t *p = sn__shard_find(s, to);
-    if (!p || (p->settling && from_here && node->type == SN_EV_MESSAGE)) {
+    if (!p || ((p->settling || p->diverted) && from_here && node->type == SN_EV_MESSAGE)) {
+        if (p)
+            p->diverted++; /* the caller hands it to the relay, which lowers this once delivered */
         sn__shard_unlock(s);
         return p ? SN__SETTLING : SN_ENOPROC;
     }
@@ -115,8 +117,12 @@ static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint
         if (rc != 0 && !payload)
             free(n);
     }
-    if (rc == SN__SETTLING) /* behind what we sent it through the network: the relay delivers it here */
-        return hk->h.deliver(hk->h.arg, to, from, tag, type, error, sched->node_id, data);
+    if (rc == SN__SETTLING) { /* behind what we sent it through the network: the relay delivers it here */
+        rc = hk->h.deliver(hk->h.arg, to, from, tag, type, error, sched->node_id, data);
+        if (rc != 0)
+            sn_migrate_diverted(sched, to);
+        return rc;
+    }
     if (rc == SN_ENOPROC && relay) {
         /* not here: moved away from here, or living on its home node */
         uint32_t via = sn__forward_of(sched, to);

@@ -107,6 +107,9 @@ int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, siz
 /* The node a process that left this node went to (its forwarding entry),
  * or 0. */
 uint32_t sn_migrate_forward_of(sn_sched_t *sched, sn_pid_t pid);
+/* The relay delivered here a message that a sender here handed it while
+ * the process was settling (the hook's via == this node). */
+void sn_migrate_diverted(sn_sched_t *sched, sn_pid_t pid);
 /* The relay flushed the old path to pid: local senders deliver directly
  * again. Returns 0, or SN_ENOPROC if the process is not here (any more). */
 int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid);
