@@ -196,6 +196,7 @@ static void stats_to_pb(const sn_wire_stats_t *st, Schednode__NodeStats *ns)
     ns->completed = st->completed;
     ns->forwarded = st->forwarded;
     ns->refused = st->refused;
+    ns->disconnects = st->disconnects;
     ns->ready = st->ready;
     ns->idle = st->idle;
     ns->blocked = st->blocked;
@@ -231,6 +232,7 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
                             .completed = ns->completed,
                             .forwarded = ns->forwarded,
                             .refused = ns->refused,
+                            .disconnects = ns->disconnects,
                             .ready = ns->ready,
                             .idle = ns->idle,
                             .blocked = ns->blocked,

@@ -98,6 +98,27 @@ int sn_keys_server_key(const char *dir, const char *endpoint, char out[41], char
     return rc;
 }
 
+bool sn_keys_is_node(const char *dir, const char *key)
+{
+    zdir_t *d = zdir_new(dir, NULL);
+    if (!d)
+        return false;
+    zfile_t **files = zdir_flatten(d);
+    bool node = false;
+    for (size_t i = 0; files && files[i] && !node; i++) {
+        const char *name = zfile_filename(files[i], NULL);
+        size_t n = strlen(name);
+        if (n < 5 || strcmp(name + n - 5, ".cert") != 0)
+            continue;
+        zcert_t *cert = zcert_load(name);
+        node = cert && !strcmp(zcert_public_txt(cert), key) && zcert_meta(cert, "endpoint");
+        zcert_destroy(&cert);
+    }
+    zdir_flatten_free(&files);
+    zdir_destroy(&d);
+    return node;
+}
+
 int sn_keys_check(const sn_security_t *sec, char *err, size_t errlen)
 {
     if (!sec->cert != !sec->authorized) {
@@ -125,14 +146,14 @@ void sn_keys_client(zsock_t *sock, zcert_t *cert, const char *server_key)
     zsock_set_curve_serverkey(sock, server_key);
 }
 
-zsock_t *sn_keys_monitor(zsock_t *sock)
+zsock_t *sn_keys_monitor(zsock_t *sock, bool closes)
 {
     static _Atomic unsigned seq;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://sn-monitor-%d-%u", getpid(), atomic_fetch_add(&seq, 1));
     if (zmq_socket_monitor(zsock_resolve(sock), ep,
                            ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | (closes ? ZMQ_EVENT_DISCONNECTED : 0)) != 0)
         return NULL;
     zsock_t *mon = zsock_new(ZMQ_PAIR);
     if (mon && zsock_connect(mon, "%s", ep) != 0)
@@ -159,7 +180,9 @@ int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, cha
         uint32_t value;
         memcpy(&event, zframe_data(head), 2);
         memcpy(&value, zframe_data(head) + 2, 4);
-        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        if (event == ZMQ_EVENT_DISCONNECTED)
+            kind = SN_KEYS_CLOSED;
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             kind = SN_KEYS_NOT_AUTHORIZED;
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
             /* a plain side cannot finish any CurveZMQ handshake: whatever
@@ -169,7 +192,7 @@ int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, cha
     static const char *reasons[] = {
         "", "key not authorized",
         "security mismatch (CurveZMQ on one side only: an --insecure node or a client without keys?)",
-        "CurveZMQ handshake failed (a wrong server key?)"};
+        "CurveZMQ handshake failed (a wrong server key?)", "connection closed"};
     snprintf(why, whylen, "%s", reasons[kind]);
     snprintf(ep, eplen, "%s", where ? where : "?");
     zstr_free(&where);

@@ -41,9 +41,10 @@ void sn_keys_client(zsock_t *sock, zcert_t *cert, const char *server_key);
 
 
 /* Handshake failures on sock (a refused key, a plain peer meeting a
- * CurveZMQ one) arrive as events on the returned PAIR socket; poll it and
- * read each with sn_keys_failure. NULL if monitoring is not possible. */
-zsock_t *sn_keys_monitor(zsock_t *sock);
+ * CurveZMQ one), and with `closes` every closed connection, arrive as
+ * events on the returned PAIR socket; poll it and read each with
+ * sn_keys_failure. NULL if monitoring is not possible. */
+zsock_t *sn_keys_monitor(zsock_t *sock, bool closes);
 /* Stops monitoring sock (libzmq's documented way: a NULL endpoint) and
  * closes the monitor, before sock itself is closed: a monitor left to the
  * socket's own teardown can hold up the context's termination. */
@@ -51,7 +52,10 @@ void sn_keys_unmonitor(zsock_t *sock, zsock_t **monitor);
 /* Reads one event from a monitor; `secure` says whether this side uses
  * CurveZMQ. Returns the kind of failure (SN_KEYS_*) with a short reason in
  * why and the endpoint in ep, or 0 if it was not a handshake failure. */
-enum { SN_KEYS_NOT_AUTHORIZED = 1, SN_KEYS_MISMATCH = 2, SN_KEYS_FAILED = 3 };
+enum { SN_KEYS_NOT_AUTHORIZED = 1, SN_KEYS_MISMATCH = 2, SN_KEYS_FAILED = 3, SN_KEYS_CLOSED = 4 };
+/* Whether key (Z85) is a node's: a certificate in dir with that public key
+ * and an endpoint (a client's certificate has none). Reads the directory. */
+bool sn_keys_is_node(const char *dir, const char *key);
 int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, char *ep, size_t eplen);
 
 #endif

@@ -136,6 +136,31 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
     return p;
 }
 
+/* A heartbeat from a node we do not know. Members heartbeat those they
+ * hold down too, so this is a member of the cluster an earlier run of ours
+ * belonged to: we restarted with no seed that answered (a lone seed does)
+ * and started a cluster of our own. It becomes a member here; our
+ * heartbeats tell it we are back (a new run), and gossip brings the rest
+ * of its view. In a secure cluster its key must be the one its endpoint's
+ * certificate names. */
+void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
+{
+    if (atomic_load_explicit(&r->joined, memory_order_relaxed) != 1 || f->node == r->node || !f->stats.endpoint[0] ||
+        f->stats.node != f->node)
+        return;
+    sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation};
+    snprintf(m.endpoint, sizeof m.endpoint, "%s", f->stats.endpoint);
+    if (r->cert) {
+        char err[512];
+        if (sn_keys_server_key(r->authorized, m.endpoint, m.public_key, err, sizeof err) != 0 ||
+            !r->in_key || strcmp(r->in_key, m.public_key) != 0) {
+            sn__relay_bad(r, "heartbeat from a node that is not a member, with no key for its endpoint", f->node);
+            return;
+        }
+    }
+    sn__members_upsert(r, &m, "it knew an earlier run of this node");
+}
+
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
     if (inc > p->incarnation) {
@@ -326,6 +351,7 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .completed = st.completed,
                              .forwarded = atomic_load_explicit(&r->forwarded, memory_order_relaxed),
                              .refused = atomic_load_explicit(&r->refused, memory_order_relaxed),
+                             .disconnects = atomic_load_explicit(&r->disconnects, memory_order_relaxed),
                              .ready = st.ready,
                              .idle = st.idle,
                              .blocked = st.blocked,

@@ -576,6 +576,32 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
     free(rep.rows);
 }
 
+/* Sends in the name of a node that is not a member here: one that joined
+ * a moment ago can send before the gossip about it arrives, so they are
+ * taken, but never in this node's own name, and in a secure cluster only
+ * with a node's key (a client's key speaks for no node). */
+static bool sends_from_stranger_ok(sn_relay_t *r, uint32_t node)
+{
+    if (node == r->node) {
+        bad(r, "sends in this node's own name", node);
+        return false;
+    }
+    if (!r->in_key)
+        return true;
+    for (size_t i = 0; i < sizeof r->key_seen / sizeof r->key_seen[0]; i++)
+        if (!strcmp(r->key_seen[i].key, r->in_key)) {
+            if (!r->key_seen[i].node)
+                bad(r, "sends in the name of a node that is not a member, with a key that is not a node's", node);
+            return r->key_seen[i].node;
+        }
+    unsigned k = r->key_next++ % (sizeof r->key_seen / sizeof r->key_seen[0]);
+    snprintf(r->key_seen[k].key, sizeof r->key_seen[k].key, "%s", r->in_key);
+    r->key_seen[k].node = sn_keys_is_node(r->authorized, r->in_key);
+    if (!r->key_seen[k].node)
+        bad(r, "sends in the name of a node that is not a member, with a key that is not a node's", node);
+    return r->key_seen[k].node;
+}
+
 void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident,
                              size_t ident_len, zsock_t *from_seed)
 {
@@ -595,6 +621,10 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
         /* an authorized key (another node's, or a client's) speaking for p
          * (a Hello is judged by members.c: a taken id is refused, with why) */
         bad(r, "frame claims to be from a node whose key it does not have", f.node);
+        sn_frame_clear(&f);
+        return;
+    }
+    if (!p && f.kind == SN_FRAME_SENDS && !sends_from_stranger_ok(r, f.node)) {
         sn_frame_clear(&f);
         return;
     }
@@ -620,7 +650,9 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
             acked(p, f.seq);
         break;
     case SN_FRAME_HEARTBEAT:
-        if (p && f.has_stats) {
+        if (!p && f.has_stats)
+            sn__members_stranger(r, &f);
+        else if (p && f.has_stats) {
             bool loaded = f.stats.ready >= 2 && (!p->has_stats || p->stats.ready < 2);
             p->stats = f.stats;
             p->has_stats = true;
@@ -751,6 +783,10 @@ static void router_refused(sn_relay_t *r)
     int kind = sn_keys_failure(r->router_monitor, true, why, sizeof why, ep, sizeof ep);
     if (kind == 0)
         return;
+    if (kind == SN_KEYS_CLOSED) { /* a peer or client went away, or sent a frame over the hard limit */
+        add(&r->disconnects, 1);
+        return;
+    }
     add(&r->refused, 1);
     if (kind == SN_KEYS_FAILED) /* from this side, the usual causes are these */
         snprintf(why, sizeof why, "handshake failed (a client without keys, or with a wrong key for this node)");
@@ -954,8 +990,11 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
         zcert_apply(r->cert, r->router);
         zsock_set_curve_server(r->router, 1);
         zsock_set_zap_domain(r->router, "schednode");
-        r->router_monitor = sn_keys_monitor(r->router);
     }
+    /* refusals (secure), and closed connections: a frame over the hard
+     * limit below is cut off by libzmq with its connection, and that is
+     * the only trace of it we get */
+    r->router_monitor = sn_keys_monitor(r->router, true);
     zsock_set_router_mandatory(r->router, 1);
     zsock_set_sndhwm(r->router, SNDHWM);
     zsock_set_rcvhwm(r->router, RCVHWM);
@@ -1011,7 +1050,7 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
             goto fail;
         sd->dealer = sn__relay_dealer_to(r, cfg->seeds[i], key);
         if (sd->dealer)
-            sd->monitor = sn_keys_monitor(sd->dealer);
+            sd->monitor = sn_keys_monitor(sd->dealer, false);
         if (!sd->dealer) {
             snprintf(err, errlen, "bad seed endpoint %s: %s", cfg->seeds[i], zmq_strerror(zmq_errno()));
             goto fail;
@@ -1179,7 +1218,7 @@ int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire
     }
     if (cert)
         sn_keys_client(s, cert, key);
-    mon = sn_keys_monitor(s); /* a refusal is said at once, not after the timeout */
+    mon = sn_keys_monitor(s, false); /* a refusal is said at once, not after the timeout */
     zcert_destroy(&cert);
     if (zsock_connect(s, "%s", endpoint) < 0) {
         snprintf(err, errlen, "bad endpoint %s: %s", endpoint, zmq_strerror(zmq_errno()));

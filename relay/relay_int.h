@@ -156,6 +156,15 @@ struct sn_relay {
     uint64_t start_ns, hb_seq, bad_log_ns, bad_quiet;
     _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
     _Atomic uint64_t refused; /* connections refused in the CurveZMQ handshake */
+    _Atomic uint64_t disconnects; /* inbound connections closed */
+    /* keys (Z85) seen speaking for nodes that are not members here, and
+     * whether each is a node's (sn_keys_is_node): a small cache, so a
+     * flood of such frames does not read the key directory for each */
+    struct {
+        char key[41];
+        bool node;
+    } key_seen[8];
+    unsigned key_next;
 };
 
 /* Logging: czmq's zsys, filtered by the level main sets (one global for
@@ -264,6 +273,8 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
 void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
                        zsock_t *from_seed);
 /* A frame of incarnation `inc` came from member p: restart, up again. */
+/* A heartbeat from a node that is not a member here (members.c). */
+void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc);
 /* The periodic turn: Hellos while joining, heartbeats, failure detection,
  * gossip, and the end of a leave. */

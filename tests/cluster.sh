@@ -175,6 +175,15 @@ sleep 2 # past the down timeout: a left node must not turn into a down one
 all_see 4 left 1 2 3 5 && ! grep -q "node 4 .* is down" "$dir"/node[1235].log &&
   ok "a left node is never reported down" || bad "node 4 reported down after leaving"
 
+# --- the founder (no seeds) dies and restarts alone: it starts a cluster of
+# its own, but the members still heartbeat it, and it takes them in (the
+# two views merge instead of staying split)
+kill -9 "$node_pid_1"; wait "$node_pid_1" 2>/dev/null
+wait_for 50 all_see 1 down 2 3 5 || bad "node 1 not down after kill -9"
+start 1 || bad "node 1 restarts with no seed"
+wait_for 100 all_up 1 2 3 5 && ok "the founder restarted alone and every node sees 1, 2, 3, 5 up (one cluster)" ||
+  bad "split after the founder's restart: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
+
 for n in 1 2 3 5; do
   eval "p=\$node_pid_$n"
   kill -TERM "$p"; wait "$p"; rc=$?

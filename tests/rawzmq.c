@@ -1,64 +1,354 @@
-/* rawzmq.c - a hostile client for relay tests: connects a plain DEALER to a
- * node and sends frames a peer never would. Usage:
- *   rawzmq ENDPOINT garbage|truncated|oversize:BYTES|version|multipart|nobody
- * Exits 0 once the frame is handed to ZeroMQ.
+/* rawzmq.c - a hostile client for relay tests: connects a DEALER to a node,
+ * plain or as a CurveZMQ client with a key of its own, and sends frames a
+ * peer never would. Prints what it sent. Usage:
+ *   rawzmq [OPTIONS] ENDPOINT KIND
+ * KIND:
+ *   garbage | truncated | oversize:BYTES | version | multipart | nobody
+ *   send:TOPID               a client request, as `schednode send` makes it,
+ *                            carrying message 0 (a u64, what xsink counts)
+ *   spoof:FROMNODE:TOPID[:INCARNATION]
+ *                            a well-formed SendBatch claiming to come from
+ *                            node FROMNODE (run INCARNATION, default 1) with
+ *                            message 0 for TOPID (e.g. 2.12345)
+ *   flood:N                  N small frames (up to 2 KiB) that do not decode,
+ *                            as fast as ZeroMQ takes them
+ *   incarnation              asks the node for its status and prints the
+ *                            node id and incarnation its reply envelope names
+ * OPTIONS:
+ *   --cert FILE              be a CurveZMQ client with FILE (and FILE_secret)
+ *   --server-key Z85 | --server-cert FILE   the node's public key (with --cert)
+ *   --repeat N               send the frame N times (default 1)
+ *   --linger MS              how long frames may take to leave at exit
+ *                            (default 1000; a refused connection waits it out)
+ *   --timeout MS             incarnation: how long to wait for the reply
+ * Exits 0 once every frame is handed to ZeroMQ (incarnation: once the reply
+ * came), 1 if that failed, 2 on bad usage.
  */
 #include <czmq.h>
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "codec.h"
 
-int main(int argc, char **argv)
+static const char *usage_text =
+    "usage: rawzmq [--cert FILE [--server-key Z85 | --server-cert FILE]] [--repeat N] [--linger MS]\n"
+    "              [--timeout MS] ENDPOINT KIND\n"
+    "KIND: garbage|truncated|oversize:BYTES|version|multipart|nobody|send:TOPID|\n"
+    "      spoof:FROMNODE:TOPID[:INCARNATION]|flood:N|incarnation\n";
+
+static int usage(void)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: rawzmq ENDPOINT garbage|truncated|oversize:BYTES|version|multipart|nobody\n");
-        return 2;
+    fputs(usage_text, stderr);
+    return 2;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Sends one frame (a whole message) `repeat` times. */
+static int send_frame(void *sock, const void *buf, size_t len, long repeat)
+{
+    for (long i = 0; i < repeat; i++)
+        if (zmq_send(sock, buf, len, 0) < 0)
+            return -1;
+    return 0;
+}
+
+static uint64_t rnd(uint64_t *s) /* xorshift64 */
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* N frames of 1 byte to 2 KiB (1 KiB on average: a node that kept them
+ * would show it) that sn_codec_decode refuses (checked here, so every one
+ * must be counted as bad by the node). */
+static int flood(void *sock, long n)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15u;
+    unsigned char buf[2048];
+    double t0 = now_ms();
+    size_t bytes = 0;
+    for (long i = 0; i < n; i++) {
+        size_t len;
+        sn_frame_t f;
+        const char *why;
+        do {
+            len = 1 + rnd(&seed) % sizeof buf;
+            for (size_t k = 0; k < len; k++)
+                buf[k] = (unsigned char)rnd(&seed);
+            if (sn_codec_decode(buf, len, 0, &f, &why) != 0)
+                break;
+            sn_frame_clear(&f); /* decodes after all: draw another */
+        } while (1);
+        if (zmq_send(sock, buf, len, 0) < 0) {
+            fprintf(stderr, "rawzmq: flood stopped after %ld frames: %s\n", i, zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        bytes += len;
     }
-    zsys_init();
-    zsys_set_linger(1000);
-    zsock_t *s = zsock_new(ZMQ_DEALER);
-    if (!s || zsock_connect(s, "%s", argv[1]) < 0) {
-        fprintf(stderr, "rawzmq: cannot connect to %s\n", argv[1]);
+    printf("sent flood: %ld undecodable frames (%zu bytes) in %.0f ms\n", n, bytes, now_ms() - t0);
+    return 0;
+}
+
+/* incarnation: a status request, and the envelope of the reply. */
+static int ask_incarnation(void *sock, int timeout_ms)
+{
+    sn_wire_request_t req = {.id = 1, .op = SN_OP_STATUS};
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_request(&req, &buf, &len) != 0)
+        return -1;
+    int rc = zmq_send(sock, buf, len, 0);
+    free(buf);
+    if (rc < 0)
+        return -1;
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, timeout_ms) <= 0) {
+        fprintf(stderr, "rawzmq: no reply within %d ms\n", timeout_ms);
+        return -1;
+    }
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, sock, 0) < 0) {
+        zmq_msg_close(&m);
+        return -1;
+    }
+    sn_frame_t f;
+    const char *why = "";
+    rc = sn_codec_decode(zmq_msg_data(&m), zmq_msg_size(&m), 0, &f, &why);
+    zmq_msg_close(&m);
+    if (rc != 0 || f.kind != SN_FRAME_REPLY) {
+        fprintf(stderr, "rawzmq: the reply is not one (%s)\n", rc ? why : sn_frame_kind_name(f.kind));
+        if (rc == 0)
+            sn_frame_clear(&f);
+        return -1;
+    }
+    printf("node %" PRIu32 " incarnation %" PRIu64 "\n", f.node, f.incarnation);
+    sn_frame_clear(&f);
+    return 0;
+}
+
+/* spoof:FROMNODE:TOPID[:INCARNATION] -> one SendBatch (not numbered: seq 0,
+ * so even an accepted one leaves the real sender's acks alone). */
+static int spoof(void *sock, const char *arg, long repeat)
+{
+    char topid[SN_PID_STRLEN + 1] = "";
+    unsigned long from_node;
+    unsigned long long inc = 1;
+    int used = 0;
+    if (sscanf(arg, "%lu:%32[0-9.]%n", &from_node, topid, &used) < 2 || from_node == 0 || from_node > UINT32_MAX ||
+        (arg[used] && sscanf(arg + used, ":%llu", &inc) != 1))
+        return usage();
+    sn_wire_send_t one = {.kind = SN_EV_MESSAGE};
+    if (sn_pid_parse(topid, &one.to) != 0)
+        return usage();
+    one.payload = sn_payload_u64(0);
+    /* a plausible sender: a PID in that node's run (serials start at
+     * incarnation / 1000 * 1024), far enough in for no test to have made it */
+    one.from = (sn_pid_t){(uint32_t)from_node, inc / 1000u * 1024u + 1000000u};
+    void *buf;
+    size_t len;
+    int rc = sn_codec_encode_sends((uint32_t)from_node, inc, 0, &one, 1, &buf, &len);
+    sn_payload_destroy(&one.payload);
+    if (rc != 0)
         return 1;
-    }
-    void *sock = zsock_resolve(s);
-    const char *what = argv[2];
+    char from[SN_PID_STRLEN];
+    rc = send_frame(sock, buf, len, repeat);
+    printf("sent %ld x spoofed SendBatch (%zu bytes): envelope node %lu incarnation %llu, message 0 from %s to %s\n",
+           repeat, len, from_node, inc, sn_pid_format(one.from, from, sizeof from), topid);
+    free(buf);
+    return rc < 0 ? 1 : 0;
+}
+
+/* send:TOPID -> a client request SEND of message 0. */
+static int client_send(void *sock, const char *topid, long repeat)
+{
+    sn_wire_request_t req = {.id = 1, .op = SN_OP_SEND};
+    if (sn_pid_parse(topid, &req.to) != 0)
+        return usage();
+    req.arg = sn_payload_u64(0);
+    void *buf;
+    size_t len;
+    int rc = sn_codec_encode_request(&req, &buf, &len);
+    sn_payload_destroy(&req.arg);
+    if (rc != 0)
+        return 1;
+    rc = send_frame(sock, buf, len, repeat);
+    printf("sent %ld x client request send (%zu bytes): message 0 to %s\n", repeat, len, topid);
+    free(buf);
+    return rc < 0 ? 1 : 0;
+}
+
+/* The frames relay.sh has always sent. */
+static int classic(void *sock, const char *what, long repeat)
+{
     int rc = 0;
     if (!strcmp(what, "garbage")) {
         unsigned char junk[100];
         for (size_t i = 0; i < sizeof junk; i++)
             junk[i] = (unsigned char)(0xff - i * 13);
-        rc = zmq_send(sock, junk, sizeof junk, 0);
+        rc = send_frame(sock, junk, sizeof junk, repeat);
+        printf("sent %ld x garbage (%zu bytes)\n", repeat, sizeof junk);
     } else if (!strcmp(what, "truncated") || !strcmp(what, "multipart")) {
         sn_payload_t *p = sn_payload_text("a perfectly good message");
         sn_wire_send_t one = {{1, 1}, {9, 1}, 0, SN_EV_MESSAGE, 0, p};
         void *buf;
         size_t len;
-        if (sn_codec_encode_sends(9, 1, 0, &one, 1, &buf, &len) != 0)
+        if (sn_codec_encode_sends(9, 1, 0, &one, 1, &buf, &len) != 0) {
+            sn_payload_destroy(&p);
             return 1;
-        if (!strcmp(what, "truncated"))
-            rc = zmq_send(sock, buf, len - 5, 0);
-        else if ((rc = zmq_send(sock, buf, len, ZMQ_SNDMORE)) >= 0)
-            rc = zmq_send(sock, "extra", 5, 0);
+        }
+        for (long i = 0; i < repeat && rc >= 0; i++) {
+            if (!strcmp(what, "truncated"))
+                rc = zmq_send(sock, buf, len - 5, 0);
+            else if ((rc = zmq_send(sock, buf, len, ZMQ_SNDMORE)) >= 0)
+                rc = zmq_send(sock, "extra", 5, 0);
+        }
+        printf("sent %ld x %s (%zu bytes%s)\n", repeat, what, !strcmp(what, "truncated") ? len - 5 : len,
+               !strcmp(what, "truncated") ? " of a SendBatch cut short" : " + a second part of 5");
         free(buf);
         sn_payload_destroy(&p);
     } else if (!strncmp(what, "oversize:", 9)) {
         size_t n = strtoul(what + 9, NULL, 10);
-        unsigned char *big = calloc(1, n);
-        rc = zmq_send(sock, big, n, 0);
+        unsigned char *big = calloc(1, n ? n : 1);
+        if (!big)
+            return 1;
+        double t0 = now_ms();
+        rc = send_frame(sock, big, n, repeat);
+        printf("sent %ld x oversize (%zu bytes each) in %.0f ms\n", repeat, n, now_ms() - t0);
         free(big);
     } else if (!strcmp(what, "version")) {
         const unsigned char v7[] = {0x08, 0x07, 0x10, 0x09, 0x6a, 0x00}; /* version 7 heartbeat */
-        rc = zmq_send(sock, v7, sizeof v7, 0);
+        rc = send_frame(sock, v7, sizeof v7, repeat);
+        printf("sent %ld x version 7 heartbeat\n", repeat);
     } else if (!strcmp(what, "nobody")) {
         const unsigned char nb[] = {0x08, 0x01, 0x10, 0x09}; /* version 1, node 9, no body */
-        rc = zmq_send(sock, nb, sizeof nb, 0);
+        rc = send_frame(sock, nb, sizeof nb, repeat);
+        printf("sent %ld x envelope without a body\n", repeat);
     } else {
         fprintf(stderr, "rawzmq: unknown frame kind '%s'\n", what);
         return 2;
     }
-    zsock_destroy(&s);
     return rc < 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"cert", required_argument, NULL, 'c'},
+                                         {"server-key", required_argument, NULL, 'k'},
+                                         {"server-cert", required_argument, NULL, 's'},
+                                         {"repeat", required_argument, NULL, 'r'},
+                                         {"linger", required_argument, NULL, 'l'},
+                                         {"timeout", required_argument, NULL, 't'},
+                                         {NULL, 0, NULL, 0}};
+    const char *cert_file = NULL, *server_key = NULL, *server_cert = NULL;
+    long repeat = 1, linger = 1000, timeout = 5000;
+    int o;
+    while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c':
+            cert_file = optarg;
+            break;
+        case 'k':
+            server_key = optarg;
+            break;
+        case 's':
+            server_cert = optarg;
+            break;
+        case 'r':
+            repeat = strtol(optarg, NULL, 10);
+            break;
+        case 'l':
+            linger = strtol(optarg, NULL, 10);
+            break;
+        case 't':
+            timeout = strtol(optarg, NULL, 10);
+            break;
+        default:
+            return usage();
+        }
+    }
+    if (argc - optind != 2 || repeat < 1 || linger < 0 || timeout < 0 || !cert_file != !(server_key || server_cert))
+        return usage();
+    const char *endpoint = argv[optind], *what = argv[optind + 1];
+    zsys_init();
+    zsys_set_linger((size_t)linger);
+
+    zcert_t *cert = NULL;
+    char key[41] = "";
+    if (cert_file) {
+        /* zcert_load reads FILE and, for the secret key, FILE_secret */
+        cert = zcert_load(cert_file);
+        if (!cert) {
+            fprintf(stderr, "rawzmq: cannot load the certificate %s\n", cert_file);
+            return 1;
+        }
+        if (server_cert) {
+            zcert_t *sc = zcert_load(server_cert);
+            if (!sc) {
+                fprintf(stderr, "rawzmq: cannot load the server certificate %s\n", server_cert);
+                zcert_destroy(&cert);
+                return 1;
+            }
+            snprintf(key, sizeof key, "%s", zcert_public_txt(sc));
+            zcert_destroy(&sc);
+        } else {
+            snprintf(key, sizeof key, "%s", server_key);
+        }
+        if (strlen(key) != 40) {
+            fprintf(stderr, "rawzmq: a server key is 40 Z85 characters\n");
+            zcert_destroy(&cert);
+            return 2;
+        }
+    }
+    zsock_t *s = zsock_new(ZMQ_DEALER);
+    if (!s)
+        return 1;
+    if (cert) {
+        zcert_apply(cert, s);
+        zsock_set_curve_serverkey(s, key);
+        zcert_destroy(&cert);
+    }
+    /* a big frame queued many times would be held many times over (the
+     * node drops the connection at each one past its limit): a short queue,
+     * and quick reconnects */
+    if (!strncmp(what, "oversize:", 9)) {
+        zsock_set_sndhwm(s, 2);
+        zsock_set_reconnect_ivl(s, 10);
+    }
+    if (zsock_connect(s, "%s", endpoint) < 0) {
+        fprintf(stderr, "rawzmq: cannot connect to %s\n", endpoint);
+        zsock_destroy(&s);
+        return 1;
+    }
+    printf("rawzmq: %s client of %s%s%s\n", cert_file ? "CurveZMQ" : "plain", endpoint, cert_file ? " as " : "",
+           cert_file ? cert_file : "");
+    void *sock = zsock_resolve(s);
+    int rc;
+    if (!strncmp(what, "spoof:", 6))
+        rc = spoof(sock, what + 6, repeat);
+    else if (!strncmp(what, "send:", 5))
+        rc = client_send(sock, what + 5, repeat);
+    else if (!strncmp(what, "flood:", 6)) {
+        char *end;
+        long n = strtol(what + 6, &end, 10);
+        rc = n < 1 || *end ? usage() : flood(sock, n) < 0 ? 1 : 0;
+    } else if (!strcmp(what, "incarnation"))
+        rc = ask_incarnation(sock, (int)timeout) < 0 ? 1 : 0;
+    else
+        rc = classic(sock, what, repeat);
+    fflush(stdout);
+    zsock_destroy(&s);
+    return rc;
 }

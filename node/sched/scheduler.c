@@ -108,8 +108,7 @@ static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint
      * table lookup (the cross-node hot path). One moving in right now is
      * still reached: through its home node's forwarding entry. */
     int rc = SN_ENOPROC;
-    if (to.node == sched->node_id ||
-        (relay && atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0)) {
+    if (to.node == sched->node_id || atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0) {
         sn__evnode_t *n = sn__evnode_make(type, error, tag, from, payload, counted);
         if (!n)
             return SN_ENOMEM;
@@ -117,7 +116,7 @@ static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint
         if (rc != 0 && !payload)
             free(n);
     }
-    if (rc == SN__SETTLING) { /* behind what we sent it through the network: the relay delivers it here */
+    if (rc == SN__SETTLING && hk) { /* behind what we sent it through the network: the relay delivers it here */
         rc = hk->h.deliver(hk->h.arg, to, from, tag, type, error, sched->node_id, data);
         if (rc != 0)
             sn_migrate_diverted(sched, to);
