@@ -218,8 +218,11 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
     sn_wire_send_t *arr = malloc(p->nbatch * sizeof *arr);
     if (!arr)
         return; /* keep the batch; try again next turn */
-    for (size_t i = 0; i < p->nbatch; i++)
+    size_t msgs = 0; /* (the relay's own location updates are not counted) */
+    for (size_t i = 0; i < p->nbatch; i++) {
         arr[i] = p->batch[i]->s;
+        msgs += arr[i].kind < SN_WIRE_REDIRECT;
+    }
     void *buf = NULL;
     size_t len = 0;
     uint64_t seq = p->next_seq + 1;
@@ -228,7 +231,7 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
     if (rc != 0)
         return;
     p->next_seq = seq;
-    add(&r->msgs_out, p->nbatch);
+    add(&r->msgs_out, msgs);
     for (size_t i = 0; i < p->nbatch; i++)
         free_item(p->batch[i]);
     p->nbatch = 0;

@@ -75,16 +75,18 @@ echo "node 1 -> node 3:     $(cat "$state/x3.out")"
 elapsed=$(awk "BEGIN { print $end - $start }")
 printf 'workload time:        %.2f s\n' "$elapsed"
 echo
-printf '%-5s %14s %12s %12s %10s %10s %10s\n' NODE "PROCS_RUN" "MSGS_IN" "MSGS_OUT" "STEALS_IN" "STEALS_OUT" "MIGRATED"
+printf '%-5s %10s %10s %10s %10s %10s %9s %8s\n' NODE "PROCS_RUN" "MSGS_IN" "MSGS_OUT" "STEALS_IN" "STEALS_OUT" "MIGRATED" "UPTIME"
 for i in 1 2 3; do
   after=$(own_row "$i")
   jq -nr --argjson a "$after" --argjson b "${before[$i]}" \
     '[$a.id, $a.completed - $b.completed, $a.msgs_in - $b.msgs_in, $a.msgs_out - $b.msgs_out,
-      $a.steals_in - $b.steals_in, $a.steals_out - $b.steals_out, $a.migrated - $b.migrated] | @tsv' |
-    awk -F'\t' '{ printf "%-5s %14s %12s %12s %10s %10s %10s\n", $1, $2, $3, $4, $5, $6, $7 }'
+      $a.steals_in - $b.steals_in, $a.steals_out - $b.steals_out, $a.migrated - $b.migrated,
+      ($a.uptime_ms / 100 | floor) / 10] | @tsv' |
+    awk -F'\t' '{ printf "%-5s %10s %10s %10s %10s %10s %9s %7.1fs\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
 done
 echo "(PROCS_RUN: processes that finished on the node; MSGS: messages that crossed nodes;"
-echo " STEALS: batches taken from / given to other nodes; MIGRATED: processes that moved away)"
+echo " STEALS: batches taken from / given to other nodes; MIGRATED: processes that moved away;"
+echo " UPTIME: how long the node has run)"
 echo
 echo "== stopping the cluster =="
 lc down
