@@ -173,10 +173,10 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
                    "\"idle_workers\": %u, \"live\": %" PRIu64 ", \"ready\": %" PRIu64 ", \"idle\": %" PRIu64
                    ", \"blocked\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"msgs_in\": %" PRIu64 ", \"msgs_out\": %" PRIu64
                    ", \"steals_in\": %" PRIu64 ", \"steals_out\": %" PRIu64 ", \"migrated\": %" PRIu64
-                   ", \"forwarded\": %" PRIu64 ", \"refused\": %" PRIu64 ", \"disconnects\": %" PRIu64 ", \"bad_frames\": %" PRIu64 ", \"uptime_ms\": %" PRIu64 "}",
+                   ", \"forwarded\": %" PRIu64 ", \"refused\": %" PRIu64 ", \"disconnects\": %" PRIu64 ", \"forwarding\": %" PRIu64 ", \"bad_frames\": %" PRIu64 ", \"uptime_ms\": %" PRIu64 "}",
                    i ? "," : "", r->node, r->endpoint, state_name(r->state), r->workers, r->idle_workers, r->live,
                    r->ready, r->idle, r->blocked, r->completed, r->msgs_in, r->msgs_out, r->steals_in, r->steals_out,
-                   r->migrated, r->forwarded, r->refused, r->disconnects, r->bad_frames, r->uptime_ms);
+                   r->migrated, r->forwarded, r->refused, r->disconnects, r->forwarding, r->bad_frames, r->uptime_ms);
         }
         printf("\n]}\n");
         return;

@@ -56,7 +56,8 @@ static const struct {
                   {SN_RELAY_RESULT, SCHEDNODE__SEND_KIND__RESULT},
                   {SN_WIRE_REDIRECT, SCHEDNODE__SEND_KIND__REDIRECT},
                   {SN_WIRE_FLUSH, SCHEDNODE__SEND_KIND__FLUSH},
-                  {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED}};
+                  {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED},
+                  {SN_RELAY_GONE, SCHEDNODE__SEND_KIND__GONE}};
 
 static int wire_kind(int ours)
 {
@@ -197,6 +198,7 @@ static void stats_to_pb(const sn_wire_stats_t *st, Schednode__NodeStats *ns)
     ns->forwarded = st->forwarded;
     ns->refused = st->refused;
     ns->disconnects = st->disconnects;
+    ns->forwarding = st->forwarding;
     ns->ready = st->ready;
     ns->idle = st->idle;
     ns->blocked = st->blocked;
@@ -233,6 +235,7 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
                             .forwarded = ns->forwarded,
                             .refused = ns->refused,
                             .disconnects = ns->disconnects,
+                            .forwarding = ns->forwarding,
                             .ready = ns->ready,
                             .idle = ns->idle,
                             .blocked = ns->blocked,

@@ -117,6 +117,7 @@ typedef struct sn_wire_stats {
     uint64_t forwarded; /* messages it passed on to where their process had moved */
     uint64_t refused;   /* connections refused in the CurveZMQ handshake */
     uint64_t disconnects; /* inbound connections closed */
+    uint64_t forwarding;  /* forwarding entries held */
     uint64_t msgs_in, msgs_out, steals_in, steals_out, migrated, bad_frames, uptime_ms;
 } sn_wire_stats_t;
 

@@ -231,7 +231,8 @@ static void finish(sn_relay_t *r, loc_t *l, uint32_t owner)
 bool sn__loc_route(sn_relay_t *r, item_t *it)
 {
     struct sn_locs *c = r->locs;
-    if (c->count == 0 || it->s.kind == SN_WIRE_REDIRECT || it->s.kind == SN_WIRE_FLUSHED)
+    if (c->count == 0 || it->s.kind == SN_WIRE_REDIRECT || it->s.kind == SN_WIRE_FLUSHED ||
+        it->s.kind == SN_RELAY_GONE) /* (addressed to a node, not to where the process is) */
         return true;
     loc_t *l = find(c, it->s.to);
     if (!l)

@@ -352,6 +352,7 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .forwarded = atomic_load_explicit(&r->forwarded, memory_order_relaxed),
                              .refused = atomic_load_explicit(&r->refused, memory_order_relaxed),
                              .disconnects = atomic_load_explicit(&r->disconnects, memory_order_relaxed),
+                             .forwarding = sn_migrate_forwarding(r->sched),
                              .ready = st.ready,
                              .idle = st.idle,
                              .blocked = st.blocked,

@@ -221,7 +221,7 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
     size_t msgs = 0; /* (the relay's own location updates are not counted) */
     for (size_t i = 0; i < p->nbatch; i++) {
         arr[i] = p->batch[i]->s;
-        msgs += arr[i].kind < SN_WIRE_REDIRECT;
+        msgs += arr[i].kind < SN_WIRE_REDIRECT && arr[i].kind != SN_RELAY_GONE;
     }
     void *buf = NULL;
     size_t len = 0;
@@ -441,7 +441,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
 static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
     int rc = 0;
-    if (from && s->kind < SN_WIRE_REDIRECT) /* (not the relay's own location updates) */
+    if (from && s->kind < SN_WIRE_REDIRECT && s->kind != SN_RELAY_GONE) /* (not the relay's own updates) */
         add(&r->msgs_in, 1);
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
@@ -449,6 +449,13 @@ static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         if (rc == 0)
             sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
         break;
+    case SN_RELAY_GONE: { /* a process that moved from here to `from` ended: so does our entry */
+        uint32_t origin = from ? sn_migrate_gone(r->sched, s->to, from->node) : 0;
+        if (origin && origin != r->node) /* and the node it came here from, in turn */
+            relay_deliver(r, s->to, SN_PID_NONE, 0, SN_RELAY_GONE, 0, origin, NULL);
+        sn_payload_destroy(&s->payload);
+        return;
+    }
     case SN_WIRE_REDIRECT:
         sn__loc_redirect(r, s->to, (uint32_t)s->tag);
         sn_payload_destroy(&s->payload);

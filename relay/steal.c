@@ -397,7 +397,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
                 if (sn_pid_eq(f->sends[k].to, in->pid))
                     ev[nev++] = (sn_event_t){(sn_event_type_t)f->sends[k].kind, f->sends[k].error, f->sends[k].tag,
                                              f->sends[k].from, sn_take(&f->sends[k].payload)};
-            if (ev && sn_migrate_activate(r->sched, in->handle, ev, nev, true) == 0) {
+            if (ev && sn_migrate_activate(r->sched, in->handle, ev, nev, v->node, true) == 0) {
                 activated++;
                 sn__loc_arrived(r, in->pid, v->node); /* flush what senders here sent it before */
             } else {

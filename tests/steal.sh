@@ -42,6 +42,13 @@ st=$(call status --json --connect "$(ep 1)")
   ok "status: node 1 gave $(jq '.nodes[0].steals_out' <<<"$st") batches, $(jq '.nodes[0].migrated' <<<"$st") processes" ||
   bad "status: $st"
 
+# the processes that moved have all ended: each told the node it came
+# from, so node 1 keeps no forwarding entry for them
+fwd_entries() { call status --json --connect "$(ep 1)" | jq '.nodes[0].forwarding'; }
+no_fwd() { [ "$(fwd_entries)" = 0 ]; }
+wait_for 50 no_fwd && ok "node 1 dropped its forwarding entries as the moved processes ended" ||
+  bad "node 1 still holds $(fwd_entries) forwarding entries"
+
 # --- processes without marshal never move
 out=$(call call --connect "$(ep 1)" spread run "1000 2 burn" 2>&1)
 [ "$out" = "1000 done: 1000 on node 1" ] && ok "1000 processes of a type without marshal all ran on node 1" ||

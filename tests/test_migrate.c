@@ -120,6 +120,7 @@ static void test_move_exactly_once(void **unused)
     }
     long sent = 0;
     int moved = 0, reverted = 0, asked = 0, rounds = 0;
+    static sn_pid_t moved_pid[N];
     uint64_t end = deadline_ns(WAIT_MS);
     while (atomic_load(&g.closed) < N && now_ns() < end) {
         sn_migrant_t m[32];
@@ -145,15 +146,29 @@ static void test_move_exactly_once(void **unused)
             size_t nev;
             assert_int_equal(sn_migrate_commit(g_node[1], &m[i], 2, &events, &nev), 0);
             assert_true(nev >= MSGS); /* at least the test's messages, in order */
-            assert_int_equal(sn_migrate_activate(g_node[2], handle, events, nev, false), 0);
+            assert_int_equal(sn_migrate_activate(g_node[2], handle, events, nev, 1, false), 0);
             for (size_t k = 0; k < nev; k++)
                 assert_null(events[k].data); /* taken */
             free(events);
-            moved++;
+            moved_pid[moved++] = m[i].pid;
         }
         sleep_ms(1);
     }
     assert_int_equal(atomic_load(&g.closed), N);
+    /* node 1 forwards every moved PID to node 2; as node 2 reports each
+     * ended (sn_migrate_gone), the entry goes, and the others stay
+     * reachable (removal from the open-addressed table, in a scattered
+     * order: odd ones first, then even) */
+    for (int i = 0; i < moved; i++)
+        assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[i]), 2);
+    assert_int_equal(sn_migrate_gone(g_node[1], moved_pid[0], 3), 0); /* not from where it went: kept */
+    assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[0]), 2);
+    for (int pass = 1; pass >= 0; pass--) {
+        for (int i = pass; i < moved; i += 2)
+            assert_int_equal(sn_migrate_gone(g_node[1], moved_pid[i], 2), 0); /* born on node 1: no origin */
+        for (int i = 0; i < moved; i++)
+            assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[i]), (i % 2 == 1 || pass == 0) ? 0 : 2);
+    }
     sn_sched_shutdown(g_node[1], 1000);
     sn_sched_shutdown(g_node[2], 1000);
     for (int i = 0; i < N; i++)
@@ -199,7 +214,7 @@ static void test_pid_node_is_identity(void **unused)
         sn_event_t *ev;
         size_t nev;
         assert_int_equal(sn_migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
-        assert_int_equal(sn_migrate_activate(g_node[2], handle, ev, nev, false), 0);
+        assert_int_equal(sn_migrate_activate(g_node[2], handle, ev, nev, 1, false), 0);
         free(ev);
         /* same serial, other node: not the moved process */
         sn_payload_t *msg = sn_payload_u64(1);

@@ -90,6 +90,9 @@ struct sn_ctx {
      * any are, later ones go that way too, or they would overtake them
      * (the relay lowers it as it delivers each: sn_migrate_diverted) */
     uint32_t diverted;
+    /* immutable once in the table: the node it moved here from (0: born
+     * here); when it ends, that node may drop its forwarding entry */
+    uint32_t came_from;
     alignas(16) unsigned char user[];
 };
 typedef struct sn_ctx sn__proc_t;
@@ -218,7 +221,8 @@ typedef struct sn__plugin_handle {
  * path (nothing ever moved) skip the lock. */
 typedef struct sn__fwd_entry {
     sn_pid_t pid;
-    uint32_t node; /* 0: empty slot */
+    uint32_t node;   /* where it went; 0: empty slot */
+    uint32_t origin; /* the node it had come here from (0: born here): told in turn when it ends */
 } sn__fwd_entry_t;
 
 typedef struct sn__fwd {

@@ -107,7 +107,7 @@ static size_t fwd_slot(const sn__fwd_t *f, sn_pid_t pid)
 }
 
 /* Adds pid -> node. Caller holds f->mu. */
-static int fwd_put(sn__fwd_t *f, sn_pid_t pid, uint32_t node)
+static int fwd_put(sn__fwd_t *f, sn_pid_t pid, uint32_t node, uint32_t origin)
 {
     if ((f->count + 1) * 2 > f->cap) { /* open addressing, at most half full */
         size_t cap = f->cap ? f->cap * 2 : 64;
@@ -117,7 +117,7 @@ static int fwd_put(sn__fwd_t *f, sn_pid_t pid, uint32_t node)
         sn__fwd_t g = {.entries = e, .cap = cap};
         for (size_t i = 0; i < f->cap; i++)
             if (f->entries[i].node)
-                fwd_put(&g, f->entries[i].pid, f->entries[i].node);
+                fwd_put(&g, f->entries[i].pid, f->entries[i].node, f->entries[i].origin);
         free(f->entries);
         f->entries = e;
         f->cap = cap;
@@ -127,8 +127,52 @@ static int fwd_put(sn__fwd_t *f, sn_pid_t pid, uint32_t node)
         i = (i + 1) & (f->cap - 1);
     if (!f->entries[i].node)
         f->count++;
-    f->entries[i] = (sn__fwd_entry_t){pid, node};
+    f->entries[i] = (sn__fwd_entry_t){pid, node, origin};
     return 0;
+}
+
+/* Empties slot i, moving later entries of its probe run back so that
+ * every entry stays reachable from its home slot (linear probing without
+ * tombstones). Caller holds f->mu. */
+static void fwd_del(sn__fwd_t *f, size_t i)
+{
+    size_t mask = f->cap - 1;
+    for (size_t j = (i + 1) & mask; f->entries[j].node; j = (j + 1) & mask) {
+        size_t home = fwd_slot(f, f->entries[j].pid);
+        if (((j - home) & mask) >= ((j - i) & mask)) { /* i is on j's probe path: move it there */
+            f->entries[i] = f->entries[j];
+            i = j;
+        }
+    }
+    f->entries[i].node = 0;
+    f->count--;
+}
+
+size_t sn_migrate_forwarding(sn_sched_t *sched)
+{
+    pthread_mutex_lock(&sched->fwd.mu);
+    size_t n = sched->fwd.count;
+    pthread_mutex_unlock(&sched->fwd.mu);
+    return n;
+}
+
+uint32_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from)
+{
+    sn__fwd_t *f = &sched->fwd;
+    if (atomic_load_explicit(&f->any, memory_order_acquire) == 0)
+        return 0;
+    uint32_t origin = 0;
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = f->cap ? fwd_slot(f, pid) : 0; f->cap && f->entries[i].node; i = (i + 1) & (f->cap - 1))
+        if (sn_pid_eq(f->entries[i].pid, pid)) {
+            if (f->entries[i].node == from) { /* (an entry that points elsewhere is newer: kept) */
+                origin = f->entries[i].origin;
+                fwd_del(f, i);
+            }
+            break;
+        }
+    pthread_mutex_unlock(&f->mu);
+    return origin;
 }
 
 uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid)
@@ -157,7 +201,7 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
     *nevents = 0;
     size_t cap = 0;
     pthread_mutex_lock(&sched->fwd.mu);
-    int rc = fwd_put(&sched->fwd, p->pid, node);
+    int rc = fwd_put(&sched->fwd, p->pid, node, p->came_from);
     if (rc == 0)
         atomic_store_explicit(&sched->fwd.any, 1, memory_order_release);
     pthread_mutex_unlock(&sched->fwd.mu);
@@ -251,7 +295,7 @@ void sn_migrate_discard(sn_sched_t *sched, void *handle)
     sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
 }
 
-int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, bool settle)
+int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle)
 {
     sn__proc_t *p = handle;
     /* the events that waited for it on the old owner, in order, before any
@@ -274,6 +318,7 @@ int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, siz
         return SN_EEXIST;
     }
     p->settling = settle; /* before it is reachable: under the lock, with the insert */
+    p->came_from = from;
     sn__shard_insert(s, p);
     sn__shard_unlock(s);
     atomic_fetch_add_explicit(&sched->migrated_in, 1, memory_order_relaxed);

@@ -441,6 +441,12 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     if (p->type->close)
         p->type->close(p, p->user);
 
+    if (p->came_from) { /* the node it came from forwards to here no more */
+        const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+        if (hk && hk->h.deliver)
+            hk->h.deliver(hk->h.arg, p->pid, SN_PID_NONE, 0, SN_RELAY_GONE, 0, p->came_from, NULL);
+    }
+
     if (p->awaited) {
         if (sn__deliver(sched, p->parent, SN_EV_YIELD_COMPLETE, error, p->await_tag, p->pid, result, true) != 0)
             sn_payload_destroy(result);

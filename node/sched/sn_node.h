@@ -12,7 +12,7 @@
  * remote work. node/sched/ calls these; the relay implements them. */
 /* Relay-only kinds: monitor requests, and a child's result for the parent
  * that awaits it (a YIELD_COMPLETE that counts as the parent's pending). */
-enum { SN_RELAY_MONITOR = 100, SN_RELAY_DEMONITOR = 101, SN_RELAY_RESULT = 102 };
+enum { SN_RELAY_MONITOR = 100, SN_RELAY_DEMONITOR = 101, SN_RELAY_RESULT = 102, SN_RELAY_GONE = 103 };
 typedef struct sn_relay_hooks {
     void *arg;
     /* Deliver to a non-local PID, through node `via` (the node it moved to
@@ -103,7 +103,16 @@ int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle);
  * node) instead of straight to the process, until sn_migrate_settled: the
  * relay first flushes the network path those senders used before, so what
  * they sent earlier arrives first. */
-int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, bool settle);
+int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle);
+/* A process that came here from node `from` (activate) ends: the
+ * scheduler tells the relay hook (kind SN_RELAY_GONE, via = from), so that
+ * node drops its forwarding entry. There, this drops the entry for pid if
+ * it points to `from` and returns the node the process had come from
+ * before (to be told in turn), or 0. */
+uint32_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from);
+/* How many forwarding entries this node holds (processes that moved away
+ * and have not been reported ended). */
+size_t sn_migrate_forwarding(sn_sched_t *sched);
 /* The node a process that left this node went to (its forwarding entry),
  * or 0. */
 uint32_t sn_migrate_forward_of(sn_sched_t *sched, sn_pid_t pid);
