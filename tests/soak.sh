@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# soak.sh - a bounded soak of three real nodes: rounds of 10,000-process
-# imbalanced loads (stolen across nodes, each completed exactly once) and
+# soak.sh - a bounded soak of three real nodes: rounds of imbalanced loads
+# (10,000 short processes, or 1,000 of 1 ms that get stolen across nodes;
+# each completed exactly once) and
 # cross-node message streams (in order), a steady stream between nodes 1
 # and 2 the whole time, and node 3 restarted every few rounds (SIGTERM and
 # kill -9 in turn). Asserts: every round completes (no stall: each call is
@@ -49,11 +50,13 @@ end=$((SECONDS + secs))
 round=0 procs=0 restarts=0 warm_rss=""
 while [ $SECONDS -lt $end ]; do
   round=$((round + 1))
-  # 10,000 short migratable processes spawned on node 1 (or 2), stolen by the others
-  at=$((1 + round % 2))
-  out=$(call call --connect "$(ep "$at")" spread run "10000 0 spin" 2>&1)
-  if grep -q "^10000 done:" <<<"$out" && ! grep -q missing <<<"$out"; then
-    procs=$((procs + 10000))
+  # migratable processes spawned on node 1 (or 2), stolen by the others:
+  # 10,000 that end at once, or 1,000 of 1 ms each (those move: stealing
+  # and its forwarding entries are soaked too)
+  at=$((1 + round % 2)) np=$((round % 2 ? 10000 : 1000)) ms=$((round % 2 ? 0 : 1))
+  out=$(call call --connect "$(ep "$at")" spread run "$np $ms spin" 2>&1)
+  if grep -q "^$np done:" <<<"$out" && ! grep -q missing <<<"$out"; then
+    procs=$((procs + np))
   else
     bad "round $round: spread on node $at: $out"
     break
@@ -84,7 +87,7 @@ touch "$dir/stop"
 wait $steady
 final_rss=$(rss_kb "$node_pid_1")
 
-[ "$fail" = 0 ] && ok "$round rounds in ${secs} s: $procs processes each done exactly once, $((round * 20000)) messages in order, node 3 restarted $restarts times"
+[ "$fail" = 0 ] && ok "$round rounds in ${secs} s: $procs processes each done exactly once ($(call status --json --connect "$(ep 1)" | jq '.nodes[0].migrated') moved from node 1), $((round * 20000)) messages in order, node 3 restarted $restarts times"
 n_steady=$(grep -c "^2000 messages in order$" "$dir/steady")
 n_bad=$(grep -vc "^2000 messages in order$" "$dir/steady")
 [ "$n_steady" -ge 1 ] && [ "$n_bad" = 0 ] && ok "steady stream node 1 -> node 2: $n_steady streams of 2000, all in order" ||
