@@ -314,11 +314,13 @@ enum {
     S_OVERFLOW,
     S_ORDER,
     S_MONITOR,
+    S_NOPROC_DONE,
     S_NSCEN
 };
 static const char *const script_methods[S_NSCEN] = {
     "spawn_errors", "unknown_cmd", "send_noproc",   "send_finished", "bounce",   "user_thread",
-    "sleep",        "terminate",   "spawn_await",   "spawn_noawait", "overflow", "order", "monitor"};
+    "sleep",        "terminate",   "spawn_await",   "spawn_noawait", "overflow", "order", "monitor",
+    "noproc_done"};
 
 typedef struct script {
     int scen;
@@ -375,6 +377,16 @@ static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
         sc->want = 2;
         break;
     }
+    case S_NOPROC_DONE: /* sends that fail, then done in the same step: their
+                         * errors, payloads and all, are still queued when
+                         * the process completes, and are freed there */
+        for (uint64_t k = 0; k < 2; k++) { /* big: not kept in the small-block cache, freed for real */
+            static const char big[4096];
+            p = sn_payload_new(SN_CT_BYTES, big, sizeof big);
+            sn_out_send(out, (sn_pid_t){self.node, UNUSED_SERIAL + k}, 21 + k, &p);
+        }
+        sc->want = 0;
+        break;
     case S_SEND_NOPROC: /* failed sends come back, but are not pending */
         p = text("lost");
         sn_out_send(out, (sn_pid_t){self.node, UNUSED_SERIAL}, 11, &p);
@@ -727,6 +739,22 @@ static void test_send_to_unknown_pid(void **unused)
     assert_int_equal(atomic_load(&g_bad), 0);
 }
 
+/* A process that finishes with bounced sends still queued: the queued
+ * events (each living inside its payload) are freed once, cleanly (ASan
+ * caught a write into the freed block here). */
+static void test_complete_with_queued_bounces(void **unused)
+{
+    sn_sched_t *s = mk();
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(run_script(s, "noproc_done", NULL), 0);
+    assert_int_equal(g_nlog, 0);
+    sn_stats_t st;
+    sn_sched_stats(s, &st);
+    assert_int_equal(st.noproc, 200);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
 /* Messages to a process that has finished come back with SN_ENOPROC. */
 static void test_send_to_finished_process(void **unused)
 {
@@ -972,6 +1000,7 @@ int main(void)
         cmocka_unit_test_setup(test_unknown_command, reset),
         cmocka_unit_test_setup(test_send_to_unknown_pid, reset),
         cmocka_unit_test_setup(test_send_to_finished_process, reset),
+        cmocka_unit_test_setup(test_complete_with_queued_bounces, reset),
         cmocka_unit_test_setup(test_bounce_when_receiver_finishes, reset),
         cmocka_unit_test_setup(test_user_command_from_thread, reset),
         cmocka_unit_test_setup(test_sleep, reset),

@@ -188,8 +188,12 @@ sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t fr
 
 void sn__evnode_free(sn__evnode_t *n)
 {
-    if (n->bare)
+    if (n->bare) {
         free(n);
-    else
-        sn_payload_destroy(&n->data); /* the node lives inside the payload */
+    } else {
+        /* the node lives inside the payload: destroy through a copy of the
+         * pointer (clearing n->data would write into the freed block) */
+        sn_payload_t *data = n->data;
+        sn_payload_destroy(&data);
+    }
 }
