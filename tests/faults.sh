@@ -49,8 +49,23 @@ fi
 echo "     mode: $mode"
 CL=(--cert "$cdir/keys/client.cert" --authorized-keys "$cdir/keys/authorized")
 call() { timeout 120 "$SN" --timeout 100000 "${CL[@]}" "$@"; }
-state_of() { call status --json --connect "$(ep "$1")" 2>/dev/null | jq -r ".nodes[] | select(.id == $2) | .state"; }
-view() { call status --json --connect "$(ep "$1")" 2>/dev/null | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
+# status of node I, bounded tighter than call (a dead node must not stall the test)
+st() { timeout 20 "$SN" --timeout 10000 "${CL[@]}" status --json --connect "$(ep "$1")" 2>/dev/null; }
+state_of() { st "$1" | jq -r ".nodes[] | select(.id == $2) | .state"; }
+view() { st "$1" | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
+node_pid() { if [ $mode = netns ]; then cat "$cdir/n$1.pid"; else sed -n "$1p" "$cdir/pids"; fi; }
+# every node still runs (a crash shows here, with its log, and ends the test)
+all_alive() {
+  local i
+  for i in 1 2 3; do
+    if ! kill -0 "$(node_pid "$i")" 2>/dev/null; then
+      bad "node $i died ($1); its log ends with:"
+      tail -n 40 "$cdir/n$i.log"
+      echo "$pass passed, $fail failed"
+      exit 1
+    fi
+  done
+}
 all_up() { for i in 1 2 3; do [ "$(view "$i")" = "[1,2,3]" ] || return 1; done; }
 views() { for i in 1 2 3; do echo -n "$i:$(view "$i") "; done; }
 three_down() { [ "$(state_of 1 3)" = down ] && [ "$(state_of 2 3)" = down ]; }
@@ -88,16 +103,17 @@ restart3
 
 # --- 2. kill -9 of a thief mid-steal: node 1 gets 3,000 migratable
 # processes of 3 ms; the others steal; node 3 dies while it runs some
-m0=$(call status --json --connect "$(ep 1)" | jq '.nodes[0].migrated')
+all_alive "after the kill -9 during traffic"
+m0=$(st 1 | jq '.nodes[0].migrated')
 call call --connect "$(ep 1)" spread run "3000 3 spin 15000" >"$dir/spread" 2>&1 &
 sp=$!
 pids+=($sp)
-stolen3() { [ "$(call status --json --connect "$(ep 3)" 2>/dev/null | jq '.nodes[0].steals_in')" -gt 0 ]; }
+stolen3() { [ "$(st 3 | jq '.nodes[0].steals_in')" -gt 0 ]; }
 wait_for 200 stolen3 || echo "     (node 3 had stolen nothing yet)"
 cl kill 3 KILL >/dev/null 2>&1
 wait $sp
 out=$(cat "$dir/spread")
-moved=$(($(call status --json --connect "$(ep 1)" | jq '.nodes[0].migrated') - m0))
+moved=$(($(st 1 | jq '.nodes[0].migrated') - m0))
 missing=$(grep -o "([0-9]* missing)" <<<"$out" | tr -dc 0-9)
 if grep -q "done:" <<<"$out" && ! grep -q "twice" <<<"$out" && [ "${missing:-0}" -le "$moved" ]; then
   ok "kill -9 of a thief mid-steal: nothing ran twice; ${missing:-0} missing, all among the $moved that moved: $out"
@@ -106,6 +122,8 @@ else
 fi
 wait_for 100 three_down || bad "3 not down after the second kill: $(views)"
 restart3
+
+all_alive "after the kill -9 during stealing"
 
 # --- 3. a link cut between nodes 1 and 3, then healed
 if [ $mode = netns ]; then
@@ -133,6 +151,8 @@ else
   echo "     SKIP link cut: needs root and network namespaces"
 fi
 
+all_alive "after the link cut"
+
 # --- 4. node 3 frozen (SIGSTOP) during traffic, then resumed
 stream 1 2 200000 "$dir/f12"
 f12=$!
@@ -149,6 +169,8 @@ wait_for 600 all_up && ok "  SIGCONT: every node sees 1, 2, 3 up again ($((SECON
 s=$(call spawn --connect "$(ep 3)" xsink collect 1000)
 out=$(call call --connect "$(ep 2)" xsource blast "$s 1000" 2>&1)
 [ "$out" = "1000 messages in order" ] && ok "  the resumed node 3 takes 1000 messages in order" || bad "  2 -> 3: $out"
+
+all_alive "after SIGSTOP/SIGCONT"
 
 # --- 5. delay and loss (netem)
 if [ $mode = netns ]; then
