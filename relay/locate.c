@@ -72,8 +72,9 @@ static size_t slot_of(sn_pid_t pid, size_t n)
 
 int sn__loc_init(sn_relay_t *r)
 {
+    r->sent_to = calloc(SN_SENT_BITS / 64, sizeof *r->sent_to);
     r->locs = calloc(1, sizeof *r->locs);
-    if (!r->locs)
+    if (!r->locs || !r->sent_to)
         return SN_ENOMEM;
     r->locs->nb = 256;
     r->locs->b = calloc(r->locs->nb, sizeof *r->locs->b);
@@ -90,8 +91,11 @@ static void free_loc(loc_t *l)
 
 void sn__loc_fini(sn_relay_t *r)
 {
-    if (!r->locs)
+    if (!r->locs) {
+        free(r->sent_to);
+        r->sent_to = NULL;
         return;
+    }
     for (size_t i = 0; i < r->locs->nb; i++)
         for (loc_t *l = r->locs->b[i], *next; l; l = next) {
             next = l->next;
@@ -100,6 +104,8 @@ void sn__loc_fini(sn_relay_t *r)
     free(r->locs->b);
     free(r->locs);
     r->locs = NULL;
+    free(r->sent_to);
+    r->sent_to = NULL;
 }
 
 static loc_t *find(struct sn_locs *c, sn_pid_t pid)
@@ -268,11 +274,16 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
         l->node = r->node;
         return;
     }
+    size_t bit = sn__sent_bit(pid);
+    bool sent = r->sent_to[bit / 64] & (UINT64_C(1) << (bit % 64));
     peer_t *p = hop && hop != r->node ? sn__relay_find_peer(r, hop) : NULL;
-    if (!p || atomic_load_explicit(&p->down, memory_order_relaxed)) {
+    if (!sent || !p || atomic_load_explicit(&p->down, memory_order_relaxed)) {
+        /* nothing from here on its way to it (the caller drained the
+         * outbound queue first: what was queued for it is on its way now,
+         * and has set its bit), or no old path to wait for */
         if (l)
             drop(c, l);
-        sn_migrate_settled(r->sched, pid); /* no old path to wait for */
+        sn_migrate_settled(r->sched, pid);
         return;
     }
     if (!l && !(l = add(c, pid))) {

@@ -417,6 +417,10 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
             sn_migrate_diverted(r->sched, to);
         return;
     }
+    if (it->s.kind < SN_WIRE_REDIRECT && it->s.kind != SN_RELAY_GONE) { /* to a process, over the network */
+        size_t bit = sn__sent_bit(it->s.to);
+        r->sent_to[bit / 64] |= UINT64_C(1) << (bit % 64);
+    }
     peer_t *p = find_peer(r, it->dest);
     int err = !p ? SN_EUNREACHABLE
               : atomic_load_explicit(&p->down, memory_order_relaxed)                 ? SN_ENODEDOWN

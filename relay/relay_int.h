@@ -131,6 +131,11 @@ struct sn_relay {
     size_t ntypes;
     struct sn_steal *steal;     /* steal.c's state (I/O thread) */
     struct sn_locs *locs;       /* locate.c's state (I/O thread) */
+    /* one bit per PID hash: this node sent something over the network to
+     * a process with that hash (never cleared). A process that arrives
+     * here with its bit clear had nothing on its way from here, so it
+     * settles without a flush (locate.c). I/O thread. */
+    uint64_t *sent_to;
     /* the CurveZMQ key (Z85) the ROUTER frame being handled came with, or
      * NULL (insecure, or not a ROUTER frame): a member's frames must come
      * with that member's key (I/O thread, set around each inbound_frame) */
@@ -224,6 +229,12 @@ void sn__relay_free_item(item_t *it);
 /* Sends or holds one drained item: the location cache may hold it or
  * change its dest; dest == this node delivers it here. */
 void sn__relay_route(sn_relay_t *r, item_t *it);
+
+#define SN_SENT_BITS (1u << 20)
+static inline size_t sn__sent_bit(sn_pid_t pid)
+{
+    return (size_t)(((pid.serial ^ ((uint64_t)pid.node << 32)) * UINT64_C(0x9E3779B97F4A7C15)) >> 44);
+}
 
 /* locate.c (I/O thread): the location cache and the flush, see there. */
 int sn__loc_init(sn_relay_t *r);

@@ -71,6 +71,7 @@ struct sn_steal {
     install_t *inst;
     size_t ninst, capinst;
     uint64_t rng;
+    bool refill; /* the last steal brought work: ask again when little is left, before running dry */
     /* victim */
     offer_t *offers;
     size_t noffers, capoffers;
@@ -368,6 +369,7 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     else
         s->asked = 0;
     if (nok == 0) { /* nothing there: ask again later */
+        s->refill = false;
         s->next_try_ns = sn__relay_now_ns() + (uint64_t)s->backoff_ms * 1000000u;
         s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
     } else {
@@ -380,6 +382,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
     size_t activated = 0;
+    sn_pid_t *arrived = calloc(s->ninst ? s->ninst : 1, sizeof *arrived);
     for (size_t i = 0; i < s->ninst;) {
         install_t *in = &s->inst[i];
         if (in->victim != v->node || in->id != f->steal_id) {
@@ -397,9 +400,11 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
                 if (sn_pid_eq(f->sends[k].to, in->pid))
                     ev[nev++] = (sn_event_t){(sn_event_type_t)f->sends[k].kind, f->sends[k].error, f->sends[k].tag,
                                              f->sends[k].from, sn_take(&f->sends[k].payload)};
-            if (ev && sn_migrate_activate(r->sched, in->handle, ev, nev, v->node, true) == 0) {
+            /* settling (no arrived list: no memory) until sn__loc_arrived below */
+            if (ev && sn_migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {
+                if (arrived)
+                    arrived[activated] = in->pid;
                 activated++;
-                sn__loc_arrived(r, in->pid, v->node); /* flush what senders here sent it before */
             } else {
                 for (size_t k = 0; k < nev; k++)
                     sn_payload_destroy(&ev[k].data);
@@ -411,8 +416,18 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         }
         *in = s->inst[--s->ninst];
     }
-    if (activated)
+    /* What senders here queued for them before they arrived goes out now
+     * (or is delivered here, if it was handed over settling): then each
+     * settles, with a flush if something from here is on its way to it */
+    while (arrived && activated && sn__relay_drain(r))
+        ;
+    for (size_t i = 0; arrived && i < activated; i++)
+        sn__loc_arrived(r, arrived[i], v->node);
+    free(arrived);
+    if (activated) {
         atomic_fetch_add_explicit(&r->steals_in, 1, memory_order_relaxed);
+        s->refill = true; /* the victim had work: ask again before we run dry */
+    }
     if (activated)
         fault("activated");
     if (s->asked == v->node && s->asked_id == f->steal_id)
@@ -530,17 +545,23 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
     }
     if (s->asked && now >= s->asked_deadline_ns)
         s->asked = 0; /* a late offer gets an empty accept */
-    if (!atomic_load_explicit(&r->want_work, memory_order_acquire) || s->asked || now < s->next_try_ns ||
+    bool want = atomic_load_explicit(&r->want_work, memory_order_acquire);
+    if ((!want && !s->refill) || s->asked || now < s->next_try_ns ||
         atomic_load_explicit(&r->joined, memory_order_relaxed) != 1)
         return;
     sn_stats_t st;
     sn_sched_stats(r->sched, &st);
-    if (st.ready > 0) { /* work queued here again: not wanted now (a worker asks again when it runs dry) */
+    if (want && st.ready > 0) { /* work queued here again: not wanted now (a worker asks again when it runs dry) */
         atomic_store_explicit(&r->want_work, 0, memory_order_release);
-        return;
+        want = false;
     }
+    /* refill: a quarter of a batch or less left here, ask now, so the next
+     * batch arrives before the workers run dry (still one request at a time) */
+    if (!want && !(s->refill && st.ready <= (uint64_t)s->batch / 4 && st.idle_workers == 0))
+        return;
     peer_t *v = pick_victim(r);
     if (!v) { /* nobody has work to give: nothing sent; look again with the next heartbeats */
+        s->refill = false;
         s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u;
         return;
     }
@@ -568,5 +589,9 @@ uint64_t sn__steal_next_ns(sn_relay_t *r)
         next = s->asked_deadline_ns;
     if (!s->asked && atomic_load_explicit(&r->want_work, memory_order_relaxed) && s->next_try_ns < next)
         next = s->next_try_ns;
+    if (!s->asked && s->refill) { /* look at the queue every millisecond while work keeps coming */
+        uint64_t soon = sn__relay_now_ns() + 1000000u;
+        next = soon > s->next_try_ns ? (soon < next ? soon : next) : (s->next_try_ns < next ? s->next_try_ns : next);
+    }
     return next;
 }
