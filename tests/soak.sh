@@ -15,6 +15,9 @@ set -u
 SN=$1
 secs=${SN_SOAK_SECONDS:-60}
 . "$(dirname "$0")/lib.sh"
+# ASan keeps up to 256 MB of freed memory in quarantine by default, which
+# would read as RSS growth: 16 MB is plenty to catch a use after free
+[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=16"
 
 declare -A port
 for n in 1 2 3; do port[$n]=$(free_port); done
@@ -24,7 +27,7 @@ start() { # node-id [seed]: a new log per run
   log="$dir/node$n.$((++runs)).log"
   "$SN" -n "$n" -w 2 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} >"$log" 2>&1 &
   pids+=($!); eval "node_pid_$n=$!"
-  wait_for 300 grep -q "up: " "$log" || { echo "node $n did not come up"; tail -5 "$log"; return 1; }
+  wait_for 300 grep -qs "up: " "$log" || { echo "node $n did not come up"; tail -5 "$log"; return 1; }
 }
 runs=0
 call() { timeout 300 "$SN" --timeout 240000 --insecure "$@"; }
