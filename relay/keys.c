@@ -67,55 +67,67 @@ zcert_t *sn_keys_load(const char *path, char *err, size_t errlen)
     return cert;
 }
 
-int sn_keys_server_key(const char *dir, const char *endpoint, char out[41], char *err, size_t errlen)
+/* The first certificate (*.cert) in dir that `match` accepts, loaded, or
+ * NULL (also when dir cannot be read). */
+static zcert_t *find_cert(const char *dir, bool (*match)(zcert_t *cert, const char *arg), const char *arg)
 {
     zdir_t *d = zdir_new(dir, NULL);
-    if (!d) {
-        snprintf(err, errlen, "cannot read the authorized-keys directory %s", dir);
-        return -1;
-    }
+    if (!d)
+        return NULL;
     zfile_t **files = zdir_flatten(d);
-    int rc = -1;
-    for (size_t i = 0; files && files[i] && rc != 0; i++) {
+    zcert_t *found = NULL;
+    for (size_t i = 0; files && files[i] && !found; i++) {
         const char *name = zfile_filename(files[i], NULL);
         size_t n = strlen(name);
         if (n < 5 || strcmp(name + n - 5, ".cert") != 0)
             continue;
         zcert_t *cert = zcert_load(name);
-        const char *ep = cert ? zcert_meta(cert, "endpoint") : NULL;
-        if (ep && !strcmp(ep, endpoint)) {
-            snprintf(out, 41, "%s", zcert_public_txt(cert));
-            rc = 0;
-        }
-        zcert_destroy(&cert);
+        if (cert && match(cert, arg))
+            found = cert;
+        else
+            zcert_destroy(&cert);
     }
     zdir_flatten_free(&files);
     zdir_destroy(&d);
-    if (rc != 0)
+    return found;
+}
+
+static bool says_endpoint(zcert_t *cert, const char *endpoint)
+{
+    const char *ep = zcert_meta(cert, "endpoint");
+    return ep && !strcmp(ep, endpoint);
+}
+
+/* a node's key: that public key, and an endpoint (a client's has none) */
+static bool node_with_key(zcert_t *cert, const char *key)
+{
+    return !strcmp(zcert_public_txt(cert), key) && zcert_meta(cert, "endpoint");
+}
+
+int sn_keys_server_key(const char *dir, const char *endpoint, char out[41], char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "cannot read the authorized-keys directory %s", dir);
+        return -1;
+    }
+    zcert_t *cert = find_cert(dir, says_endpoint, endpoint);
+    if (!cert) {
         snprintf(err, errlen, "no certificate in %s says it is the node at %s (make that node's key with "
                               "`schednode keygen DIR --endpoint %s` and copy its .cert file there)",
                  dir, endpoint, endpoint);
-    return rc;
+        return -1;
+    }
+    snprintf(out, 41, "%s", zcert_public_txt(cert));
+    zcert_destroy(&cert);
+    return 0;
 }
 
 bool sn_keys_is_node(const char *dir, const char *key)
 {
-    zdir_t *d = zdir_new(dir, NULL);
-    if (!d)
-        return false;
-    zfile_t **files = zdir_flatten(d);
-    bool node = false;
-    for (size_t i = 0; files && files[i] && !node; i++) {
-        const char *name = zfile_filename(files[i], NULL);
-        size_t n = strlen(name);
-        if (n < 5 || strcmp(name + n - 5, ".cert") != 0)
-            continue;
-        zcert_t *cert = zcert_load(name);
-        node = cert && !strcmp(zcert_public_txt(cert), key) && zcert_meta(cert, "endpoint");
-        zcert_destroy(&cert);
-    }
-    zdir_flatten_free(&files);
-    zdir_destroy(&d);
+    zcert_t *cert = find_cert(dir, node_with_key, key);
+    bool node = cert != NULL;
+    zcert_destroy(&cert);
     return node;
 }
 

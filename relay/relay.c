@@ -218,10 +218,10 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
     sn_wire_send_t *arr = malloc(p->nbatch * sizeof *arr);
     if (!arr)
         return; /* keep the batch; try again next turn */
-    size_t msgs = 0; /* (the relay's own location updates are not counted) */
+    size_t msgs = 0;
     for (size_t i = 0; i < p->nbatch; i++) {
         arr[i] = p->batch[i]->s;
-        msgs += arr[i].kind < SN_WIRE_REDIRECT && arr[i].kind != SN_RELAY_GONE;
+        msgs += sn__relay_for_process(arr[i].kind);
     }
     void *buf = NULL;
     size_t len = 0;
@@ -417,7 +417,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
             sn_migrate_diverted(r->sched, to);
         return;
     }
-    if (it->s.kind < SN_WIRE_REDIRECT && it->s.kind != SN_RELAY_GONE) { /* to a process, over the network */
+    if (sn__relay_for_process(it->s.kind)) { /* to a process, over the network */
         size_t bit = sn__sent_bit(it->s.to);
         r->sent_to[bit / 64] |= UINT64_C(1) << (bit % 64);
     }
@@ -445,7 +445,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
 static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
     int rc = 0;
-    if (from && s->kind < SN_WIRE_REDIRECT && s->kind != SN_RELAY_GONE) /* (not the relay's own updates) */
+    if (from && sn__relay_for_process(s->kind))
         add(&r->msgs_in, 1);
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */

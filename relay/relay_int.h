@@ -230,6 +230,11 @@ void sn__relay_free_item(item_t *it);
  * change its dest; dest == this node delivers it here. */
 void sn__relay_route(sn_relay_t *r, item_t *it);
 
+/* Whether a send's kind is one for a process (message, DOWN, result, ...)
+ * rather than one of the relay's own updates (location, GONE): only the
+ * former are counted as messages and mark a PID as sent to. */
+static inline bool sn__relay_for_process(int kind) { return kind < SN_WIRE_REDIRECT && kind != SN_RELAY_GONE; }
+
 #define SN_SENT_BITS (1u << 20)
 static inline size_t sn__sent_bit(sn_pid_t pid)
 {
