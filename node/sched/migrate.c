@@ -131,6 +131,15 @@ static int fwd_put(sn__fwd_t *f, sn_pid_t pid, uint32_t node, uint32_t origin)
     return 0;
 }
 
+/* The entry for pid, or NULL. Caller holds f->mu. */
+static sn__fwd_entry_t *fwd_find(sn__fwd_t *f, sn_pid_t pid)
+{
+    for (size_t i = f->cap ? fwd_slot(f, pid) : 0; f->cap && f->entries[i].node; i = (i + 1) & (f->cap - 1))
+        if (sn_pid_eq(f->entries[i].pid, pid))
+            return &f->entries[i];
+    return NULL;
+}
+
 /* Empties slot i, moving later entries of its probe run back so that
  * every entry stays reachable from its home slot (linear probing without
  * tombstones). Caller holds f->mu. */
@@ -163,14 +172,11 @@ uint32_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from)
         return 0;
     uint32_t origin = 0;
     pthread_mutex_lock(&f->mu);
-    for (size_t i = f->cap ? fwd_slot(f, pid) : 0; f->cap && f->entries[i].node; i = (i + 1) & (f->cap - 1))
-        if (sn_pid_eq(f->entries[i].pid, pid)) {
-            if (f->entries[i].node == from) { /* (an entry that points elsewhere is newer: kept) */
-                origin = f->entries[i].origin;
-                fwd_del(f, i);
-            }
-            break;
-        }
+    sn__fwd_entry_t *e = fwd_find(f, pid);
+    if (e && e->node == from) { /* (an entry that points elsewhere is newer: kept) */
+        origin = e->origin;
+        fwd_del(f, (size_t)(e - f->entries));
+    }
     pthread_mutex_unlock(&f->mu);
     return origin;
 }
@@ -180,15 +186,9 @@ uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid)
     sn__fwd_t *f = &sched->fwd;
     if (atomic_load_explicit(&f->any, memory_order_acquire) == 0)
         return 0; /* nothing ever left this node: no lock on the common path */
-    uint32_t node = 0;
     pthread_mutex_lock(&f->mu);
-    if (f->cap) {
-        for (size_t i = fwd_slot(f, pid); f->entries[i].node; i = (i + 1) & (f->cap - 1))
-            if (sn_pid_eq(f->entries[i].pid, pid)) {
-                node = f->entries[i].node;
-                break;
-            }
-    }
+    sn__fwd_entry_t *e = fwd_find(f, pid);
+    uint32_t node = e ? e->node : 0;
     pthread_mutex_unlock(&f->mu);
     return node;
 }
