@@ -34,7 +34,7 @@
 #define HELLO_EVERY_NS 500000000u
 #define GOSSIP_EVERY_HB 10
 #define LEAVE_TICK_NS 10000000u
-#define LOAD_CHECK_NS 20000000u
+#define EARLY_HB_GAP_NS 5000000u /* an early heartbeat (work appeared) comes this long after the last at the soonest */
 
 static void set_down(peer_t *p, int state)
 {
@@ -412,9 +412,20 @@ static void heartbeats(sn_relay_t *r, uint64_t now)
     size_t len;
     /* to down members too: a member that was only cut off finds us again */
     r->advertised_ready = row.ready;
+    r->last_hb_ns = now;
     if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, &buf, &len) == 0) {
         send_all(r, buf, len, true);
         free(buf);
+    }
+    if (row.ready < 2) {
+        /* nothing to give, said so: hear from the scheduler when that
+         * changes. Armed, then looked again (seq_cst, see load_news in
+         * worker.c): work queued in between is seen one way or the other */
+        sn_sched_watch_load(r->sched);
+        sn_stats_t st;
+        sn_sched_stats(r->sched, &st);
+        if (st.ready >= 2)
+            atomic_store_explicit(&r->load_news, 1, memory_order_relaxed);
     }
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
     for (size_t i = 0; i < np; i++) {
@@ -489,15 +500,14 @@ void sn__members_tick(sn_relay_t *r)
         hellos(r);
         r->next_hello_ns = now + HELLO_EVERY_NS;
     }
-    if (now >= r->load_check_ns) {
-        /* Work appeared here since the last heartbeat said there was none:
-         * tell the members now, idle ones will come for it (a check every
-         * 20 ms is a few counter reads; nothing is sent unless it changed) */
-        r->load_check_ns = now + LOAD_CHECK_NS;
-        sn_stats_t st;
-        sn_sched_stats(r->sched, &st);
-        if (st.ready >= 2 && r->advertised_ready < 2)
-            r->next_hb_ns = now;
+    if (atomic_exchange_explicit(&r->load_news, 0, memory_order_acq_rel)) {
+        /* Work piled up here since the last heartbeat said there was none
+         * (the scheduler's `loaded` hook, armed in heartbeats()): tell the
+         * members now, idle ones will come for it. At most one early
+         * heartbeat per EARLY_HB_GAP_NS, for a load that comes and goes. */
+        uint64_t at = r->last_hb_ns + EARLY_HB_GAP_NS > now ? r->last_hb_ns + EARLY_HB_GAP_NS : now;
+        if (at < r->next_hb_ns)
+            r->next_hb_ns = at;
     }
     if (now >= r->next_hb_ns) {
         heartbeats(r, now);
@@ -511,7 +521,7 @@ void sn__members_tick(sn_relay_t *r)
     }
     if (r->leave_deadline_ns)
         leaving(r, now);
-    uint64_t next = r->next_hb_ns < r->load_check_ns ? r->next_hb_ns : r->load_check_ns;
+    uint64_t next = r->next_hb_ns;
     if (joined == 0 && r->next_hello_ns < next)
         next = r->next_hello_ns;
     if (joined == 0 && r->found_by_ns && r->found_by_ns < next)

@@ -23,6 +23,8 @@
 #include "relay_int.h"
 
 #define BATCH_MAX 4096      /* sends per frame */
+#define ACK_EVERY 16        /* batches: acknowledge at once when this many are unacknowledged */
+#define ACK_DELAY_NS 4000000u /* else within this (see send_acks) */
 #define DRAIN_BUDGET 65536  /* queue items per loop turn, then serve inbound */
 #define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
 /* High-water marks: messages (frames) queued per peer pipe. A frame holds
@@ -107,8 +109,20 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, in
     it->dest = via ? via : to.node;
     it->diverted = via == r->node;
     it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL};
-    enqueue(r, it);
+    if (kind == SN_RELAY_GONE) /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
+        sn__mpsc_push(&r->outq, &it->link);
+    else
+        enqueue(r, it);
     return 0;
+}
+
+/* The scheduler's `loaded` hook (any thread): work piles up here after a
+ * heartbeat said there was none; members.c sends the next one early. */
+static void relay_loaded(void *arg)
+{
+    sn_relay_t *r = arg;
+    atomic_store_explicit(&r->load_news, 1, memory_order_release);
+    sn__relay_poke(r);
 }
 
 /* --------------------------------------------------------- I/O side */
@@ -337,7 +351,7 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
 void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 {
     p->incarnation = incarnation;
-    p->recv_seq = p->acked_seq = 0;
+    p->recv_seq = p->acked_seq = p->ack_due_ns = 0;
     p->next_seq = 0;
     p->ident_len = 0;
     p->has_stats = false;
@@ -454,9 +468,11 @@ static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
             sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
         break;
     case SN_RELAY_GONE: { /* a process that moved from here to `from` ended: so does our entry */
-        uint32_t origin = from ? sn_migrate_gone(r->sched, s->to, from->node) : 0;
-        if (origin && origin != r->node) /* and the node it came here from, in turn */
-            relay_deliver(r, s->to, SN_PID_NONE, 0, SN_RELAY_GONE, 0, origin, NULL);
+        uint32_t origins[SN_MAX_NODES];
+        size_t n = from ? sn_migrate_gone(r->sched, s->to, from->node, origins, SN_MAX_NODES) : 0;
+        for (size_t k = 0; k < n && k < SN_MAX_NODES; k++) /* and the nodes it came here from, in turn */
+            if (origins[k] != r->node)
+                relay_deliver(r, s->to, SN_PID_NONE, 0, SN_RELAY_GONE, 0, origins[k], NULL);
         sn_payload_destroy(&s->payload);
         return;
     }
@@ -654,7 +670,9 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
         for (size_t i = 0; i < f.nsends; i++)
             inbound_send(r, p, &f.sends[i]);
         if (f.seq && ident && ident_len <= sizeof r->peers[0].ident && p && f.seq > p->recv_seq) {
-            p->recv_seq = f.seq; /* acknowledged after this turn */
+            p->recv_seq = f.seq; /* acknowledged soon (send_acks) */
+            if (!p->ack_due_ns)
+                p->ack_due_ns = now_ns() + ACK_DELAY_NS;
             memcpy(p->ident, ident, ident_len);
             p->ident_len = ident_len;
         }
@@ -753,7 +771,14 @@ static void read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_se
 
 /* Acknowledges the batches received this turn, one Ack per peer, on the
  * connection they came in on. */
-static void send_acks(sn_relay_t *r)
+/* Acknowledgements are delayed a little: a peer sending a frame a
+ * millisecond (a process finishing for a remote parent, say) would
+ * otherwise get an ack frame back for each, and each costs a wake-up of
+ * two threads on both nodes. An ack goes out once ACK_EVERY batches are
+ * unacknowledged or the oldest has waited ACK_DELAY_NS; the sender keeps
+ * its frames that much longer (and a node that dies bounces them as
+ * nodedown, which means "not confirmed": see docs/guarantees.md). */
+static void send_acks(sn_relay_t *r, uint64_t now)
 {
     void *router = zsock_resolve(r->router);
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
@@ -761,13 +786,15 @@ static void send_acks(sn_relay_t *r)
         peer_t *p = &r->peers[i];
         if (p->recv_seq <= p->acked_seq || p->ident_len == 0)
             continue;
+        if (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns)
+            continue;
         void *buf;
         size_t len;
         if (sn_codec_encode_ack(r->node, r->incarnation, p->recv_seq, &buf, &len) != 0)
             continue;
         if (zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
             zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0)
-            p->acked_seq = p->recv_seq; /* else: again next turn */
+            p->acked_seq = p->recv_seq, p->ack_due_ns = 0; /* else: again next turn */
         free(buf);
     }
 }
@@ -843,7 +870,7 @@ static void actor(zsock_t *pipe, void *arg)
     }
     r->actor_pipe = pipe;
     zsock_signal(pipe, 0);
-    bool more = false;
+    bool more = false, inflight = false;
     for (;;) {
         items[0] = (zmq_pollitem_t){zsock_resolve(pipe), 0, ZMQ_POLLIN, 0};
         items[1] = (zmq_pollitem_t){zsock_resolve(r->router), 0, ZMQ_POLLIN, 0};
@@ -866,7 +893,12 @@ static void actor(zsock_t *pipe, void *arg)
         uint64_t now = now_ns(), next = sn__members_next_ns(r), snext = r->no_steal ? UINT64_MAX : sn__steal_next_ns(r);
         if (snext < next)
             next = snext;
+        for (size_t i = 0; i < np; i++)
+            if (r->peers[i].ack_due_ns && r->peers[i].ack_due_ns < next)
+                next = r->peers[i].ack_due_ns;
         long timeout = more ? 0 : (next > now ? (long)((next - now) / 1000000u) + 1 : 0);
+        if (inflight && timeout > 1) /* a push not yet linked, which may not signal: look again soon */
+            timeout = 1;
         if (zmq_poll(items, (int)nitems, timeout) < 0) {
             if (errno == EINTR)
                 continue;
@@ -894,12 +926,14 @@ static void actor(zsock_t *pipe, void *arg)
             atomic_store_explicit(&r->signaled, 0, memory_order_seq_cst);
             more = true;
         }
-        if (more)
-            more = drain(r);
-        if (items[1].revents & ZMQ_POLLIN) {
+        /* Every turn drains, not only a signalled one: a GONE is queued
+         * without waking us (relay_deliver) and goes out with the next
+         * send, or at the next tick (a heartbeat period at most). */
+        more = drain(r);
+        inflight = !more && sn__mpsc_maybe_nonempty(&r->outq);
+        if (items[1].revents & ZMQ_POLLIN)
             read_socket(r, items[1].socket, true, NULL);
-            send_acks(r);
-        }
+        send_acks(r, now_ns());
         for (size_t i = 0; i < np; i++) {
             if (items[3 + i].revents & ZMQ_POLLIN)
                 read_socket(r, items[3 + i].socket, false, NULL);
@@ -916,7 +950,8 @@ static void actor(zsock_t *pipe, void *arg)
             router_refused(r);
         if (r->nseeds && atomic_load_explicit(&r->joined, memory_order_relaxed) != 0)
             drop_seeds(r);
-        if (r->gossip_due || now_ns() >= sn__members_next_ns(r)) {
+        if (r->gossip_due || atomic_load_explicit(&r->load_news, memory_order_acquire) ||
+            now_ns() >= sn__members_next_ns(r)) {
             sn__members_tick(r);
             sn__loc_tick(r, now_ns()); /* flushes that got no answer */
         }
@@ -1110,7 +1145,8 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
 
 void sn__relay_install(sn_relay_t *r, bool remote_work)
 {
-    sn_sched_set_relay(r->sched, &(sn_relay_hooks_t){r, relay_deliver, remote_work ? sn__steal_hook : NULL});
+    sn_sched_set_relay(r->sched, &(sn_relay_hooks_t){r, relay_deliver, remote_work ? sn__steal_hook : NULL,
+                                                     remote_work ? relay_loaded : NULL});
 }
 
 int sn_relay_join_wait(sn_relay_t *r, int timeout_ms, char *err, size_t errlen)

@@ -86,6 +86,7 @@ typedef struct peer {
     /* inbound: the peer's batches to us, to acknowledge on its connection,
      * numbered within the peer's incarnation (its run) */
     uint64_t incarnation, recv_seq, acked_seq;
+    uint64_t ack_due_ns; /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
     uint64_t bad_log_ns, bad_quiet; /* rate limit of its bad-frame log lines */
     unsigned char ident[256];
     size_t ident_len;
@@ -121,7 +122,7 @@ struct sn_relay {
     char seed_list[1024];       /* for error messages (immutable after start) */
     uint64_t found_by_ns;       /* the first seed listed starts the cluster if no other seed answers by then */
     uint64_t next_hello_ns, next_hb_ns, next_tick_ns;
-    uint64_t load_check_ns, advertised_ready; /* an early heartbeat when work appears */
+    uint64_t last_hb_ns, advertised_ready; /* an early heartbeat when work appears (members.c) */
     _Atomic int joined;         /* any thread: 0 joining, 1 member, -1 refused */
     char join_error[1024];      /* set before joined = -1 (release) */
     bool gossip_due;
@@ -142,6 +143,7 @@ struct sn_relay {
     const char *in_key;
     _Atomic uint64_t forwarded, redirects; /* any thread reads */
     _Atomic int want_work;      /* any thread: a worker found nothing locally */
+    _Atomic int load_news;      /* any thread: work piled up after a heartbeat said there was none */
     _Atomic uint64_t steals_in, steals_out; /* any thread reads */
     bool no_steal;              /* stopped (shutting down) */
     sn__mpsc_t outq;

@@ -72,6 +72,8 @@ struct sn_steal {
     size_t ninst, capinst;
     uint64_t rng;
     bool refill; /* the last steal brought work: ask again when little is left, before running dry */
+    uint64_t refill_at_ns; /* while refill: when the tick looks at the queue again */
+    uint64_t refill_seen_ns, refill_seen_ready, refill_wait_ns; /* the last look that saw the queue shrink */
     /* victim */
     offer_t *offers;
     size_t noffers, capoffers;
@@ -427,6 +429,8 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     if (activated) {
         atomic_fetch_add_explicit(&r->steals_in, 1, memory_order_relaxed);
         s->refill = true; /* the victim had work: ask again before we run dry */
+        s->refill_seen_ns = s->refill_wait_ns = 0;
+        s->refill_at_ns = sn__relay_now_ns() + 1000000u;
     }
     if (activated)
         fault("activated");
@@ -528,6 +532,31 @@ static peer_t *pick_victim(sn_relay_t *r)
     return pick;
 }
 
+/* When to look at the queue again while refilling: halfway to the time
+ * the queue should be down to `low` at the rate it went down since the
+ * last look that saw it shrink (1 ms to 50 ms; without a rate yet, 1 ms,
+ * doubling). A few looks per batch, so the I/O thread does not take the
+ * CPU from the workers it feeds. */
+static void refill_later(struct sn_steal *s, uint64_t now, uint64_t ready, uint64_t low)
+{
+    uint64_t wait;
+    if (ready <= low) {
+        wait = 1000000u; /* (low already, but a worker is idle: want_work brings it) */
+    } else if (s->refill_seen_ns && ready < s->refill_seen_ready) {
+        uint64_t per = (now - s->refill_seen_ns) / (s->refill_seen_ready - ready);
+        wait = (ready - low) * per / 2;
+    } else {
+        wait = s->refill_wait_ns ? s->refill_wait_ns * 2 : 1000000u;
+    }
+    if (!s->refill_seen_ns || ready < s->refill_seen_ready) {
+        s->refill_seen_ns = now;
+        s->refill_seen_ready = ready;
+    }
+    wait = wait < 1000000u ? 1000000u : wait > 50000000u ? 50000000u : wait;
+    s->refill_wait_ns = wait;
+    s->refill_at_ns = now + wait;
+}
+
 void sn__steal_tick(sn_relay_t *r, uint64_t now)
 {
     struct sn_steal *s = r->steal;
@@ -557,8 +586,12 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
     }
     /* refill: a quarter of a batch or less left here, ask now, so the next
      * batch arrives before the workers run dry (still one request at a time) */
-    if (!want && !(s->refill && st.ready <= (uint64_t)s->batch / 4 && st.idle_workers == 0))
+    uint64_t low = (uint64_t)s->batch / 4;
+    if (!want && !(s->refill && st.ready <= low && st.idle_workers == 0)) {
+        if (s->refill)
+            refill_later(s, now, st.ready, low);
         return;
+    }
     peer_t *v = pick_victim(r);
     if (!v) { /* nobody has work to give: nothing sent; look again with the next heartbeats */
         s->refill = false;
@@ -589,9 +622,10 @@ uint64_t sn__steal_next_ns(sn_relay_t *r)
         next = s->asked_deadline_ns;
     if (!s->asked && atomic_load_explicit(&r->want_work, memory_order_relaxed) && s->next_try_ns < next)
         next = s->next_try_ns;
-    if (!s->asked && s->refill) { /* look at the queue every millisecond while work keeps coming */
-        uint64_t soon = sn__relay_now_ns() + 1000000u;
-        next = soon > s->next_try_ns ? (soon < next ? soon : next) : (s->next_try_ns < next ? s->next_try_ns : next);
+    if (!s->asked && s->refill) { /* the refill look (a stored time: "now + 1 ms" here would never be due) */
+        uint64_t at = s->refill_at_ns > s->next_try_ns ? s->refill_at_ns : s->next_try_ns;
+        if (at < next)
+            next = at;
     }
     return next;
 }

@@ -122,6 +122,26 @@ wait_for 50 grep -q "is not a steal partner: process type 'vtype' is version 1 h
   ok "node 1 refuses node 4 as a steal partner (vtype v1 here, v2 there) and logs why" ||
   bad "no mismatch log: $(grep -h partner "$dir"/node*.log | head -3)"
 
+# --- an idle cluster costs little: with no work anywhere nobody asks for
+# any (no steal request in 3 s: nobody advertises Ready work) and each node
+# uses under 1% of a CPU (sanitizer builds, which slow every instruction
+# several times over, under 5%)
+cpu_ns() { local t a s=0; for t in /proc/$1/task/*/schedstat; do read -r a _ <"$t" 2>/dev/null && s=$((s + a)); done; echo $s; }
+asks() { cat "$dir"/node*.log | grep -c ": asking node"; }
+limit=10; [ -n "${SN_SANITIZE:-}" ] && limit=50 # per mille of one CPU
+sleep 1
+a0=$(asks) t0=$(date +%s%N)
+for n in 1 2 3 4; do eval "c0[$n]=\$(cpu_ns \$node_pid_$n)"; done
+sleep 3
+for n in 1 2 3 4; do eval "c1[$n]=\$(cpu_ns \$node_pid_$n)"; done
+t1=$(date +%s%N) a1=$(asks)
+[ "$a1" = "$a0" ] && ok "idle cluster: no steal request in 3 s" || bad "idle cluster: $((a1 - a0)) steal requests in 3 s"
+for n in 1 2 3 4; do
+  pm=$(((c1[n] - c0[n]) * 1000 / (t1 - t0)))
+  [ "$pm" -lt "$limit" ] && ok "idle node $n used $pm per mille of a CPU (limit $limit)" ||
+    bad "idle node $n used $pm per mille of a CPU (limit $limit)"
+done
+
 for n in 1 2 3 4; do
   eval "p=\$node_pid_$n"
   kill -TERM "$p"; wait "$p"; rc=$?

@@ -86,6 +86,19 @@ static const sn_type_t slicer = {"slicer",       1, sizeof(slicer_t), slicer_ini
 /* the same, without marshal: never moves */
 static const sn_type_t pinned = {"pinned", 1, sizeof(slicer_t), slicer_init, slicer_step, slicer_close, NULL, NULL};
 
+/* "holder": keeps its worker busy until g_hold is cleared (never moves),
+ * so that a process queued behind it stays Ready */
+static atomic_int g_hold, g_holding;
+static void holder_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    atomic_store(&g_holding, 1);
+    while (atomic_load(&g_hold))
+        sleep_ms(1);
+    sn_out_done(out, NULL);
+}
+static int holder_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input) { return 0; }
+static const sn_type_t holder = {"holder", 1, 8, holder_init, holder_step, NULL, NULL, NULL};
+
 static sn_sched_t *mk(uint32_t node, int workers)
 {
     sn_sched_t *s = sn_sched_new(&(sn_sched_config_t){node, workers, 1});
@@ -161,11 +174,11 @@ static void test_move_exactly_once(void **unused)
      * order: odd ones first, then even) */
     for (int i = 0; i < moved; i++)
         assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[i]), 2);
-    assert_int_equal(sn_migrate_gone(g_node[1], moved_pid[0], 3), 0); /* not from where it went: kept */
+    assert_int_equal(sn_migrate_gone(g_node[1], moved_pid[0], 3, NULL, 0), 0); /* not from where it went: kept */
     assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[0]), 2);
     for (int pass = 1; pass >= 0; pass--) {
         for (int i = pass; i < moved; i += 2)
-            assert_int_equal(sn_migrate_gone(g_node[1], moved_pid[i], 2), 0); /* born on node 1: no origin */
+            assert_int_equal(sn_migrate_gone(g_node[1], moved_pid[i], 2, NULL, 0), 0); /* born on node 1: no origin */
         for (int i = 0; i < moved; i++)
             assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[i]), (i % 2 == 1 || pass == 0) ? 0 : 2);
     }
@@ -257,12 +270,77 @@ static void test_install_refusals_and_discard(void **unused)
     sn_sched_destroy(&g_node[2]);
 }
 
+/* Moves the one Ready process of `sched` away to node `to`, and brings it
+ * back as if it came from node `from` (a copy installed here: the relay's
+ * part, played by the test). */
+static void away_and_back(sn_sched_t *sched, uint32_t to, uint32_t from)
+{
+    sn_migrant_t m;
+    size_t n = 0;
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (n == 0 && now_ns() < end)
+        n = sn_migrate_take(sched, 1, NULL, NULL, &m);
+    assert_int_equal(n, 1);
+    void *copy;
+    assert_int_equal(sn_migrate_install(sched, &m, &copy), 0);
+    sn_event_t *ev;
+    size_t nev;
+    assert_int_equal(sn_migrate_commit(sched, &m, to, &ev, &nev), 0);
+    assert_int_equal(sn_migrate_activate(sched, copy, ev, nev, from, false), 0);
+    free(ev);
+}
+
+/* A process that comes back to a node and leaves again (work stolen back
+ * and forth): the node's forwarding entry points to where it went last and
+ * keeps every node it came back from, since the path it took leads back
+ * to this node from each of them; when it ends, all of them are told. (A
+ * node that kept only the last lost the way back to the nodes before it,
+ * and their entries were never dropped.) */
+static void test_forwarding_keeps_every_origin(void **unused)
+{
+    g_node[1] = mk(1, 1);
+    assert_int_equal(sn_type_register(g_node[1], &holder), 0);
+    atomic_store(&g_hold, 1);
+    atomic_store(&g_holding, 0);
+    assert_int_equal(sn_spawn(g_node[1], "holder", "run", NULL, NULL, NULL, NULL), 0);
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (!atomic_load(&g_holding) && now_ns() < end)
+        sleep_ms(1);
+    assert_true(atomic_load(&g_holding)); /* the worker is busy: what comes next waits, Ready */
+    sn_pid_t pid;
+    sn_payload_t *in = sn_payload_u64(0);
+    assert_int_equal(sn_spawn(g_node[1], "slicer", "run", &in, NULL, NULL, &pid), 0);
+    away_and_back(g_node[1], 2, 3); /* born here: to 2, back from 3 (2 gave it to 3) */
+    assert_int_equal(sn_migrate_forward_of(g_node[1], pid), 2);
+    away_and_back(g_node[1], 2, 2); /* to 2 again, straight back */
+    away_and_back(g_node[1], 3, 3); /* to 3, back */
+    away_and_back(g_node[1], 4, 4); /* to 4, back (here now, come from 4) */
+    assert_int_equal(sn_migrate_forward_of(g_node[1], pid), 4);
+    uint32_t o[8];
+    assert_int_equal(sn_migrate_gone(g_node[1], pid, 3, o, 8), 0); /* not where it went last: kept */
+    assert_int_equal(sn_migrate_forward_of(g_node[1], pid), 4);
+    /* it ends here: the GONE goes round by 4 and back to us, from 4 */
+    assert_int_equal(sn_migrate_gone(g_node[1], pid, 4, o, 8), 2); /* each node it came back from, once */
+    assert_int_equal(o[0], 3);
+    assert_int_equal(o[1], 2);
+    assert_int_equal(sn_migrate_forward_of(g_node[1], pid), 0);
+    assert_int_equal(sn_migrate_forwarding(g_node[1]), 0);
+    assert_int_equal(sn_migrate_gone(g_node[1], pid, 4, o, 8), 0); /* said twice: nothing left */
+    atomic_store(&g_hold, 0);
+    end = deadline_ns(WAIT_MS);
+    while (atomic_load(&g.closed) < 1 && now_ns() < end)
+        sleep_ms(1);
+    assert_int_equal(atomic_load(&g.done[0]), 1); /* the copy that stayed ran to its end, once */
+    sn_sched_destroy(&g_node[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_move_exactly_once, reset),
         cmocka_unit_test_setup(test_pid_node_is_identity, reset),
         cmocka_unit_test_setup(test_install_refusals_and_discard, reset),
+        cmocka_unit_test_setup(test_forwarding_keeps_every_origin, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

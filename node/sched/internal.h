@@ -221,8 +221,13 @@ typedef struct sn__plugin_handle {
  * path (nothing ever moved) skip the lock. */
 typedef struct sn__fwd_entry {
     sn_pid_t pid;
-    uint32_t node;   /* where it went; 0: empty slot */
-    uint32_t origin; /* the node it had come here from (0: born here): told in turn when it ends */
+    uint32_t node; /* where it went; 0: empty slot */
+    /* The nodes it had come here from, each told in turn when it ends: one
+     * per visit (a process that comes back and leaves again adds the node
+     * it came back from; the path it took leads back from each), none if
+     * it was born here. origin0 is the first, `more` (malloc'd) the rest. */
+    uint32_t norigins, origin0;
+    uint32_t *more;
 } sn__fwd_entry_t;
 
 typedef struct sn__fwd {
@@ -269,6 +274,10 @@ struct sn_sched {
      * read by workers with acquire; replaced copies are kept (a worker may
      * still hold one) and freed with the scheduler. */
     _Atomic(struct sn__hooks *) relay;
+    /* 1: call the relay's `loaded` hook when work piles up. Armed by the
+     * relay (sn_sched_watch_load), disarmed by the exchange that wins the
+     * call; a relaxed load on the queueing path while it is 0. */
+    alignas(64) _Atomic int load_watch;
 
     /* parking: see worker.c for the protocol */
     alignas(64) _Atomic int nspinning;

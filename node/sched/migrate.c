@@ -106,7 +106,21 @@ static size_t fwd_slot(const sn__fwd_t *f, sn_pid_t pid)
     return (size_t)(h >> 32) & (f->cap - 1);
 }
 
-/* Adds pid -> node. Caller holds f->mu. */
+/* The slot for pid: its entry, or the empty slot that ends its probe run. */
+static size_t fwd_probe(const sn__fwd_t *f, sn_pid_t pid)
+{
+    size_t i = fwd_slot(f, pid);
+    while (f->entries[i].node && !sn_pid_eq(f->entries[i].pid, pid))
+        i = (i + 1) & (f->cap - 1);
+    return i;
+}
+
+static uint32_t fwd_origin(const sn__fwd_entry_t *e, uint32_t k) { return k == 0 ? e->origin0 : e->more[k - 1]; }
+
+/* Adds pid -> node, with `origin` (0: none) added to its origins. An entry
+ * for pid is there already when the process came back and now leaves
+ * again: it points to the new place, and keeps the origins it had.
+ * Caller holds f->mu. */
 static int fwd_put(sn__fwd_t *f, sn_pid_t pid, uint32_t node, uint32_t origin)
 {
     if ((f->count + 1) * 2 > f->cap) { /* open addressing, at most half full */
@@ -115,19 +129,34 @@ static int fwd_put(sn__fwd_t *f, sn_pid_t pid, uint32_t node, uint32_t origin)
         if (!e)
             return SN_ENOMEM;
         sn__fwd_t g = {.entries = e, .cap = cap};
-        for (size_t i = 0; i < f->cap; i++)
+        for (size_t i = 0; i < f->cap; i++) /* moved whole: `more` goes with it */
             if (f->entries[i].node)
-                fwd_put(&g, f->entries[i].pid, f->entries[i].node, f->entries[i].origin);
+                g.entries[fwd_probe(&g, f->entries[i].pid)] = f->entries[i];
         free(f->entries);
         f->entries = e;
         f->cap = cap;
     }
-    size_t i = fwd_slot(f, pid);
-    while (f->entries[i].node && !sn_pid_eq(f->entries[i].pid, pid))
-        i = (i + 1) & (f->cap - 1);
-    if (!f->entries[i].node)
+    size_t i = fwd_probe(f, pid);
+    sn__fwd_entry_t *e = &f->entries[i];
+    if (!e->node) {
+        *e = (sn__fwd_entry_t){pid, node, origin ? 1 : 0, origin, NULL};
         f->count++;
-    f->entries[i] = (sn__fwd_entry_t){pid, node, origin};
+        return 0;
+    }
+    for (uint32_t k = 0; origin && k < e->norigins; k++)
+        if (fwd_origin(e, k) == origin)
+            origin = 0; /* known already */
+    if (origin && e->norigins == 0) {
+        e->origin0 = origin;
+    } else if (origin) {
+        uint32_t *more = realloc(e->more, e->norigins * sizeof *more);
+        if (!more)
+            return SN_ENOMEM;
+        more[e->norigins - 1] = origin;
+        e->more = more;
+    }
+    e->norigins += origin ? 1 : 0;
+    e->node = node;
     return 0;
 }
 
@@ -146,6 +175,7 @@ static sn__fwd_entry_t *fwd_find(sn__fwd_t *f, sn_pid_t pid)
 static void fwd_del(sn__fwd_t *f, size_t i)
 {
     size_t mask = f->cap - 1;
+    free(f->entries[i].more);
     for (size_t j = (i + 1) & mask; f->entries[j].node; j = (j + 1) & mask) {
         size_t home = fwd_slot(f, f->entries[j].pid);
         if (((j - home) & mask) >= ((j - i) & mask)) { /* i is on j's probe path: move it there */
@@ -154,6 +184,7 @@ static void fwd_del(sn__fwd_t *f, size_t i)
         }
     }
     f->entries[i].node = 0;
+    f->entries[i].more = NULL; /* (moved, or freed above) */
     f->count--;
 }
 
@@ -165,20 +196,22 @@ size_t sn_migrate_forwarding(sn_sched_t *sched)
     return n;
 }
 
-uint32_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from)
+size_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t *origins, size_t max)
 {
     sn__fwd_t *f = &sched->fwd;
     if (atomic_load_explicit(&f->any, memory_order_acquire) == 0)
         return 0;
-    uint32_t origin = 0;
+    size_t n = 0;
     pthread_mutex_lock(&f->mu);
     sn__fwd_entry_t *e = fwd_find(f, pid);
     if (e && e->node == from) { /* (an entry that points elsewhere is newer: kept) */
-        origin = e->origin;
+        n = e->norigins;
+        for (uint32_t k = 0; k < n && k < max; k++)
+            origins[k] = fwd_origin(e, k);
         fwd_del(f, (size_t)(e - f->entries));
     }
     pthread_mutex_unlock(&f->mu);
-    return origin;
+    return n;
 }
 
 uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid)

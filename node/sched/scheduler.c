@@ -589,6 +589,12 @@ void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay)
     pthread_mutex_unlock(&sched->reg_mu);
 }
 
+void sn_sched_watch_load(sn_sched_t *sched)
+{
+    atomic_store_explicit(&sched->load_watch, 1, memory_order_seq_cst);
+    sn__fence(sched); /* before the caller reads the queue sizes (load_news in worker.c) */
+}
+
 int sn_sched_workers(const sn_sched_t *sched) { return sched->nworkers; }
 uint32_t sn_sched_node_id(const sn_sched_t *sched) { return sched->node_id; }
 
@@ -823,6 +829,9 @@ void sn_sched_destroy(sn_sched_t **self_p)
     pthread_cond_destroy(&sched->park_cv);
     pthread_mutex_destroy(&sched->reg_mu);
     pthread_mutex_destroy(&sched->fwd.mu);
+    for (size_t i = 0; i < sched->fwd.cap; i++)
+        if (sched->fwd.entries[i].node)
+            free(sched->fwd.entries[i].more);
     free(sched->fwd.entries);
     free(sched);
     *self_p = NULL;

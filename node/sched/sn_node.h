@@ -26,10 +26,18 @@ typedef struct sn_relay_hooks {
     /* Called by a worker that found no local work, before it parks. Returns
      * how many processes it made Ready here (0 if none). May be NULL. */
     int (*remote_work)(void *arg, sn_sched_t *sched);
+    /* Called (by whichever thread queued it) once after sn_sched_watch_load,
+     * when a Ready process is queued while another waits: work piles up
+     * here. Must be quick and must not call into the scheduler. May be NULL. */
+    void (*loaded)(void *arg);
 } sn_relay_hooks_t;
 
 /* Sets the relay hook (before traffic starts). */
 void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay);
+
+/* Arms the `loaded` hook for one call (the relay re-arms it after each
+ * heartbeat that said there was no work to take). Any thread. */
+void sn_sched_watch_load(sn_sched_t *sched);
 
 /* Delivers a child's result (SN_RELAY_RESULT) from another node to the
  * parent awaiting it here (or on to where it moved). */
@@ -107,9 +115,11 @@ int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, siz
 /* A process that came here from node `from` (activate) ends: the
  * scheduler tells the relay hook (kind SN_RELAY_GONE, via = from), so that
  * node drops its forwarding entry. There, this drops the entry for pid if
- * it points to `from` and returns the node the process had come from
- * before (to be told in turn), or 0. */
-uint32_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from);
+ * it points to `from` and returns how many nodes the process had come
+ * from before (each to be told in turn: one per time it came here), the
+ * first `max` of them in origins[]. 0 if it was born here, or if there
+ * was no such entry. */
+size_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t *origins, size_t max);
 /* How many forwarding entries this node holds (processes that moved away
  * and have not been reported ended). */
 size_t sn_migrate_forwarding(sn_sched_t *sched);

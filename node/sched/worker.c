@@ -67,6 +67,20 @@ static void to_global(sn_sched_t *sched, sn__proc_t *p)
         sched_yield();
 }
 
+/* Work piles up (a process was queued where another waits): tell the
+ * relay once, if it asked (its last heartbeat said we had none to give).
+ * seq_cst on both sides: the relay arms, then reads the queue sizes; we
+ * push, then read the flag; one of the two sees the other. */
+static void load_news(sn_sched_t *sched, int64_t queued)
+{
+    if (queued < 2 || !atomic_load_explicit(&sched->load_watch, memory_order_seq_cst) ||
+        !atomic_exchange_explicit(&sched->load_watch, 0, memory_order_seq_cst))
+        return;
+    const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+    if (hk && hk->h.loaded)
+        hk->h.loaded(hk->h.arg);
+}
+
 void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
 {
     sn__worker_t *w = sn__self_worker(sched);
@@ -79,11 +93,13 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
         }
         if (sn__deque_push(&w->deque, p) == 0) {
             sn__notify(sched);
+            load_news(sched, sn__deque_size(&w->deque));
             return;
         }
     }
     to_global(sched, p);
     sn__notify(sched);
+    load_news(sched, (int64_t)sn__gqueue_size(&sched->global));
 }
 
 static uint64_t rnd(sn__worker_t *w)
