@@ -250,12 +250,13 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
 }
 
 int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_stats_t *stats,
-                              void **buf, size_t *len)
+                              const char *cluster, void **buf, size_t *len)
 {
     Schednode__Heartbeat hb;
     Schednode__NodeStats ns;
     schednode__heartbeat__init(&hb);
     hb.seq = seq;
+    hb.cluster = (char *)(cluster ? cluster : "");
     if (stats) {
         stats_to_pb(stats, &ns);
         hb.stats = &ns;
@@ -466,13 +467,14 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
 
 /* ---------------------------------------------------------- stealing */
 
-int sn_codec_encode_steal_request(uint32_t node, uint64_t incarnation, uint64_t id, uint32_t max, void **buf,
-                                  size_t *len)
+int sn_codec_encode_steal_request(uint32_t node, uint64_t incarnation, uint64_t id, uint32_t max, uint32_t ready,
+                                  void **buf, size_t *len)
 {
     Schednode__StealRequest q;
     schednode__steal_request__init(&q);
     q.id = id;
     q.max = max;
+    q.ready = ready;
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_STEAL_REQUEST;
@@ -790,6 +792,7 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
             return SN_EPROTO;
         out->steal_id = env->steal_request->id;
         out->steal_max = env->steal_request->max;
+        out->steal_ready = env->steal_request->ready;
         return 0;
     case SN_FRAME_STEAL_ACCEPT:
         if (!env->steal_accept)
@@ -902,7 +905,11 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
         if (rc != 0)
             *why = rc == SN_ENOMEM ? "out of memory" : "bad member list";
     } else if (out->kind == SN_FRAME_HEARTBEAT) {
-        if (env->heartbeat && env->heartbeat->stats) {
+        out->cluster = strdup(env->heartbeat && env->heartbeat->cluster ? env->heartbeat->cluster : "");
+        if (!out->cluster) {
+            rc = SN_ENOMEM;
+            *why = "out of memory";
+        } else if (env->heartbeat && env->heartbeat->stats) {
             rc = stats_from_pb(env->heartbeat->stats, &out->stats);
             out->has_stats = rc == 0;
             if (rc != 0)

@@ -156,10 +156,11 @@ typedef struct sn_frame {
     /* SN_FRAME_ERROR (a refusal), SN_FRAME_LEAVE */
     int code;
     char *reason;
-    /* stealing: the handover id; a request's max; an offer's migrants; an
-     * accept's or commit's PIDs; a commit's forwarded events are in sends */
+    /* stealing: the handover id; a request's max and the thief's Ready
+     * count; an offer's migrants; an accept's or commit's PIDs; a commit's
+     * forwarded events are in sends */
     uint64_t steal_id;
-    uint32_t steal_max;
+    uint32_t steal_max, steal_ready;
     sn_wire_migrant_t *migrants;
     size_t nmigrants;
     sn_pid_t *pids;
@@ -177,7 +178,7 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
 /* Encodes a heartbeat (stats may be NULL), a client request (node 0) or a
  * reply. Same conventions as sn_codec_encode_sends. */
 int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_stats_t *stats,
-                              void **buf, size_t *len);
+                              const char *cluster, void **buf, size_t *len);
 /* Membership: a joining node's Hello to a seed; the seed's Welcome, or a
  * gossiped Members view (welcome = 0); a refusal (Error with code and
  * reason); a graceful Leave. */
@@ -190,8 +191,8 @@ int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const
 int sn_codec_encode_leave(uint32_t node, uint64_t incarnation, const char *reason, void **buf, size_t *len);
 /* Stealing: request, offer, accept, commit (forwarded events in sends; a
  * commit of no PIDs aborts the handover). */
-int sn_codec_encode_steal_request(uint32_t node, uint64_t incarnation, uint64_t id, uint32_t max, void **buf,
-                                  size_t *len);
+int sn_codec_encode_steal_request(uint32_t node, uint64_t incarnation, uint64_t id, uint32_t max, uint32_t ready,
+                                  void **buf, size_t *len);
 int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id, const sn_wire_migrant_t *m,
                                 size_t n, void **buf, size_t *len);
 int sn_codec_encode_steal_accept(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,

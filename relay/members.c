@@ -148,6 +148,10 @@ void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
     if (atomic_load_explicit(&r->joined, memory_order_relaxed) != 1 || f->node == r->node || !f->stats.endpoint[0] ||
         f->stats.node != f->node)
         return;
+    if (!f->cluster || strcmp(f->cluster, r->cluster) != 0) {
+        sn__relay_bad(r, "heartbeat from a node of another cluster", f->node);
+        return;
+    }
     sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->stats.endpoint);
     if (r->cert) {
@@ -413,7 +417,7 @@ static void heartbeats(sn_relay_t *r, uint64_t now)
     /* to down members too: a member that was only cut off finds us again */
     r->advertised_ready = row.ready;
     r->last_hb_ns = now;
-    if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, &buf, &len) == 0) {
+    if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) == 0) {
         send_all(r, buf, len, true);
         free(buf);
     }

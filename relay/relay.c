@@ -618,15 +618,14 @@ static bool sends_from_stranger_ok(sn_relay_t *r, uint32_t node)
     }
     if (!r->in_key)
         return true;
-    for (size_t i = 0; i < sizeof r->key_seen / sizeof r->key_seen[0]; i++)
-        if (!strcmp(r->key_seen[i].key, r->in_key)) {
-            if (!r->key_seen[i].node)
-                bad(r, "sends in the name of a node that is not a member, with a key that is not a node's", node);
-            return r->key_seen[i].node;
-        }
-    unsigned k = r->key_next++ % (sizeof r->key_seen / sizeof r->key_seen[0]);
-    snprintf(r->key_seen[k].key, sizeof r->key_seen[k].key, "%s", r->in_key);
-    r->key_seen[k].node = sn_keys_is_node(r->authorized, r->in_key);
+    size_t n = sizeof r->key_seen / sizeof r->key_seen[0], k = 0;
+    while (k < n && strcmp(r->key_seen[k].key, r->in_key) != 0) /* a small cache: the key scan reads files */
+        k++;
+    if (k == n) {
+        k = r->key_next++ % n;
+        snprintf(r->key_seen[k].key, sizeof r->key_seen[k].key, "%s", r->in_key);
+        r->key_seen[k].node = sn_keys_is_node(r->authorized, r->in_key);
+    }
     if (!r->key_seen[k].node)
         bad(r, "sends in the name of a node that is not a member, with a key that is not a node's", node);
     return r->key_seen[k].node;

@@ -201,7 +201,11 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
     struct sn_steal *s = r->steal;
     sn_stats_t st;
     sn_sched_stats(r->sched, &st);
-    size_t n = st.ready / 2; /* up to half of our Ready work */
+    /* half the difference between our Ready work and the thief's: all of
+     * it that is ours to give for the two to end even (a thief that ran
+     * dry gets half of ours; one that asks early, to refill, less; work
+     * does not go back and forth between two nodes that are about even) */
+    size_t n = st.ready > f->steal_ready ? (size_t)(st.ready - f->steal_ready) / 2 : 0;
     if (n > f->steal_max)
         n = f->steal_max;
     if (n > (size_t)s->batch)
@@ -506,8 +510,9 @@ static uint64_t rnd(struct sn_steal *s)
 /* The member to ask: among live steal partners advertising Ready work,
  * one at random among those with at least half the largest load. Members
  * not heard from yet count as maybe loaded (a node that just joined a
- * busy cluster asks before the first heartbeats arrive). */
-static peer_t *pick_victim(sn_relay_t *r)
+ * busy cluster asks before the first heartbeats arrive). Only members
+ * with more than `ours` + 1: half the difference would be nothing. */
+static peer_t *pick_victim(sn_relay_t *r, uint64_t ours)
 {
     struct sn_steal *s = r->steal;
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
@@ -523,8 +528,8 @@ static peer_t *pick_victim(sn_relay_t *r)
         peer_t *p = &r->peers[i];
         if (p->state != SN_MEMBER_UP || p->steal_ok != 1)
             continue;
-        uint64_t load = p->has_stats ? p->stats.ready : (top ? 0 : 1);
-        if (load < 2 || load * 2 < top)
+        uint64_t load = p->has_stats ? p->stats.ready : (top ? 0 : ours + 2);
+        if (load < ours + 2 || load * 2 < top)
             continue;             /* half of one Ready process is none */
         if (rnd(s) % ++seen == 0) /* reservoir: uniform among the candidates */
             pick = p;
@@ -592,7 +597,7 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
             refill_later(s, now, st.ready, low);
         return;
     }
-    peer_t *v = pick_victim(r);
+    peer_t *v = pick_victim(r, st.ready);
     if (!v) { /* nobody has work to give: nothing sent; look again with the next heartbeats */
         s->refill = false;
         s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u;
@@ -601,7 +606,8 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
     void *buf;
     size_t len;
     uint64_t id = ++s->next_id;
-    if (sn_codec_encode_steal_request(r->node, r->incarnation, id, (uint32_t)s->batch, &buf, &len) != 0)
+    uint32_t ours = st.ready > UINT32_MAX ? UINT32_MAX : (uint32_t)st.ready;
+    if (sn_codec_encode_steal_request(r->node, r->incarnation, id, (uint32_t)s->batch, ours, &buf, &len) != 0)
         return;
     sn__relay_send_ordered(r, v, buf, len);
     SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": asking node %" PRIu32 " (it has %" PRIu64 " ready)", r->node, id,

@@ -184,6 +184,19 @@ start 1 || bad "node 1 restarts with no seed"
 wait_for 100 all_up 1 2 3 5 && ok "the founder restarted alone and every node sees 1, 2, 3, 5 up (one cluster)" ||
   bad "split after the founder's restart: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
 
+# --- but a node of another cluster that heartbeats a member is not taken
+# in that way, even with a key the cluster knows: node 6, cluster 'other',
+# configured with node 1 as its peer (no join, so no refusal either)
+"$SN" -n 6 -w 1 --listen "$(ep 6)" $(sec 6) --cluster other --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
+pids+=($!); other=$!
+wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from a node of another cluster" "$dir/node1.log" &&
+  ok "node 1 drops heartbeats from node 6 of cluster 'other', and says why" ||
+  bad "no log of node 6's heartbeats: $(tail -3 "$dir/node1.log")"
+sleep 0.5
+all_up 1 2 3 5 && ok "node 6 of another cluster did not become a member" ||
+  bad "node 6 taken in: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
+kill -TERM "$other"; wait "$other" 2>/dev/null
+
 for n in 1 2 3 5; do
   eval "p=\$node_pid_$n"
   kill -TERM "$p"; wait "$p"; rc=$?

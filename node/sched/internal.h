@@ -217,8 +217,9 @@ typedef struct sn__plugin_handle {
 } sn__plugin_handle_t;
 
 /* Forwarding entries: processes that moved from here to another node
- * (migrate.c). A mutex-guarded open-addressing map; `any` lets the common
- * path (nothing ever moved) skip the lock. */
+ * (migrate.c). A mutex-guarded open-addressing map; `live` lets the
+ * common path (no entry: nothing moved away, or all that did have ended)
+ * skip the lock. */
 typedef struct sn__fwd_entry {
     sn_pid_t pid;
     uint32_t node; /* where it went; 0: empty slot */
@@ -234,7 +235,7 @@ typedef struct sn__fwd {
     pthread_mutex_t mu;
     sn__fwd_entry_t *entries; /* guarded by mu */
     size_t cap, count;        /* guarded by mu */
-    _Atomic int any;          /* set (release) once the first entry is in */
+    _Atomic size_t live;      /* = count, stored (release) under mu; read without it */
 } sn__fwd_t;
 
 /* The node a process moved to from here, or 0. */

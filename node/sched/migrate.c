@@ -199,8 +199,8 @@ size_t sn_migrate_forwarding(sn_sched_t *sched)
 size_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t *origins, size_t max)
 {
     sn__fwd_t *f = &sched->fwd;
-    if (atomic_load_explicit(&f->any, memory_order_acquire) == 0)
-        return 0;
+    if (atomic_load_explicit(&f->live, memory_order_acquire) == 0)
+        return 0; /* no entry: no lock on the common path */
     size_t n = 0;
     pthread_mutex_lock(&f->mu);
     sn__fwd_entry_t *e = fwd_find(f, pid);
@@ -209,6 +209,7 @@ size_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t 
         for (uint32_t k = 0; k < n && k < max; k++)
             origins[k] = fwd_origin(e, k);
         fwd_del(f, (size_t)(e - f->entries));
+        atomic_store_explicit(&f->live, f->count, memory_order_release);
     }
     pthread_mutex_unlock(&f->mu);
     return n;
@@ -217,8 +218,8 @@ size_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t 
 uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid)
 {
     sn__fwd_t *f = &sched->fwd;
-    if (atomic_load_explicit(&f->any, memory_order_acquire) == 0)
-        return 0; /* nothing ever left this node: no lock on the common path */
+    if (atomic_load_explicit(&f->live, memory_order_acquire) == 0)
+        return 0; /* no entry: no lock on the common path */ /* nothing ever left this node: no lock on the common path */
     pthread_mutex_lock(&f->mu);
     sn__fwd_entry_t *e = fwd_find(f, pid);
     uint32_t node = e ? e->node : 0;
@@ -234,9 +235,10 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
     *nevents = 0;
     size_t cap = 0;
     pthread_mutex_lock(&sched->fwd.mu);
+    /* release, before the process leaves the table below: a sender that
+     * then misses it there (under the shard lock) sees the entry count */
     int rc = fwd_put(&sched->fwd, p->pid, node, p->came_from);
-    if (rc == 0)
-        atomic_store_explicit(&sched->fwd.any, 1, memory_order_release);
+    atomic_store_explicit(&sched->fwd.live, sched->fwd.count, memory_order_release);
     pthread_mutex_unlock(&sched->fwd.mu);
     if (rc != 0)
         return rc; /* nothing changed: the caller reverts */

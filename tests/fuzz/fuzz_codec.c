@@ -89,7 +89,8 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         rc = sn_codec_encode_ack(f->node, f->incarnation, f->seq, buf, len);
         break;
     case SN_FRAME_HEARTBEAT:
-        rc = sn_codec_encode_heartbeat(f->node, f->incarnation, 0, f->has_stats ? &f->stats : NULL, buf, len);
+        rc = sn_codec_encode_heartbeat(f->node, f->incarnation, 0, f->has_stats ? &f->stats : NULL, f->cluster, buf,
+                                       len);
         break;
     case SN_FRAME_HELLO:
         rc = sn_codec_encode_hello(f->node, f->incarnation, f->endpoint, f->cluster, f->first_serial, f->public_key,
@@ -107,7 +108,7 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         rc = sn_codec_encode_leave(f->node, f->incarnation, f->reason, buf, len);
         break;
     case SN_FRAME_STEAL_REQUEST:
-        rc = sn_codec_encode_steal_request(f->node, f->incarnation, f->steal_id, f->steal_max, buf, len);
+        rc = sn_codec_encode_steal_request(f->node, f->incarnation, f->steal_id, f->steal_max, f->steal_ready, buf, len);
         break;
     case SN_FRAME_STEAL_OFFER:
         rc = sn_codec_encode_steal_offer(f->node, f->incarnation, f->steal_id, f->migrants, f->nmigrants, buf, len);
@@ -145,7 +146,8 @@ static bool same(const sn_frame_t *a, const sn_frame_t *b)
     case SN_FRAME_ACK:
         return a->seq == b->seq;
     case SN_FRAME_HEARTBEAT:
-        return a->has_stats == b->has_stats && (!a->has_stats || stats_eq(&a->stats, &b->stats));
+        return a->has_stats == b->has_stats && (!a->has_stats || stats_eq(&a->stats, &b->stats)) &&
+               str_eq(a->cluster, b->cluster);
     case SN_FRAME_HELLO:
         return str_eq(a->endpoint, b->endpoint) && str_eq(a->cluster, b->cluster) &&
                a->first_serial == b->first_serial && !strcmp(a->public_key, b->public_key);
@@ -156,7 +158,7 @@ static bool same(const sn_frame_t *a, const sn_frame_t *b)
     case SN_FRAME_LEAVE:
         return a->code == b->code && str_eq(a->reason, b->reason);
     case SN_FRAME_STEAL_REQUEST:
-        return a->steal_id == b->steal_id && a->steal_max == b->steal_max;
+        return a->steal_id == b->steal_id && a->steal_max == b->steal_max && a->steal_ready == b->steal_ready;
     case SN_FRAME_STEAL_OFFER:
         return a->steal_id == b->steal_id && a->nmigrants == b->nmigrants &&
                migrants_eq(a->migrants, b->migrants, a->nmigrants);

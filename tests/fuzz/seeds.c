@@ -227,7 +227,7 @@ static frame_t heartbeat(uint32_t node, uint64_t inc, uint64_t ready)
                           .ready = ready, .idle = 1, .msgs_in = 10, .msgs_out = 12, .uptime_ms = 1234};
     snprintf(st.endpoint, sizeof st.endpoint, "tcp://127.0.0.1:70%02u", (unsigned)node);
     frame_t f;
-    must(sn_codec_encode_heartbeat(node, inc, 3, &st, &f.buf, &f.len));
+    must(sn_codec_encode_heartbeat(node, inc, 3, &st, "schednode", &f.buf, &f.len));
     return f;
 }
 
@@ -243,7 +243,7 @@ static frame_t request(int op, const char *type, const char *method, sn_payload_
 static frame_t steal_request(uint32_t node, uint64_t id, uint32_t max)
 {
     frame_t f;
-    must(sn_codec_encode_steal_request(node, 5, id, max, &f.buf, &f.len));
+    must(sn_codec_encode_steal_request(node, 5, id, max, 0, &f.buf, &f.len));
     return f;
 }
 
@@ -334,7 +334,7 @@ static void codec_seeds(void)
     f = heartbeat(2, 5, 7);
     write_file("codec", "heartbeat-stats", f.buf, f.len);
     free(f.buf);
-    must(sn_codec_encode_heartbeat(2, 5, 4, NULL, &f.buf, &f.len));
+    must(sn_codec_encode_heartbeat(2, 5, 4, NULL, "schednode", &f.buf, &f.len));
     write_file("codec", "heartbeat-bare", f.buf, f.len);
     free(f.buf);
     f = hello(4, 1, "tcp://127.0.0.1:7004", "schednode", "");
