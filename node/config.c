@@ -29,6 +29,7 @@ static int line_of(const char *file, const char *path, int nth)
         return 0;
     char line[4096], stack[16][256];
     int lineno = 0, found = 0;
+    size_t levels = 0; /* stack[0..levels) hold the names above this line */
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t sp = strspn(line, " ");
@@ -36,10 +37,11 @@ static int line_of(const char *file, const char *path, int nth)
         if (*name == '#' || *name == '\n' || *name == '\r' || *name == 0)
             continue;
         size_t depth = sp / 4, n = strcspn(name, " =\t\r\n");
-        if (depth >= 16 || n >= 256)
-            continue;
+        if (depth >= 16 || n >= 256 || depth > levels)
+            continue; /* (indented deeper than any parent: the loader refuses the file anyway) */
         memcpy(stack[depth], name, n);
         stack[depth][n] = 0;
+        levels = depth + 1;
         char here[4096] = "";
         for (size_t i = 0; i <= depth; i++) {
             strncat(here, stack[i], sizeof here - strlen(here) - 1);

@@ -279,6 +279,9 @@ struct sn_sched {
      * relay (sn_sched_watch_load), disarmed by the exchange that wins the
      * call; a relaxed load on the queueing path while it is 0. */
     alignas(64) _Atomic int load_watch;
+    /* calls in progress from threads that are not workers (scheduler.c,
+     * outside_enter): sn_sched_destroy waits for none */
+    alignas(64) _Atomic int outside;
 
     /* parking: see worker.c for the protocol */
     alignas(64) _Atomic int nspinning;

@@ -95,8 +95,40 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
  * with a relay) to the node it moved to from here, else to its home node
  * unless `inbound` (it came from another node for a process that should be
  * here: sending it home again could loop; it is noproc). */
+static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
+                    sn_payload_t **data, bool counted, bool inbound);
+
+/* A call from a thread that is not a worker (a command's helper thread,
+ * the relay, the program) still touches the scheduler after it has handed
+ * its event over, and that event may be what lets the program finish and
+ * destroy the scheduler: sn_sched_destroy waits until no such call is in
+ * progress. The increment may be relaxed: it is sequenced before the
+ * hand-over, which happens-before anything the destroyer saw of it. */
+static bool outside_enter(sn_sched_t *sched)
+{
+    if (sn__self_worker(sched))
+        return false;
+    atomic_fetch_add_explicit(&sched->outside, 1, memory_order_relaxed);
+    return true;
+}
+
+static void outside_leave(sn_sched_t *sched, bool entered)
+{
+    if (entered) /* release: our last touch of the scheduler; destroy acquires */
+        atomic_fetch_sub_explicit(&sched->outside, 1, memory_order_release);
+}
+
 static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
                    sn_payload_t **data, bool counted, bool inbound)
+{
+    bool out = outside_enter(sched);
+    int rc = deliver_(sched, to, type, error, tag, from, data, counted, inbound);
+    outside_leave(sched, out);
+    return rc;
+}
+
+static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
+                    sn_payload_t **data, bool counted, bool inbound)
 {
     sn_payload_t *payload = data ? *data : NULL;
     const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
@@ -322,9 +354,21 @@ static uint64_t next_serial(sn_sched_t *sched)
     return w->serial_next++;
 }
 
+static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
+                  bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason);
+
 int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
               sn_pid_t parent, bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out,
               sn_payload_t **reason)
+{
+    bool out = outside_enter(sched);
+    int rc = spawn_(sched, type, method, input, parent, awaited, await_tag, cb, pid_out, reason);
+    outside_leave(sched, out);
+    return rc;
+}
+
+static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
+                  bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason)
 {
     /* we own the input from here on, whatever happens */
     sn_payload_t *in = input ? sn_take(input) : NULL;
@@ -808,6 +852,9 @@ void sn_sched_destroy(sn_sched_t **self_p)
         return;
     sn_sched_t *sched = *self_p;
     sn_sched_shutdown(sched, 2000);
+    /* calls from other threads still on their way out (see outside_enter) */
+    while (atomic_load_explicit(&sched->outside, memory_order_acquire) != 0)
+        sched_yield();
     for (int i = 0; i < sched->nworkers; i++) {
         sn__worker_t *w = &sched->workers[i];
         sn__deque_fini(&w->deque);
