@@ -510,9 +510,10 @@ static uint64_t rnd(struct sn_steal *s)
 /* The member to ask: among live steal partners advertising Ready work,
  * one at random among those with at least half the largest load. Members
  * not heard from yet count as maybe loaded (a node that just joined a
- * busy cluster asks before the first heartbeats arrive). Only members
- * with more than `ours` + 1: half the difference would be nothing. */
-static peer_t *pick_victim(sn_relay_t *r, uint64_t ours)
+ * busy cluster asks before the first heartbeats arrive). (The victim
+ * weighs its load against ours when it answers: what it advertised may be
+ * a heartbeat old, the early one sent when its first work appeared.) */
+static peer_t *pick_victim(sn_relay_t *r)
 {
     struct sn_steal *s = r->steal;
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
@@ -528,8 +529,8 @@ static peer_t *pick_victim(sn_relay_t *r, uint64_t ours)
         peer_t *p = &r->peers[i];
         if (p->state != SN_MEMBER_UP || p->steal_ok != 1)
             continue;
-        uint64_t load = p->has_stats ? p->stats.ready : (top ? 0 : ours + 2);
-        if (load < ours + 2 || load * 2 < top)
+        uint64_t load = p->has_stats ? p->stats.ready : (top ? 0 : 2);
+        if (load < 2 || load * 2 < top)
             continue;             /* half of one Ready process is none */
         if (rnd(s) % ++seen == 0) /* reservoir: uniform among the candidates */
             pick = p;
@@ -597,10 +598,11 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
             refill_later(s, now, st.ready, low);
         return;
     }
-    peer_t *v = pick_victim(r, st.ready);
+    peer_t *v = pick_victim(r);
     if (!v) { /* nobody has work to give: nothing sent; look again with the next heartbeats */
-        s->refill = false;
-        s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u;
+        if (want)
+            s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u;
+        s->refill = false; /* (refilling: no wait, we ask again once we run dry) */
         return;
     }
     void *buf;
