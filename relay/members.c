@@ -415,7 +415,6 @@ static void heartbeats(sn_relay_t *r, uint64_t now)
     void *buf;
     size_t len;
     /* to down members too: a member that was only cut off finds us again */
-    r->advertised_ready = row.ready;
     r->last_hb_ns = now;
     if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) == 0) {
         send_all(r, buf, len, true);

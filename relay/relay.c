@@ -768,9 +768,8 @@ static void read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_se
     }
 }
 
-/* Acknowledges the batches received this turn, one Ack per peer, on the
- * connection they came in on. */
-/* Acknowledgements are delayed a little: a peer sending a frame a
+/* Acknowledges the batches received, one Ack per peer, on the connection
+ * they came in on. Acknowledgements are delayed a little: a peer sending a frame a
  * millisecond (a process finishing for a remote parent, say) would
  * otherwise get an ack frame back for each, and each costs a wake-up of
  * two threads on both nodes. An ack goes out once ACK_EVERY batches are
