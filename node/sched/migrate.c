@@ -219,7 +219,7 @@ uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid)
 {
     sn__fwd_t *f = &sched->fwd;
     if (atomic_load_explicit(&f->live, memory_order_acquire) == 0)
-        return 0; /* no entry: no lock on the common path */ /* nothing ever left this node: no lock on the common path */
+        return 0; /* no entry: no lock on the common path */
     pthread_mutex_lock(&f->mu);
     sn__fwd_entry_t *e = fwd_find(f, pid);
     uint32_t node = e ? e->node : 0;

@@ -91,13 +91,6 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
     return 0;
 }
 
-/* Posts an event to `to`: here if it lives here, else (messages and DOWNs,
- * with a relay) to the node it moved to from here, else to its home node
- * unless `inbound` (it came from another node for a process that should be
- * here: sending it home again could loop; it is noproc). */
-static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
-                    sn_payload_t **data, bool counted, bool inbound);
-
 /* A call from a thread that is not a worker (a command's helper thread,
  * the relay, the program) still touches the scheduler after it has handed
  * its event over, and that event may be what lets the program finish and
@@ -118,15 +111,10 @@ static void outside_leave(sn_sched_t *sched, bool entered)
         atomic_fetch_sub_explicit(&sched->outside, 1, memory_order_release);
 }
 
-static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
-                   sn_payload_t **data, bool counted, bool inbound)
-{
-    bool out = outside_enter(sched);
-    int rc = deliver_(sched, to, type, error, tag, from, data, counted, inbound);
-    outside_leave(sched, out);
-    return rc;
-}
-
+/* Posts an event to `to`: here if it lives here, else (messages and DOWNs,
+ * with a relay) to the node it moved to from here, else to its home node
+ * unless `inbound` (it came from another node for a process that should be
+ * here: sending it home again could loop; it is noproc). */
 static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
                     sn_payload_t **data, bool counted, bool inbound)
 {
@@ -174,6 +162,16 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
     if (data)
         *data = NULL;
     return 0;
+}
+
+/* deliver_, counted as a call from outside when it is one */
+static int deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
+                   sn_payload_t **data, bool counted, bool inbound)
+{
+    bool out = outside_enter(sched);
+    int rc = deliver_(sched, to, type, error, tag, from, data, counted, inbound);
+    outside_leave(sched, out);
+    return rc;
 }
 
 /* A message (an empty one still is one: it gets an empty payload). */
@@ -355,19 +353,6 @@ static uint64_t next_serial(sn_sched_t *sched)
 }
 
 static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
-                  bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason);
-
-int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
-              sn_pid_t parent, bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out,
-              sn_payload_t **reason)
-{
-    bool out = outside_enter(sched);
-    int rc = spawn_(sched, type, method, input, parent, awaited, await_tag, cb, pid_out, reason);
-    outside_leave(sched, out);
-    return rc;
-}
-
-static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
                   bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason)
 {
     /* we own the input from here on, whatever happens */
@@ -442,6 +427,16 @@ static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_pa
     atomic_store_explicit(&p->state, SN__READY, memory_order_release);
     sn__schedule(sched, p, false);
     return 0;
+}
+
+int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
+              sn_pid_t parent, bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out,
+              sn_payload_t **reason)
+{
+    bool out = outside_enter(sched);
+    int rc = spawn_(sched, type, method, input, parent, awaited, await_tag, cb, pid_out, reason);
+    outside_leave(sched, out);
+    return rc;
 }
 
 void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t status, int error,
