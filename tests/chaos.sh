@@ -1,0 +1,574 @@
+#!/usr/bin/env bash
+# chaos.sh - a Jepsen-style check of the delivery guarantees
+# (docs/guarantees.md) under faults, with a seed printed so that a failure
+# can be tried again.
+#
+#   chaos.sh SCHEDNODE PLUGINS_DIR    the test (CTest: chaos)
+#   chaos.sh --check LOGDIR           the checker alone, on a kept log dir
+#   chaos.sh --selftest               the checker on hand-made good and bad
+#                                     logs (CTest: chaos_selftest)
+#
+# Four insecure nodes on 127.0.0.1, one worker each, stealing on (the
+# default), all loading plugin_chaos.so (its header says what each process
+# logs). 16 movable sinks (csink) homed on node 1; 6 sources (csource), 3 on
+# node 1 and 3 on node 2, each sending numbered messages round robin to all
+# 16 sinks at a bounded rate; one watcher (cwatch) on node 2 that monitors
+# every sink from half-time on (a monitored process never moves: before
+# that the sinks move freely). Faults, picked by a seeded RNG, one at a
+# time: kill -9 of node 3 or 4 then a restart after a moment (a new
+# incarnation: same id and port); a short freeze (SIGSTOP/SIGCONT,
+# 0.2-1 s) of any node; a long freeze (2-4 s, past --down-after-ms) of node
+# 3 or 4. A node process that ends is restarted, as a supervisor would (a
+# node declared down may be told it is out and exit 3); that is a failure
+# only if it crashed (a signal we did not send, or a sanitizer or assertion
+# report in its log), or if it was never faulted.
+#
+# At the end: every node resumed and restarted, the sources stopped, the
+# cluster left to quieten (bounded), "stop" sent to every sink, the DOWNs
+# awaited (bounded), the nodes stopped; then the checker reads every line
+# and checks, per source -> sink pair:
+#   (a) no message delivered twice;
+#   (b) messages delivered in the order sent (the sink's lines are ordered
+#       by its delivery count K, which moves with it from node to node);
+#   (c) every message sent was delivered or came back as an error (both
+#       only for nodedown, which means "not confirmed"); none is missing,
+#       except to a sink lost with its node (its DOWN says nodedown or
+#       noproc) or from a source whose node died, and never one before a
+#       later message of the same pair that was delivered (a gap);
+#   (d) no sink step ran twice (every sink, K appears once), none is absent,
+#       and nothing ran after the sink ended;
+#   (e) the watcher got exactly one DOWN per sink: normal for a sink that
+#       ended by "stop", nodedown or noproc for one lost with its node.
+#
+# Environment: SN_CHAOS_SEED (the RNG seed; printed), SN_CHAOS_SECONDS
+# (chaos time, default 60), SN_CHAOS_RATE (messages/s per source, default
+# 250), SN_CHAOS_WORK (a sink's CPU: "US EVERY BURST_US", default "200 100
+# 20000": 200 us a message and 20 ms more every 100th, so that Ready sinks
+# queue up on node 1 and the other nodes steal them),
+# SN_CHAOS_KEEP (a directory to copy the logs to; on FAIL they are copied
+# to ./chaos-logs-SEED anyway). TSan builds skip it (77) unless
+# SN_CHAOS_TSAN=1: four nodes under TSan are too slow for the fault timing.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+
+# --------------------------------------------------------------- checker
+# Reads LOGDIR/*.log (the plugin's lines) and LOGDIR/chaos.meta (what the
+# driver did: SINK, DEAD, FAULT, STOP lines). Prints counts, violations by
+# kind with their first lines, and "chaos-check: PASS" or "...: FAIL".
+CHECKER='
+function base(f,   b) { b = f; sub(/.*\//, "", b); sub(/\.log$/, "", b); return b }
+function viol(kind, msg) {
+  if (!(kind in nv)) { nv[kind] = 0; kname[++nkinds] = kind }
+  nv[kind]++; totalv++
+  if (nv[kind] <= MAXSHOW) vtext[kind] = vtext[kind] "      " msg "\n"
+}
+function isdead(f) { return (f in dead) }
+function stopped(s) { return (s in xs) && xwhy[s] == "stop" }
+function lostok(s) { return (s in dwhy) && (dwhy[s] == "nodedown" || dwhy[s] == "noproc") }
+BEGIN { MAXSHOW = 8; nkinds = 0; totalv = 0; nsinks = 0; nf = 0 }
+FNR == 1 { file = base(FILENAME); ismeta = (FILENAME ~ /\.meta$/) }
+ismeta {
+  if ($1 == "SINK") { if (!($2 in issink)) { issink[$2] = 1; sinkid[++nsinks] = $2 } }
+  else if ($1 == "DEAD") dead[$2] = $0
+  else if ($1 == "FAULT") { if (!($2 in nfault)) { nfault[$2] = 0; fname[++nf] = $2 } nfault[$2]++ }
+  else if ($1 == "STOP") stoprc[$2] = $3
+  else if ($1 == "SHUTDOWN") cutoff = $2 + 0
+  next
+}
+{ where = file ".log:" FNR ": " $0 }
+$1 == "S" {
+  key = $2 SUBSEP $3 SUBSEP $4
+  if (key in sent) viol("sent-twice", where "   first: " sent[key])
+  else { sent[key] = where; nsent++ }
+  srcfile[$2] = file
+  next
+}
+$1 == "R" {
+  sk = $2 SUBSEP $3
+  if (sk in rstep) viol("step-twice", where "   and: " rstep[sk])
+  else { rstep[sk] = where; rsrc[sk] = $4; rseq[sk] = $5 + 0 }
+  if (!($2 in maxk) || $3 + 0 > maxk[$2]) maxk[$2] = $3 + 0
+  key = $4 SUBSEP $2 SUBSEP $5
+  if (key in recv) viol("delivered-twice", where "   and: " recv[key])
+  else recv[key] = where
+  p = $4 SUBSEP $2
+  if (!(p in maxr) || $5 + 0 > maxr[p]) maxr[p] = $5 + 0
+  ndeliv++; rnode[$6]++
+  if ($7 + 0 > seen[$2]) { seen[$2] = $7 + 0; seenw[$2] = where }
+  if (!($2 in issink)) { issink[$2] = 1; sinkid[++nsinks] = $2 }
+  next
+}
+$1 == "X" {
+  if ($2 in xs) viol("ended-twice", where "   and: " xs[$2])
+  else { xs[$2] = where; xk[$2] = $3 + 0; xwhy[$2] = $4 }
+  if ($6 + 0 > seen[$2]) { seen[$2] = $6 + 0; seenw[$2] = where }
+  if (!($2 in issink)) { issink[$2] = 1; sinkid[++nsinks] = $2 }
+  next
+}
+$1 == "M" { moves++; if (!($2 in moved)) { moved[$2] = 1; nmoved++ } next }
+$1 == "U" { viol("bad-message", where); next }
+$1 == "E" {
+  key = $2 SUBSEP $3 SUBSEP $4
+  if (key in err) viol("error-twice", where "   and: " errw[key])
+  else { err[key] = $5; errw[key] = where; errts[key] = $7 + 0; nerr[$5]++; if (!($5 in ek)) { ek[$5] = 1; ename[++ne] = $5 } }
+  next
+}
+$1 == "F" { next }
+$1 == "W" { watched[$3] = 1; watcherfile = file; next }
+$1 == "D" { # (a DOWN written after SHUTDOWN came as the nodes were stopped)
+  late = (cutoff && $6 + 0 > cutoff); nlate += late
+  dcount[$3]++; watcherfile = file
+  if (dcount[$3] > 1) viol("down-twice", where "   first: " dw[$3])
+  else { dwhy[$3] = $4; dw[$3] = where; dlate[$3] = late }
+  next
+}
+NF > 0 { viol("unknown-line", where) }
+END {
+  # (b) and (d): each sink in its delivery order
+  for (i = 1; i <= nsinks; i++) {
+    s = sinkid[i]
+    top = (s in maxk) ? maxk[s] : -1
+    if ((s in xk) && xk[s] - 1 > top) top = xk[s] - 1
+    for (k = 0; k <= top; k++) {
+      sk = s SUBSEP k
+      if (!(sk in rstep)) {
+        viol("step-absent", "sink " s ": no line for its delivery " k (s in xs ? " (it ended after " xk[s] ")" : ""))
+        continue
+      }
+      if ((s in xk) && k >= xk[s]) viol("ran-after-end", rstep[sk] "   ended: " xs[s])
+      p = rsrc[sk] SUBSEP s
+      if ((p in last) && rseq[sk] <= last[p]) viol("reorder", rstep[sk] "   after: " lastw[p])
+      last[p] = rseq[sk]; lastw[p] = rstep[sk]
+    }
+  }
+  # (c): the fate of every message sent
+  for (key in sent) {
+    split(key, f, SUBSEP); src = f[1]; s = f[2]; seq = f[3] + 0; p = src SUBSEP s
+    r = (key in recv); e = (key in err)
+    if (r && e) {
+      if (err[key] == "nodedown") ndown_deliv++
+      else viol("error-and-delivered", recv[key] "   error: " errw[key])
+    } else if (r) {
+      nok++
+    } else if (e) {
+      nbounced++
+      if (err[key] == "noproc" && errts[key] < seen[s])
+        viol("noproc-but-alive", errw[key] "   yet the sink ran later: " seenw[s])
+    } else if ((p in maxr) && seq < maxr[p]) {
+      viol("gap", sent[key] "   yet " maxr[p] " of that pair was delivered")
+    } else if (!stopped(s)) {
+      if (lostok(s)) miss_sink++
+      else if (isdead(srcfile[src])) miss_src++
+      else if (s in xs) viol("missing", sent[key] "   (sink " s " was alive until the nodes stopped: " xs[s] ")")
+      else viol("missing-no-down", sent[key] "   (sink " s " never ended, and no DOWN nodedown/noproc for it)")
+    } else if (isdead(srcfile[src])) {
+      miss_src++
+    } else {
+      viol("missing", sent[key] "   (sink ended: " xs[s] ")")
+    }
+  }
+  for (key in recv) if (!(key in sent)) viol("never-sent", recv[key])
+  for (key in err) if (!(key in sent)) viol("never-sent", errw[key])
+  # (e): the DOWNs
+  wdead = (watcherfile != "" && isdead(watcherfile))
+  for (i = 1; i <= nsinks; i++) {
+    s = sinkid[i]
+    if (stopped(s)) nstopped++; else if (s in xs) ncancel++; else nlost++
+    if ((s in stoprc) && stoprc[s] != 0) nstopfail++
+    if (wdead) continue
+    if (!(s in dcount)) {
+      viol("no-down", "sink " s (s in xs ? " ended: " xs[s] : " never ended (lost with its node?)") (s in watched ? "" : "; not even monitored"))
+      continue
+    }
+    if (dlate[s]) {
+      viol("no-down", "sink " s ": no DOWN until the nodes were stopped: " dw[s])
+      continue
+    }
+    if (stopped(s) && dwhy[s] != "normal") viol("down-reason", dw[s] "   but it ended normally: " xs[s])
+    if (!stopped(s) && !lostok(s)) viol("down-reason", dw[s] "   but it did not end by stop" (s in xs ? ": " xs[s] : " (no X line)"))
+  }
+  printf "chaos-check: %d messages sent, %d delivered (", nsent, ndeliv
+  sep = ""; for (n = 1; n <= 64; n++) if (n in rnode) { printf "%s%d on node %d", sep, rnode[n], n; sep = ", " }
+  printf ")\n"
+  printf "chaos-check: errors returned:"
+  if (ne == 0) printf " none"
+  for (i = 1; i <= ne; i++) printf " %s %d", ename[i], nerr[ename[i]]
+  printf "; delivered and nodedown %d\n", ndown_deliv
+  printf "chaos-check: missing but allowed: %d to sinks lost with their node, %d from sources whose node died\n", miss_sink, miss_src
+  printf "chaos-check: sinks %d: %d ended by stop, %d lost with a node, %d alive until the nodes stopped (no stop reached them); %d of them moved (%d moves)\n", nsinks, nstopped, nlost, ncancel, nmoved, moves
+  if (nstopfail) printf "chaos-check: \"schednode send SINK stop\" failed for %d sinks\n", nstopfail
+  printf "chaos-check: faults:"
+  if (nf == 0) printf " none"
+  for (i = 1; i <= nf; i++) printf " %s %d", fname[i], nfault[fname[i]]
+  printf "\n"
+  if (wdead) printf "chaos-check: the watcher died with its node: DOWNs not checked\n"
+  if (nlate) printf "chaos-check: %d DOWNs came while the nodes were being stopped\n", nlate
+  if (totalv == 0) { print "chaos-check: no violations"; print "chaos-check: PASS"; exit 0 }
+  printf "chaos-check: %d violations:", totalv
+  for (i = 1; i <= nkinds; i++) printf " %s %d", kname[i], nv[kname[i]]
+  printf "\n"
+  for (i = 1; i <= nkinds; i++) {
+    printf "    %s (%d), first ones:\n%s", kname[i], nv[kname[i]], vtext[kname[i]]
+  }
+  print "chaos-check: FAIL"
+  exit 1
+}'
+
+check() { # LOGDIR
+  local d=$1
+  shopt -s nullglob
+  local files=("$d"/*.log)
+  shopt -u nullglob
+  [ -f "$d/chaos.meta" ] || : >"$d/chaos.meta"
+  awk "$CHECKER" "$d/chaos.meta" ${files[@]+"${files[@]}"}
+}
+
+# ------------------------------------------------------------- self-test
+# A good history (two sinks that end by "stop", one that moves, one lost
+# with a killed node, errors of every kind that may come), then one bad
+# change at a time: the checker must pass the first and name each fault.
+selftest() {
+  local fails=0 out
+  st_dir=$(mktemp -d)
+  trap 'rm -rf "$st_dir"' EXIT
+  local t=$st_dir
+  good() { # DIR
+    mkdir -p "$1"
+    cat >"$1/100.log" <<'EOF'
+S 1.200 1.10 1 1 0
+S 1.200 1.11 1 1 0
+S 1.200 1.12 1 1 0
+S 1.200 1.10 2 1 0
+S 1.200 1.11 2 1 0
+S 1.200 1.12 2 1 0
+S 1.200 1.10 3 1 0
+S 1.200 1.11 3 1 0
+S 1.200 1.12 3 1 0
+S 1.200 1.11 4 1 0
+R 1.10 0 1.200 1 1 0
+R 1.11 0 1.200 1 1 0
+R 1.12 0 1.200 1 1 0
+R 1.11 1 2.201 1 1 0
+E 1.200 1.11 2 nodedown 1 0
+R 1.11 2 1.200 2 1 0
+E 1.200 1.11 3 nodedown 1 0
+R 1.11 3 2.201 2 1 0
+E 1.200 1.11 4 noproc 1 0
+X 1.11 4 stop 1 0
+F 1.200 10 1 0
+EOF
+    cat >"$1/200.log" <<'EOF'
+S 2.201 1.11 1 2 0
+S 2.201 1.11 2 2 0
+W 2.300 1.10 2 0
+W 2.300 1.11 2 0
+W 2.300 1.12 2 0
+D 2.300 1.11 normal 2 0
+D 2.300 1.12 nodedown 2 0
+D 2.300 1.10 normal 2 0
+EOF
+    cat >"$1/300.log" <<'EOF'
+M 1.10 1 1 3 3 0
+R 1.10 1 1.200 2 3 0
+M 1.12 1 1 3 3 0
+M 1.10 2 3 4 4 0
+EOF
+    cat >"$1/400.log" <<'EOF'
+R 1.10 2 1.200 3 4 0
+X 1.10 3 stop 4 0
+EOF
+    printf 'SINK 1.10\nSINK 1.11\nSINK 1.12\nDEAD 300 3 kill9\nFAULT kill9 3\n' >"$1/chaos.meta"
+  }
+  # name | kind the checker must report | change to the good logs (in $d)
+  cases=(
+    "a line written twice|step-twice|sed -n 2p \$d/300.log >>\$d/300.log"
+    "a message delivered twice|delivered-twice|sed -i 's/^X 1.10 3 stop/R 1.10 3 1.200 3 4 0\nX 1.10 4 stop/' \$d/400.log"
+    "two deliveries swapped|reorder|sed -i 's/^R 1.10 1 1.200 2/R 1.10 1 1.200 3/; ' \$d/300.log; sed -i 's/^R 1.10 2 1.200 3/R 1.10 2 1.200 2/' \$d/400.log"
+    "a message to a sink that ended by stop missing|missing|echo 'S 1.200 1.10 4 1 0' >>\$d/100.log"
+    "a message lost before a later one of the pair|gap|sed -i '/^E 1.200 1.11 2 nodedown/d; /^R 1.11 2 1.200 2/d; s/^E 1.200 1.11 3 nodedown/R 1.11 2 1.200 3/' \$d/100.log"
+    "a sink ended by cancel, not by its stop|down-reason|sed -i 's/^X 1.10 3 stop/X 1.10 3 cancel/' \$d/400.log"
+    "noproc returned yet delivered|error-and-delivered|sed -i 's/^E 1.200 1.11 2 nodedown/E 1.200 1.11 2 noproc/' \$d/100.log"
+    "a delivery line absent|step-absent|sed -i '/^R 1.10 1 /d' \$d/300.log"
+    "a delivery after the sink ended|ran-after-end|echo 'S 1.200 1.10 4 1 0' >>\$d/100.log; echo 'R 1.10 3 1.200 4 4 0' >>\$d/400.log"
+    "a message delivered that nobody sent|never-sent|sed -i 's/^X 1.10 3 stop/R 1.10 3 1.200 9 4 0\nX 1.10 4 stop/' \$d/400.log"
+    "a sink's DOWN missing|no-down|sed -i '/^D 2.300 1.11 /d' \$d/200.log"
+    "two DOWNs for one sink|down-twice|echo 'D 2.300 1.10 normal 2 0' >>\$d/200.log"
+    "a lost sink reported normal|down-reason|sed -i 's/^D 2.300 1.12 nodedown/D 2.300 1.12 normal/' \$d/200.log"
+    "a stopped sink reported nodedown|down-reason|sed -i 's/^D 2.300 1.10 normal/D 2.300 1.10 nodedown/' \$d/200.log"
+    "a DOWN that came only as the nodes were stopped|no-down|echo 'SHUTDOWN 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.12 nodedown 2 0/D 2.300 1.12 nodedown 2 9/' \$d/200.log"
+    "a lost sink without a DOWN: its missing messages count|missing-no-down|sed -i '/^D 2.300 1.12 /d' \$d/200.log"
+    "noproc for a sink that ran later|noproc-but-alive|sed -i 's/^E 1.200 1.11 4 noproc 1 0/E 1.200 1.11 4 noproc 1 0/; s/^R 1.11 3 2.201 2 1 0/R 1.11 3 2.201 2 1 7/' \$d/100.log; sed -i 's/^E 1.200 1.11 4 noproc 1 0/E 1.200 1.11 4 noproc 1 5/' \$d/100.log"
+    "a message sent twice (a source ran twice)|sent-twice|sed -n 1p \$d/100.log >>\$d/100.log"
+    "from a source whose node died, a message neither delivered nor returned (allowed)|PASS|echo 'S 3.500 1.10 1 3 0' >>\$d/300.log"
+  )
+  good "$t/good"
+  if out=$(check "$t/good") && grep -q "chaos-check: PASS" <<<"$out" &&
+     grep -q "2 ended by stop, 1 lost" <<<"$out"; then
+    echo "ok   the good history passes"
+  else
+    echo "FAIL the good history: $out"; fails=$((fails + 1))
+  fi
+  grep -q "missing but allowed: 2 to sinks lost" <<<"$out" && grep -q "nodedown 2" <<<"$out" &&
+    grep -q "delivered and nodedown 1" <<<"$out" && grep -q "2 of them moved (3 moves)" <<<"$out" &&
+    echo "ok   its counts: $(tr '\n' ' ' <<<"$out" | head -c 400)" ||
+    { echo "FAIL counts of the good history: $out"; fails=$((fails + 1)); }
+  local i=0 c name kind change d
+  for c in "${cases[@]}"; do
+    i=$((i + 1))
+    IFS='|' read -r name kind change <<<"$c"
+    d=$t/case$i
+    good "$d"
+    eval "$change"
+    if out=$(check "$d") && [ "$kind" = PASS ]; then
+      echo "ok   $name: $(grep "missing but allowed" <<<"$out")"
+    elif [ "$kind" = PASS ]; then
+      echo "FAIL $name: the checker failed it:"; echo "$out"; fails=$((fails + 1))
+    elif [ -n "${out##*chaos-check: FAIL*}" ]; then
+      echo "FAIL $name: the checker passed it"; fails=$((fails + 1))
+    elif grep -q "^    $kind (" <<<"$out" && grep -q "chaos-check: FAIL" <<<"$out"; then
+      echo "ok   $name: $(grep -A1 "^    $kind (" <<<"$out" | tail -1 | sed 's/^ *//' | head -c 160)"
+    else
+      echo "FAIL $name: wanted $kind, got:"; echo "$out"; fails=$((fails + 1))
+    fi
+  done
+  echo "$(( ${#cases[@]} + 2 - fails )) passed, $fails failed"
+  [ "$fails" -eq 0 ]
+}
+
+case "${1:-}" in
+  --selftest) selftest; exit ;;
+  --check) check "$2"; exit ;;
+  ''|-h|--help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//; /^set -u/d'; exit 2 ;;
+esac
+
+# ------------------------------------------------------------------ test
+SN=$1 PLUG=$2
+if [ "${SN_SANITIZE:-}" = thread ] && [ "${SN_CHAOS_TSAN:-0}" != 1 ]; then
+  echo "chaos: skipped under TSan (SN_CHAOS_TSAN=1 runs it)"; exit 77
+fi
+. "$here/lib.sh"
+DURATION=${SN_CHAOS_SECONDS:-60}
+RATE=${SN_CHAOS_RATE:-250}
+WORK=${SN_CHAOS_WORK:-200 100 20000}
+NODES=4 NSINKS=16
+declare -A port npid ninc faulted frozen
+for n in $(seq $NODES); do port[$n]=$(free_port); ninc[$n]=0; faulted[$n]=0; done
+seed=${SN_CHAOS_SEED:-$(( ($(date +%s%N) / 1000) % 1000000 ))}
+RANDOM=$seed
+echo "chaos: seed $seed (SN_CHAOS_SEED=$seed reproduces the faults), ${DURATION} s of chaos, $RATE msgs/s per source"
+log=$dir/log meta=$dir/log/chaos.meta
+mkdir -p "$log"
+export SN_CHAOS_LOG=$log
+echo "SEED $seed" >"$meta"
+failed=0
+problem() { echo "chaos: PROBLEM: $*"; failed=1; }
+note() { echo "chaos: $(date +%T) $*"; }
+
+ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
+cli() { timeout 20 "$SN" --insecure --timeout 15000 "$@"; }
+msleep() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
+nodelog() { echo "$dir/node$1.${ninc[$1]}.log"; }
+# crash reports in a node's log
+crashed_log() { grep -E "ERROR: AddressSanitizer|runtime error|ThreadSanitizer|Assertion|LeakSanitizer" "$1" | head -5; }
+
+start_node() { # I: start (or restart) node I, joining any other node
+  local i=$1 j joins=()
+  ninc[$i]=$((ninc[$i] + 1))
+  if [ "$i" != 1 ] || [ "${ninc[$i]}" -gt 1 ]; then
+    for j in $(seq $NODES); do [ "$j" != "$i" ] && [ "${npid[$j]:-}" ] && joins+=(--join "$(ep "$j")"); done
+  fi
+  "$SN" -n "$i" -w 1 --listen "$(ep "$i")" --insecure --load "$PLUG/plugin_chaos.so" --log-level info \
+    ${joins[@]+"${joins[@]}"} >"$(nodelog "$i")" 2>&1 &
+  npid[$i]=$!
+  pids+=($!)
+  echo "NODE ${npid[$i]} $i ${ninc[$i]}" >>"$meta"
+  wait_for 150 grep -q "up: " "$(nodelog "$i")" && return 0
+  note "node $i (run ${ninc[$i]}) did not come up in 15 s: $(tail -3 "$(nodelog "$i")" | tr '\n' ' ')"
+  return 1
+}
+
+# A node process that ended: how, and is that a failure
+reap() { # I WHY
+  local i=$1 p=${npid[$1]} rc c
+  wait "$p" 2>/dev/null; rc=$?
+  npid[$i]=
+  echo "DEAD $p $i exit-$rc" >>"$meta"
+  c=$(crashed_log "$(nodelog "$i")")
+  if [ -n "$c" ]; then
+    problem "node $i (run ${ninc[$i]}) crashed: $c"
+  elif [ "$rc" -gt 128 ]; then
+    problem "node $i (run ${ninc[$i]}) died of signal $((rc - 128)), which we did not send; its log ends with:"
+    tail -n 15 "$(nodelog "$i")"
+  elif [ "${faulted[$i]}" = 0 ]; then
+    problem "node $i (run ${ninc[$i]}) exited with status $rc, never faulted; its log ends with:"
+    tail -n 15 "$(nodelog "$i")"
+  elif [ "$rc" = 3 ] && grep -q "declared down" "$(nodelog "$i")"; then
+    note "node $i was fenced (exit 3, declared down) after $2: restarting it"
+    echo "FAULT fenced $i" >>"$meta"
+  else
+    note "node $i exited with status $rc after $2: restarting it; its log ends with: $(tail -n 3 "$(nodelog "$i")" | tr '\n' ' ')"
+    echo "FAULT exited $i" >>"$meta"
+  fi
+}
+
+# Starts node I again; one that does not come up in 15 s is a problem (no
+# other node is faulted meanwhile), killed and tried once more
+restart_node() {
+  local i=$1
+  start_node "$i" && return 0
+  problem "node $i (run ${ninc[$i]}) did not come up again in 15 s"
+  kill -9 "${npid[$i]}" 2>/dev/null; wait "${npid[$i]}" 2>/dev/null
+  echo "DEAD ${npid[$i]} $i not-up" >>"$meta"
+  npid[$i]=
+  start_node "$i" && return 0
+  kill -9 "${npid[$i]}" 2>/dev/null; wait "${npid[$i]}" 2>/dev/null
+  echo "DEAD ${npid[$i]} $i not-up" >>"$meta"
+  npid[$i]=
+  return 1
+}
+
+# Restart every node whose process ended (a supervisor's job)
+supervise() {
+  local i
+  for i in $(seq $NODES); do
+    if [ -n "${npid[$i]:-}" ] && ! kill -0 "${npid[$i]}" 2>/dev/null; then
+      reap "$i" "its faults"
+    fi
+    [ -z "${npid[$i]:-}" ] && restart_node "$i"
+  done
+}
+
+# ---- the cluster and the workload
+for n in $(seq $NODES); do
+  start_node "$n" || { problem "node $n did not start"; echo "chaos: FAIL"; exit 1; }
+done
+sleep 1 # the types and the view reach everyone by gossip
+sinks=()
+for k in $(seq $NSINKS); do
+  s=$(cli spawn --connect "$(ep 1)" csink collect "$WORK") || { problem "spawn csink: $s"; break; }
+  sinks+=("$s"); echo "SINK $s" >>"$meta"
+done
+srcs=() srchome=()
+for k in 1 2 3 4 5 6; do
+  h=$(( (k - 1) / 3 + 1 ))
+  s=$(cli spawn --connect "$(ep "$h")" csource send "$RATE 0 ${sinks[*]}") || { problem "spawn csource: $s"; break; }
+  srcs+=("$s") srchome+=("$h"); echo "SOURCE $s" >>"$meta"
+done
+watcher=$(cli spawn --connect "$(ep 2)" cwatch watch "$((DURATION * 500)) ${sinks[*]}") || problem "spawn cwatch: $watcher"
+echo "WATCHER $watcher" >>"$meta"
+if [ "$failed" = 1 ] || [ ${#sinks[@]} != $NSINKS ] || [ ${#srcs[@]} != 6 ]; then
+  echo "chaos: FAIL (set-up)"; exit 1
+fi
+note "16 sinks on node 1, 6 sources on nodes 1 and 2, watcher ${watcher} on node 2 (monitoring from $((DURATION / 2)) s on)"
+
+# ---- chaos
+declare -A nfaults
+fault() { nfaults[$1]=$((${nfaults[$1]:-0} + 1)); faulted[$2]=1; echo "FAULT $1 $2 ${3:-}" >>"$meta"; }
+t_end=$((SECONDS + DURATION))
+while [ $SECONDS -lt $t_end ]; do
+  supervise
+  r=$((RANDOM % 100))
+  if [ $r -lt 30 ]; then
+    i=$((3 + RANDOM % 2)) down_ms=$((300 + RANDOM % 1700))
+    [ -n "${npid[$i]:-}" ] || continue
+    fault kill9 "$i" "$down_ms"
+    note "kill -9 node $i, restart after $down_ms ms"
+    kill -9 "${npid[$i]}" 2>/dev/null
+    wait "${npid[$i]}" 2>/dev/null
+    echo "DEAD ${npid[$i]} $i kill9" >>"$meta"
+    npid[$i]=
+    msleep "$down_ms"
+    restart_node "$i"
+  elif [ $r -lt 65 ]; then
+    i=$((1 + RANDOM % NODES)) ms=$((200 + RANDOM % 801))
+    fault freeze "$i" "$ms"
+    note "freeze node $i for $ms ms"
+    kill -STOP "${npid[$i]}" 2>/dev/null; msleep "$ms"; kill -CONT "${npid[$i]}" 2>/dev/null
+  else
+    i=$((3 + RANDOM % 2)) ms=$((2000 + RANDOM % 2001))
+    fault long-freeze "$i" "$ms"
+    note "long freeze of node $i for $ms ms"
+    kill -STOP "${npid[$i]}" 2>/dev/null; msleep "$ms"; kill -CONT "${npid[$i]}" 2>/dev/null
+  fi
+  msleep $((500 + RANDOM % 2000))
+done
+
+# ---- heal, stop, quieten
+note "chaos over: healing"
+for i in $(seq $NODES); do [ -n "${npid[$i]:-}" ] && kill -CONT "${npid[$i]}" 2>/dev/null; done
+sleep 1
+supervise
+status_of() { cli status --json --connect "$(ep "$1")" 2>/dev/null; }
+all_up() {
+  local i
+  for i in $(seq $NODES); do
+    [ "$(status_of "$i" | jq -c '[.nodes[] | select(.state == "up") | .id] | sort')" = "[1,2,3,4]" ] || return 1
+  done
+}
+wait_for 300 all_up && note "every node sees 1-4 up" || problem "the view did not converge in 30 s"
+supervise
+for k in "${!srcs[@]}"; do
+  cli send --connect "$(ep "${srchome[$k]}")" "${srcs[$k]}" stop >/dev/null 2>&1 ||
+    note "source ${srcs[$k]} did not take stop (its node restarted?)"
+done
+lines() { cat "$log"/*.log 2>/dev/null | wc -l; }
+prev=-1 still=0
+for _ in $(seq 60); do # quiet: no new line for 4 s (at most 60 s)
+  cur=$(lines)
+  if [ "$cur" = "$prev" ]; then still=$((still + 1)); [ $still -ge 8 ] && break; else still=0; fi
+  prev=$cur
+  sleep 0.5
+done
+[ $still -ge 8 ] && note "quiet: $cur lines" || note "still not quiet after 30 s ($cur lines)"
+for s in "${sinks[@]}"; do
+  e=$(cli send --connect "$(ep 1)" "$s" stop 2>&1); echo "STOP $s $? $e" >>"$meta"
+done
+downs() { cat "$log"/*.log 2>/dev/null | grep -c "^D "; }
+got_downs() { [ "$(downs)" -ge $NSINKS ]; }
+wait_for 200 got_downs || note "$(downs) DOWNs of $NSINKS after 20 s"
+sleep 1 # any second DOWN
+stolen=0
+for i in $(seq $NODES); do
+  m=$(status_of "$i" | jq '.nodes[0].migrated' 2>/dev/null)
+  stolen=$((stolen + ${m:-0}))
+done
+note "status: $stolen processes migrated out, summed over the nodes' current runs"
+
+# ---- stop the nodes; any crash report
+echo "SHUTDOWN $(date +%s%6N)" >>"$meta"
+for i in $(seq $NODES); do [ -n "${npid[$i]:-}" ] && kill -TERM "${npid[$i]}" 2>/dev/null; done
+for _ in $(seq 150); do
+  alive=0
+  for i in $(seq $NODES); do [ -n "${npid[$i]:-}" ] && kill -0 "${npid[$i]}" 2>/dev/null && alive=1; done
+  [ $alive = 0 ] && break
+  sleep 0.1
+done
+for i in $(seq $NODES); do
+  p=${npid[$i]:-}
+  [ -n "$p" ] || continue
+  kill -0 "$p" 2>/dev/null && { problem "node $i still running 15 s after SIGTERM"; kill -9 "$p"; }
+  wait "$p"; rc=$?
+  [ $rc -gt 128 ] && [ $rc != 137 ] && problem "node $i ended with signal $((rc - 128)) on SIGTERM"
+  [ $rc -le 128 ] && [ $rc != 0 ] && note "node $i exited with status $rc on SIGTERM"
+done
+for f in "$dir"/node*.log; do
+  c=$(crashed_log "$f")
+  [ -n "$c" ] && problem "$(basename "$f"): $c"
+done
+f=$(cat "$dir"/node*.log | grep -c "no flush answer")
+[ "$f" -gt 0 ] && note "$f 'no flush answer' warnings in the node logs"
+
+# ---- check
+check "$log" | sed 's/^chaos-check/chaos/'
+[ "${PIPESTATUS[0]}" = 0 ] || failed=1
+if [ "$failed" = 0 ]; then
+  echo "chaos: seed $seed"
+  echo "chaos: PASS"
+  [ -n "${SN_CHAOS_KEEP:-}" ] && cp -r "$dir" "$SN_CHAOS_KEEP"
+  exit 0
+fi
+keep=${SN_CHAOS_KEEP:-$PWD/chaos-logs-$seed}
+cp -r "$dir" "$keep" 2>/dev/null && echo "chaos: logs kept in $keep (chaos.sh --check $keep/log checks them again)"
+echo "chaos: seed $seed (SN_CHAOS_SEED=$seed to try it again)"
+echo "chaos: FAIL"
+exit 1
