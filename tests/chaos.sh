@@ -14,7 +14,10 @@
 # node 1 and 3 on node 2, each sending numbered messages round robin to all
 # 16 sinks at a bounded rate; one watcher (cwatch) on node 2 that monitors
 # every sink from half-time on (a monitored process never moves: before
-# that the sinks move freely). Faults, picked by a seeded RNG, one at a
+# that the sinks move freely). A sink lost with its node (no delivery for
+# 8 s) is replaced by a new one on node 1 that the sources and the watcher
+# are told to add, so that about 16 live sinks take traffic all the time;
+# a source gives up on a sink after 20 noproc errors. Faults, picked by a seeded RNG, one at a
 # time: kill -9 of node 3 or 4 then a restart after a moment (a new
 # incarnation: same id and port); a short freeze (SIGSTOP/SIGCONT,
 # 0.2-1 s) of any node; a long freeze (2-4 s, past --down-after-ms) of node
@@ -113,7 +116,7 @@ $1 == "E" {
   else { err[key] = $5; errw[key] = where; errts[key] = $7 + 0; nerr[$5]++; if (!($5 in ek)) { ek[$5] = 1; ename[++ne] = $5 } }
   next
 }
-$1 == "F" { next }
+$1 == "F" || $1 == "Q" { next }
 $1 == "W" { watched[$3] = 1; watcherfile = file; next }
 $1 == "D" { # (a DOWN written after SHUTDOWN came as the nodes were stopped)
   late = (cutoff && $6 + 0 > cutoff); nlate += late
@@ -461,12 +464,40 @@ if [ "$failed" = 1 ] || [ ${#sinks[@]} != $NSINKS ] || [ ${#srcs[@]} != 6 ]; the
 fi
 note "16 sinks on node 1, 6 sources on nodes 1 and 2, watcher ${watcher} on node 2 (monitoring from $((DURATION / 2)) s on)"
 
+# Sinks with a delivery in the last 8 s, from the tails of the live nodes' logs
+recent_sinks() {
+  local i t=$(($(date +%s%6N) - 8000000))
+  for i in $(seq $NODES); do
+    [ -n "${npid[$i]:-}" ] && [ -f "$log/${npid[$i]}.log" ] && tail -c 4000000 "$log/${npid[$i]}.log"
+  done | awk -v t="$t" '$1 == "R" && $7 + 0 > t { print $2 }' | sort -u
+}
+# Replaces the live sinks that have been quiet for 8 s (lost with a node)
+declare -A live_since
+for s in "${sinks[@]}"; do live_since[$s]=$SECONDS; done
+replaced=0
+replace_lost() {
+  local s n recent
+  recent=$(recent_sinks)
+  for s in "${!live_since[@]}"; do
+    [ $((SECONDS - live_since[$s])) -ge 10 ] || continue
+    grep -qx "$s" <<<"$recent" && continue
+    unset "live_since[$s]"
+    [ ${#sinks[@]} -lt 250 ] || continue
+    n=$(cli spawn --connect "$(ep 1)" csink collect "$WORK") || { note "no new sink: $n"; continue; }
+    sinks+=("$n"); echo "SINK $n" >>"$meta"; live_since[$n]=$SECONDS; replaced=$((replaced + 1))
+    for k in "${!srcs[@]}"; do cli send --connect "$(ep "${srchome[$k]}")" "${srcs[$k]}" "add $n" >/dev/null 2>&1; done
+    cli send --connect "$(ep 2)" "$watcher" "add $n" >/dev/null 2>&1 || note "the watcher did not take add $n"
+    note "sink $s took nothing for 8 s: new sink $n"
+  done
+}
+
 # ---- chaos
 declare -A nfaults
 fault() { nfaults[$1]=$((${nfaults[$1]:-0} + 1)); faulted[$2]=1; echo "FAULT $1 $2 ${3:-}" >>"$meta"; }
 t_end=$((SECONDS + DURATION))
 while [ $SECONDS -lt $t_end ]; do
   supervise
+  replace_lost
   r=$((RANDOM % 100))
   if [ $r -lt 30 ]; then
     i=$((3 + RANDOM % 2)) down_ms=$((300 + RANDOM % 1700))
@@ -524,15 +555,15 @@ for s in "${sinks[@]}"; do
   e=$(cli send --connect "$(ep 1)" "$s" stop 2>&1); echo "STOP $s $? $e" >>"$meta"
 done
 downs() { cat "$log"/*.log 2>/dev/null | grep -c "^D "; }
-got_downs() { [ "$(downs)" -ge $NSINKS ]; }
-wait_for 200 got_downs || note "$(downs) DOWNs of $NSINKS after 20 s"
+got_downs() { [ "$(downs)" -ge ${#sinks[@]} ]; }
+wait_for 200 got_downs || note "$(downs) DOWNs of ${#sinks[@]} after 20 s"
 sleep 1 # any second DOWN
 stolen=0
 for i in $(seq $NODES); do
   m=$(status_of "$i" | jq '.nodes[0].migrated' 2>/dev/null)
   stolen=$((stolen + ${m:-0}))
 done
-note "status: $stolen processes migrated out, summed over the nodes' current runs"
+note "status: $stolen processes migrated out, summed over the nodes' current runs; $replaced sinks replaced"
 
 # ---- stop the nodes; any crash report
 echo "SHUTDOWN $(date +%s%6N)" >>"$meta"

@@ -15,6 +15,7 @@
  *   S SRC SINK SEQ        source SRC is about to send SEQ to SINK
  *   E SRC SINK SEQ WHY    that send came back as an error (noproc, ...)
  *   F SRC SENT            the source stopped sending, after SENT messages
+ *   Q SRC SINK            it sends no more to SINK (RETIRE_AFTER noprocs)
  *   W WATCHER SINK        the watcher monitors SINK now
  *   D WATCHER SINK WHY    ... and got its DOWN (normal, nodedown, noproc...)
  *
@@ -29,9 +30,12 @@
  *                                  numbered 1, 2, ... per sink, COUNT per
  *                                  sink (0: until "stop"). After "stop" it
  *                                  keeps running (to log the errors of
- *                                  sends still on their way) until "end"
+ *                                  sends still on their way) until "end";
+ *                                  "add PID" adds a sink (seq from 1)
  *   cwatch watch "DELAY_MS PID..." not movable: after DELAY_MS monitors
- *                                  every PID; "end" ends it. (A monitored
+ *                                  every PID; "add PID" one more (at once
+ *                                  if the delay is over); "end" ends it.
+ *                                  (A monitored
  *                                  process does not move, so the delay
  *                                  lets the sinks move first.)
  */
@@ -47,7 +51,8 @@
 
 #include "schednode/schednode.h"
 
-#define MAX_SINKS 64
+#define MAX_SINKS 256
+#define RETIRE_AFTER 20 /* noproc errors: a source stops sending to that sink */
 #define SLEEP_TAG UINT64_MAX
 #define TICK_MS 5
 #define MAX_PER_TICK 64
@@ -233,6 +238,7 @@ typedef struct csource {
     int nsinks;
     sn_pid_t sinks[MAX_SINKS];
     uint64_t seq[MAX_SINKS]; /* last sent, per sink */
+    uint32_t noproc[MAX_SINKS]; /* sends to it that came back noproc */
     uint64_t sent, base_sent, base_ms;
     int next;     /* round robin */
     int stopped;  /* "stop" came: send no more */
@@ -269,7 +275,7 @@ static void csource_send(sn_ctx_t *ctx, csource_t *s, const char *self, sn_step_
         int i = -1;
         for (int t = 0; t < s->nsinks; t++) {
             int c = (s->next + t) % s->nsinks;
-            if (!s->count || s->seq[c] < s->count) {
+            if ((!s->count || s->seq[c] < s->count) && s->noproc[c] < RETIRE_AFTER) {
                 i = c;
                 break;
             }
@@ -315,12 +321,18 @@ static void csource_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, s
             if (idx >= 1 && idx <= (uint64_t)s->nsinks)
                 sn_pid_format(s->sinks[idx - 1], sink, sizeof sink);
             logline(ctx, "E %s %s %" PRIu64 " %s", self, sink, seq, ev[i].error ? why(ev[i].error) : "ok?");
+            if (ev[i].error == SN_ENOPROC && idx >= 1 && idx <= (uint64_t)s->nsinks &&
+                ++s->noproc[idx - 1] == RETIRE_AFTER)
+                logline(ctx, "Q %s %s", self, sink);
             continue;
         }
         if (ev[i].type != SN_EV_MESSAGE)
             continue;
         text_of(ev[i].data, text, sizeof text);
-        if (strcmp(text, "stop") == 0 && !s->stopped) {
+        sn_pid_t add;
+        if (strncmp(text, "add ", 4) == 0 && sn_pid_parse(text + 4, &add) == 0 && s->nsinks < MAX_SINKS) {
+            s->sinks[s->nsinks++] = add;
+        } else if (strcmp(text, "stop") == 0 && !s->stopped) {
             s->stopped = 1;
             logline(ctx, "F %s %" PRIu64, self, s->sent);
         } else if (strcmp(text, "end") == 0) {
@@ -378,9 +390,20 @@ static void cwatch_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
             else
                 logline(ctx, "D %s %s %s", self, sink, why(ev[i].error));
         }
-        if (ev[i].type == SN_EV_MESSAGE && strcmp(text_of(ev[i].data, text, sizeof text), "end") == 0) {
+        if (ev[i].type != SN_EV_MESSAGE)
+            continue;
+        text_of(ev[i].data, text, sizeof text);
+        sn_pid_t add;
+        if (strcmp(text, "end") == 0) {
             sn_out_done(out, NULL);
             return;
+        }
+        if (strncmp(text, "add ", 4) == 0 && sn_pid_parse(text + 4, &add) == 0 && w->nsinks < MAX_SINKS) {
+            w->sinks[w->nsinks++] = add;
+            if (w->watching) {
+                logline(ctx, "W %s %s", self, sn_pid_format(add, sink, sizeof sink));
+                sn_out_monitor(out, add, (uint64_t)w->nsinks);
+            }
         }
     }
     if (go && !w->watching) {
