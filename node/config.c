@@ -1,64 +1,100 @@
-/* config.c - loading a node's ZPL configuration (see config.h).
+/* config.c - loading a node's configuration (see config.h).
  *
  * czmq's zconfig parses the file; this file knows the schema. zconfig does
  * not keep line numbers, so to name the line of a bad key we look the key
  * up again in the text: its path (section/key) and which occurrence it is.
+ * The text is read once, here: only a regular file, of bounded size, with
+ * no NUL byte and no line longer than zconfig reads (it would cut either
+ * short without a word).
  */
 #include "config.h"
 
 #include <czmq.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A configuration is a few hundred bytes; this is far above any real one. */
+#define TEXT_MAX (1u << 20)
+/* zconfig_chunk_load reads a line into 1024 bytes and drops the rest. */
+#define LINE_MAX_ 1024
 
 typedef struct own {
     zconfig_t *root;
+    char *text; /* the file as read */
     char **strings; /* values we made (absolute paths); freed with the config */
     size_t nstrings;
 } own_t;
 
-/* The line (1-based) of the nth (0-based) occurrence of path "a/b" in the
- * ZPL text of file, or 0. ZPL indents each level by 4 spaces. */
-static int line_of(const char *file, const char *path, int nth)
+/* Walks the key lines of a ZPL text, keeping the path ("section/key") of
+ * each. ZPL indents each level by 4 spaces. */
+typedef struct walk {
+    const char *p, *end;
+    int lineno;       /* of the line just read */
+    size_t levels;    /* stack[0..levels) hold the names above this line */
+    char stack[16][256];
+    char here[4096];  /* the path of the line just read */
+    size_t name_end;  /* offset in the line where its name ends */
+    const char *line; /* the line just read */
+} walk_t;
+
+/* Advances to the next line that names a key or a section; false at the end. */
+static bool walk_next(walk_t *w)
 {
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return 0;
-    char line[4096], stack[16][256];
-    int lineno = 0, found = 0;
-    size_t levels = 0; /* stack[0..levels) hold the names above this line */
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        size_t sp = strspn(line, " ");
-        char *name = line + sp;
-        if (*name == '#' || *name == '\n' || *name == '\r' || *name == 0)
+    while (w->p < w->end) {
+        const char *line = w->p, *nl = memchr(line, '\n', (size_t)(w->end - line));
+        size_t len = nl ? (size_t)(nl - line) : (size_t)(w->end - line);
+        w->p = nl ? nl + 1 : w->end;
+        w->lineno++;
+        size_t sp = 0;
+        while (sp < len && line[sp] == ' ')
+            sp++;
+        if (sp == len || line[sp] == '#' || line[sp] == '\r' || line[sp] == 0)
             continue;
-        size_t depth = sp / 4, n = strcspn(name, " =\t\r\n");
-        if (depth >= 16 || n >= 256 || depth > levels)
+        size_t depth = sp / 4, n = 0;
+        while (sp + n < len && !memchr(" =\t\r", line[sp + n], 4) && line[sp + n] != 0)
+            n++;
+        if (depth >= 16 || n >= 256 || depth > w->levels)
             continue; /* (indented deeper than any parent: the loader refuses the file anyway) */
-        memcpy(stack[depth], name, n);
-        stack[depth][n] = 0;
-        levels = depth + 1;
-        char here[4096] = "";
+        memcpy(w->stack[depth], line + sp, n);
+        w->stack[depth][n] = 0;
+        w->levels = depth + 1;
+        w->here[0] = 0;
         for (size_t i = 0; i <= depth; i++) {
-            strncat(here, stack[i], sizeof here - strlen(here) - 1);
+            strncat(w->here, w->stack[i], sizeof w->here - strlen(w->here) - 1);
             if (i < depth)
-                strncat(here, "/", sizeof here - strlen(here) - 1);
+                strncat(w->here, "/", sizeof w->here - strlen(w->here) - 1);
         }
-        if (!strcmp(here, path) && found++ == nth) {
-            fclose(f);
-            return lineno;
-        }
+        w->line = line;
+        w->name_end = sp + n;
+        return true;
     }
-    fclose(f);
+    return false;
+}
+
+/* The line (1-based) of the nth (0-based) occurrence of path "a/b" in the
+ * text, or 0. */
+static int line_of(const char *text, size_t len, const char *path, int nth)
+{
+    walk_t w = {.p = text, .end = text + len};
+    int found = 0;
+    while (walk_next(&w))
+        if (!strcmp(w.here, path) && found++ == nth)
+            return w.lineno;
     return 0;
 }
 
 typedef struct ctx {
     const char *file;
+    const char *text; /* the file's contents (len bytes) */
+    size_t len;
     char *err;
     size_t errlen;
     own_t *own;
@@ -73,7 +109,7 @@ static int fail(ctx_t *c, const char *path, int nth, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    int line = line_of(c->file, path, nth);
+    int line = line_of(c->text, c->len, path, nth);
     if (line)
         snprintf(c->err, c->errlen, "%s:%d: %s: %s", c->file, line, path, what);
     else
@@ -103,10 +139,74 @@ static int boolean(ctx_t *c, const char *path, int nth, const char *v, int *out)
     return 0;
 }
 
-static int endpoint(ctx_t *c, const char *path, int nth, const char *v)
+int sn_config_endpoint(const char *ep, int flags, char *why, size_t whylen)
 {
-    if (strncmp(v, "tcp://", 6) != 0 || !strchr(v + 6, ':'))
-        return fail(c, path, nth, "'%s' is not tcp://HOST:PORT", v);
+    const char *detail = NULL;
+    char buf[128] = "";
+    const char *host = ep + 6, *colon = strrchr(ep, ':');
+    if (strncmp(ep, "tcp://", 6) != 0 || colon < host) {
+        snprintf(why, whylen, "'%s' is not tcp://HOST:PORT%s", ep, strncmp(ep, "tcp://", 6) ? "" : ": no port");
+        return -1;
+    }
+    if (host[0] == '[') { /* the port follows the bracket */
+        const char *close = strchr(host, ']');
+        if (close && close[1] != ':') {
+            snprintf(why, whylen, "'%s' is not tcp://HOST:PORT: no port after the IPv6 address", ep);
+            return -1;
+        }
+    }
+    const char *port = colon + 1;
+    size_t hlen = (size_t)(colon - host);
+    if (strlen(ep) >= 256) {
+        detail = "longer than 255 characters";
+    } else if (hlen == 0) {
+        detail = "no host";
+    } else if (host[0] == '[') {
+        /* hex digits, ':' and '.', and a zone after '%' (fe80::1%eth0) */
+        static const char v6[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:.%-_";
+        if (hlen < 3 || host[hlen - 1] != ']' || strspn(host + 1, v6) < hlen - 2)
+            detail = "not an IPv6 address in brackets, like [::1]";
+    } else if (memchr(host, ':', hlen)) {
+        detail = "an IPv6 address goes in brackets: tcp://[::1]:PORT";
+    } else if (hlen == 1 && host[0] == '*') {
+        if (!(flags & SN_ENDPOINT_BIND))
+            detail = "'*' (every interface) is only for listening: name a host to dial";
+    } else {
+        size_t ok = strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_");
+        if (ok < hlen) {
+            snprintf(buf, sizeof buf, "the host has a '%c': a host is a name or an address", host[ok]);
+            detail = buf;
+        }
+    }
+    if (!detail) {
+        size_t digits = strspn(port, "0123456789");
+        long long n = 0;
+        for (size_t i = 0; i < digits && n <= 65535; i++)
+            n = n * 10 + (port[i] - '0');
+        if (!strcmp(port, "*")) {
+            if (!(flags & SN_ENDPOINT_BIND))
+                detail = "port '*' (any free port) is only for listening";
+        } else if (!*port || digits != strlen(port)) {
+            snprintf(buf, sizeof buf, "the port '%.32s' is not a number", port);
+            detail = buf;
+        } else if (n == 0 && (flags & SN_ENDPOINT_BIND)) {
+            detail = "port 0: to listen on any free port, say tcp://HOST:*";
+        } else if (n < 1 || n > 65535) {
+            snprintf(buf, sizeof buf, "port %.32s is not from 1 to 65535", port);
+            detail = buf;
+        }
+    }
+    if (!detail)
+        return 0;
+    snprintf(why, whylen, "'%s' is not tcp://HOST:PORT: %s", ep, detail);
+    return -1;
+}
+
+static int endpoint(ctx_t *c, const char *path, int nth, const char *v, int flags)
+{
+    char why[512];
+    if (sn_config_endpoint(v, flags, why, sizeof why) != 0)
+        return fail(c, path, nth, "%s", why);
     return 0;
 }
 
@@ -147,6 +247,113 @@ static int nth_of(zconfig_t *section, zconfig_t *item)
     return n;
 }
 
+/* Counts the earlier occurrences of key's path in the whole file: a key
+ * may come back in a second section of the same name. */
+static int nth_in_file(zconfig_t *root, zconfig_t *section, zconfig_t *key)
+{
+    int n = nth_of(section, key);
+    for (zconfig_t *s = zconfig_child(root); s && s != section; s = zconfig_next(s))
+        if (!strcmp(zconfig_name(s), zconfig_name(section)))
+            for (zconfig_t *k = zconfig_child(s); k; k = zconfig_next(k))
+                if (!strcmp(zconfig_name(k), zconfig_name(key)))
+                    n++;
+    return n;
+}
+
+/* Reads the whole file into *text (NUL-terminated, *len bytes before the
+ * NUL): a regular file of at most TEXT_MAX bytes. Returns 0, or -1 with
+ * err set. */
+static int read_text(const char *file, char **text, size_t *len, char *err, size_t errlen)
+{
+    /* O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused
+     * below); it changes nothing for a regular file */
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot read: %s", file, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: cannot read: %s", file, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: %s, not a configuration file (a regular text file)", file,
+                 S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+        close(fd);
+        return -1;
+    }
+    /* st_size is only a hint (files in /proc say 0): read to the end, up to
+     * one byte past the limit */
+    size_t cap = st.st_size > 0 && st.st_size <= TEXT_MAX ? (size_t)st.st_size + 1 : 4096, n = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (n == cap || !buf) {
+            cap = n == cap ? cap * 2 : cap;
+            char *more = realloc(buf, cap + 1);
+            if (!more) {
+                snprintf(err, errlen, "%s: out of memory", file);
+                break;
+            }
+            buf = more;
+        }
+        ssize_t got = read(fd, buf + n, (cap < TEXT_MAX + 1 ? cap : TEXT_MAX + 1) - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            snprintf(err, errlen, "%s: cannot read: %s", file, strerror(errno));
+            break;
+        }
+        n += (size_t)got;
+        if (n > TEXT_MAX) {
+            snprintf(err, errlen, "%s: over %u bytes: too large for a configuration file", file, TEXT_MAX);
+            break;
+        }
+        if (got == 0) {
+            close(fd);
+            buf[n] = 0;
+            *text = buf;
+            *len = n;
+            return 0;
+        }
+    }
+    close(fd);
+    free(buf);
+    return -1;
+}
+
+/* Refuses what zconfig would silently cut short: a NUL byte (it ends the
+ * line there) and a line longer than it reads. */
+static int check_text(ctx_t *c)
+{
+    const char *p = c->text, *end = c->text + c->len;
+    for (int lineno = 1; p < end; lineno++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        const char *nul = memchr(p, 0, len);
+        if (nul) {
+            /* name the key when the NUL is in its value */
+            walk_t w = {.p = c->text, .end = c->text + c->len};
+            while (walk_next(&w) && w.lineno < lineno)
+                ;
+            if (w.lineno == lineno && w.line == p && (size_t)(nul - p) >= w.name_end)
+                snprintf(c->err, c->errlen, "%s:%d: %s: a NUL byte in the value (a configuration file is text)",
+                         c->file, lineno, w.here);
+            else
+                snprintf(c->err, c->errlen, "%s:%d: a NUL byte (a configuration file is text)", c->file, lineno);
+            return -1;
+        }
+        if (len > LINE_MAX_) {
+            snprintf(c->err, c->errlen, "%s:%d: a line of %zu bytes, over the %d a line may have", c->file, lineno,
+                     len, LINE_MAX_);
+            return -1;
+        }
+        p = nl ? nl + 1 : end;
+    }
+    return 0;
+}
+
 static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *path, int nth, const char *v)
 {
     long long n = 0;
@@ -164,11 +371,11 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
             return -1;
         o->workers = (int)n;
     } else if (!strcmp(key, "listen")) {
-        if (endpoint(c, path, nth, v))
+        if (endpoint(c, path, nth, v, SN_ENDPOINT_BIND))
             return -1;
         o->listen = v;
     } else if (!strcmp(key, "advertise")) {
-        if (endpoint(c, path, nth, v))
+        if (endpoint(c, path, nth, v, 0))
             return -1;
         o->advertise = v;
     } else if (!strcmp(key, "plugin")) {
@@ -197,8 +404,10 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
             return fail(c, path, nth, "a cluster name has 1 to 63 characters");
         o->cluster = v;
     } else if (!strcmp(key, "seed")) {
-        if (endpoint(c, path, nth, v) || push(&o->seeds, &o->nseeds, v))
+        if (endpoint(c, path, nth, v, 0))
             return -1;
+        if (push(&o->seeds, &o->nseeds, v))
+            return fail(c, path, nth, "out of memory");
     } else if (!strcmp(key, "heartbeat-ms")) {
         if (number(c, path, nth, v, 10, 60000, &n))
             return -1;
@@ -256,21 +465,20 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
         return -1;
     }
     o->own = own;
-    ctx_t c = {file, err, errlen, own, ""};
+    ctx_t c = {file, "", 0, err, errlen, own, ""};
     char *slash = strrchr(file, '/');
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
     if (!realpath(dir[0] ? dir : "/", c.dir))
         snprintf(c.dir, sizeof c.dir, "%s", dir);
-    FILE *f = fopen(file, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot read: %s", file, strerror(errno));
+    if (read_text(file, &own->text, &c.len, err, errlen) != 0)
         return -1;
-    }
-    fclose(f);
+    c.text = own->text;
+    if (check_text(&c) != 0)
+        return -1;
     /* parsed from memory: zconfig_load leaks its file object on a syntax
      * error (czmq 4.2) */
-    zchunk_t *chunk = zchunk_slurp(file, 0);
+    zchunk_t *chunk = zchunk_new(c.text, c.len);
     own->root = chunk ? zconfig_chunk_load(chunk) : NULL;
     zchunk_destroy(&chunk);
     if (!own->root) {
@@ -291,15 +499,16 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
         for (zconfig_t *k = zconfig_child(sec); k; k = zconfig_next(k)) {
             char path[512];
             snprintf(path, sizeof path, "%s/%s", sname, zconfig_name(k));
-            int nth = nth_of(sec, k);
+            int nth = nth_in_file(own->root, sec, k);
             if (zconfig_child(k))
                 return fail(&c, path, nth, "a key takes a value, not keys under it");
+            /* single-valued keys may appear once in the file, also when a
+             * second section of the same name gives them again */
+            if (strcmp(zconfig_name(k), "seed") && strcmp(zconfig_name(k), "plugin") && nth > 0)
+                return fail(&c, path, nth, "given twice (first at line %d)", line_of(c.text, c.len, path, 0));
             const char *v = zconfig_value(k) ? zconfig_value(k) : "";
             if (handler(&c, o, zconfig_name(k), path, nth, v) != 0)
                 return -1;
-            /* single-valued keys may appear once */
-            if (strcmp(zconfig_name(k), "seed") && strcmp(zconfig_name(k), "plugin") && nth > 0)
-                return fail(&c, path, nth, "given twice");
         }
     }
     /* contradictions, each named by the key that makes it one */
@@ -322,6 +531,7 @@ void sn_config_free(sn_node_config_t *c)
     own_t *own = c->own;
     if (own) {
         zconfig_destroy(&own->root);
+        free(own->text);
         for (size_t i = 0; i < own->nstrings; i++)
             free(own->strings[i]);
         free(own->strings);

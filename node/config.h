@@ -33,4 +33,12 @@ typedef struct sn_node_config {
 int sn_config_load(const char *path, sn_node_config_t *out, char *err, size_t errlen);
 void sn_config_free(sn_node_config_t *c);
 
+/* Checks an endpoint given in a file or a flag: tcp://HOST:PORT, HOST a
+ * name, an IPv4 address or an IPv6 one in brackets, PORT 1..65535. With
+ * SN_ENDPOINT_BIND (an address to listen on) HOST may be '*' (every
+ * interface) and PORT '*' (any free port). Returns 0, or -1 with why
+ * holding "'EP' is not tcp://HOST:PORT: what is wrong". */
+#define SN_ENDPOINT_BIND 1
+int sn_config_endpoint(const char *ep, int flags, char *why, size_t whylen);
+
 #endif

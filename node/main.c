@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,6 +88,7 @@ static void usage(FILE *f)
             "      --timeout MS           run: how long to wait for the result (default: forever)\n"
             "      --log-level LEVEL      error, warn, info or debug (default info)\n"
             "      --listen ENDPOINT      accept other nodes and clients here, e.g. tcp://127.0.0.1:7001\n"
+            "                             (port 1..65535, or * for any free one)\n"
             "      --join ENDPOINT        join the cluster through the member at ENDPOINT (repeatable:\n"
             "                             any one that answers will do); without it, start a cluster\n"
             "      --advertise ENDPOINT   where other nodes reach this one (default: the --listen address)\n"
@@ -129,6 +131,15 @@ static long long parse_num(const char *flag, const char *s, long long lo, long l
     if (errno || end == s || *end || v < lo || v > hi)
         die_usage("%s: '%s' is not a number from %lld to %lld", flag, s, lo, hi);
     return v;
+}
+
+/* An endpoint flag: tcp://HOST:PORT with a real port, else exit 2 naming
+ * the flag (the file's endpoints get the same check, in config.c). */
+static void check_endpoint(const char *flag, const char *ep, int flags)
+{
+    char why[512];
+    if (sn_config_endpoint(ep, flags, why, sizeof why) != 0)
+        die_usage("%s: %s", flag, why);
 }
 
 static void print_result(int rc, sn_payload_t *res)
@@ -193,6 +204,30 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
                r->msgs_in,
                r->msgs_out, r->steals_in, r->steals_out, up);
     }
+}
+
+/* exit() called by another thread than main's (a process's step or a
+ * command handler of a plugin, on a worker) while the node runs. exit
+ * runs the atexit handlers on that thread, czmq's zsys_shutdown among
+ * them: it closes every socket still open, whoever owns it (the relay's
+ * and zauth's actors are using theirs), and terminates the context under
+ * them, so the actor's next socket call fails a czmq assertion and the
+ * program aborts. An orderly shutdown cannot run from a worker either (it
+ * waits for the workers to finish). So the program ends at once with the
+ * status asked for: the kernel closes the connections, which peers and
+ * waiting clients see at once. Registered (on_exit: it gets the status)
+ * after zsys_init, so that it runs before czmq's handler. */
+static pthread_t main_thread;
+static void exit_off_main(int status, void *arg)
+{
+    (void)arg;
+    if (pthread_equal(pthread_self(), main_thread))
+        return; /* main's own exit: the node has shut down in order */
+    fflush(stdout);
+    logf_(0, "exit(%d) called by a process or command (not by schednode) while the node ran: it ends now, "
+             "without its orderly shutdown; its processes are lost",
+          status);
+    _exit(status);
 }
 
 /* The configuration file, if one was given (read before the flags). */
@@ -403,27 +438,27 @@ int main(int argc, char **argv)
             timeout_ms = (int)parse_num("--timeout", optarg, 0, INT_MAX);
             break;
         case OPT_LISTEN:
+            check_endpoint("--listen", optarg, SN_ENDPOINT_BIND);
             rcfg.listen = optarg;
             break;
         case OPT_PEER: {
             char *eq = strchr(optarg, '=');
             if (!eq || eq == optarg || strncmp(eq + 1, "tcp://", 6) != 0)
                 die_usage("--peer: '%s' is not N=tcp://HOST:PORT", optarg);
+            check_endpoint("--peer", eq + 1, 0);
             *eq = 0;
             peers[rcfg.npeers].node = (uint32_t)parse_num("--peer", optarg, 1, UINT32_MAX);
             peers[rcfg.npeers++].endpoint = eq + 1;
             break;
         }
         case OPT_JOIN:
-            if (strncmp(optarg, "tcp://", 6) != 0)
-                die_usage("--join: '%s' is not tcp://HOST:PORT", optarg);
+            check_endpoint("--join", optarg, 0);
             if (!joins_from_flags++)
                 rcfg.nseeds = 0;
             seeds[rcfg.nseeds++] = optarg;
             break;
         case OPT_ADVERTISE:
-            if (strncmp(optarg, "tcp://", 6) != 0)
-                die_usage("--advertise: '%s' is not tcp://HOST:PORT", optarg);
+            check_endpoint("--advertise", optarg, 0);
             rcfg.advertise = optarg;
             break;
         case OPT_CLUSTER:
@@ -464,6 +499,7 @@ int main(int argc, char **argv)
             rcfg.down_after_ms = (int)parse_num("--down-after-ms", optarg, 50, 600000);
             break;
         case 'c':
+            check_endpoint("--connect", optarg, 0);
             connect = optarg;
             break;
         case OPT_JSON:
@@ -554,6 +590,8 @@ int main(int argc, char **argv)
     /* Signals are taken synchronously by the main thread (sigwait); every
      * thread the scheduler starts inherits this mask. */
     zsys_init();
+    main_thread = pthread_self();
+    on_exit(exit_off_main, NULL);
     char ident[64];
     snprintf(ident, sizeof ident, "schednode%s%s", config_file.name ? " " : "", config_file.name ? config_file.name : "");
     zsys_set_logident(ident);

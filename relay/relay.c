@@ -1242,6 +1242,46 @@ const char *sn_relay_endpoint(sn_relay_t *r) { return r->endpoint; }
 
 /* ----------------------------------------------------------- client */
 
+/* Takes one frame from the node: 0 with *reply set when it is the answer
+ * to request id, SN_EPROTO when it cannot be (err says why: an answer
+ * over the limit is the only one coming), SN_ETIMEDOUT to keep waiting. */
+static int client_take(zsock_t *s, const char *endpoint, uint64_t id, sn_wire_reply_t *reply, char *err,
+                       size_t errlen)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, zsock_resolve(s), ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return SN_ETIMEDOUT;
+    }
+    int rc = SN_ETIMEDOUT;
+    size_t size = zmq_msg_size(&m);
+    sn_frame_t f;
+    const char *why = "";
+    if (size > SN_WIRE_MAX_FRAME) {
+        snprintf(err, errlen, "the answer from %s is %zu bytes, over the client's limit of %u bytes (%u MiB, the "
+                              "largest frame schednode reads): a call's result must be smaller",
+                 endpoint, size, SN_WIRE_MAX_FRAME, SN_WIRE_MAX_FRAME >> 20);
+        rc = SN_EPROTO;
+    } else if (sn_codec_decode(zmq_msg_data(&m), size, SN_WIRE_MAX_FRAME, &f, &why) == 0) {
+        if (f.kind == SN_FRAME_REPLY && f.reply.id == id) {
+            *reply = f.reply;
+            memset(&f.reply, 0, sizeof f.reply); /* moved out */
+            rc = 0;
+            err[0] = 0;
+        }
+        sn_frame_clear(&f);
+    } else {
+        /* (kept as the reason if no good answer follows) */
+        snprintf(err, errlen, "bad answer from %s (%zu bytes): %s", endpoint, size, why);
+        sn_frame_clear(&f);
+    }
+    zmq_msg_close(&m);
+    return rc;
+}
+
+/* (Returns as relay.h says, and also SN_EREFUSED for a refused key and
+ * SN_ENODEDOWN when the node closes the connection before it answers.) */
 int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire_request_t *req, int timeout_ms,
                    sn_wire_reply_t *reply, char *err, size_t errlen)
 {
@@ -1266,7 +1306,10 @@ int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire
     }
     if (cert)
         sn_keys_client(s, cert, key);
-    mon = sn_keys_monitor(s, false); /* a refusal is said at once, not after the timeout */
+    /* a refusal is said at once, not after the timeout; and so is a node
+     * that goes away (the connection closes: a node that exits or is
+     * killed, whose kernel closes it) while we wait for its answer */
+    mon = sn_keys_monitor(s, true);
     zcert_destroy(&cert);
     if (zsock_connect(s, "%s", endpoint) < 0) {
         snprintf(err, errlen, "bad endpoint %s: %s", endpoint, zmq_strerror(zmq_errno()));
@@ -1287,43 +1330,33 @@ int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire
         snprintf(err, errlen, "no answer from %s within %d ms (is a node listening there?%s)", endpoint, timeout_ms,
                  sec && sec->cert ? "" : " a secure cluster needs --cert and --authorized-keys");
         uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
-        while (now_ns() < deadline) {
+        while (rc == SN_ETIMEDOUT && now_ns() < deadline) {
             if (zmq_poll(it, 2, (long)((deadline - now_ns()) / 1000000u) + 1) <= 0)
                 continue;
-            if (it[1].revents & ZMQ_POLLIN) {
-                char why[256], ep[256];
-                if (sn_keys_failure(mon, sec && sec->cert, why, sizeof why, ep, sizeof ep) != 0) {
-                    snprintf(err, errlen, "the node at %s refused this client: %s%s", endpoint, why,
-                             !strcmp(why, "key not authorized")
-                                 ? " (add this client's public certificate to the nodes' authorized-keys directory)"
-                                 : "");
-                    rc = SN_EREFUSED;
-                    break;
+            if (it[0].revents & ZMQ_POLLIN) { /* the answer first: it may come just before the close */
+                rc = client_take(s, endpoint, req->id, reply, err, errlen);
+                continue;
+            }
+            if (!(it[1].revents & ZMQ_POLLIN))
+                continue;
+            char why[256], ep[256];
+            int kind = sn_keys_failure(mon, sec && sec->cert, why, sizeof why, ep, sizeof ep);
+            if (kind == SN_KEYS_CLOSED) {
+                while (rc == SN_ETIMEDOUT && (zsock_events(s) & ZMQ_POLLIN)) /* what came before the close */
+                    rc = client_take(s, endpoint, req->id, reply, err, errlen);
+                if (rc == SN_ETIMEDOUT) {
+                    snprintf(err, errlen,
+                             "the node at %s went away (closed the connection) while waiting for the answer",
+                             endpoint);
+                    rc = SN_ENODEDOWN;
                 }
+            } else if (kind != 0) {
+                snprintf(err, errlen, "the node at %s refused this client: %s%s", endpoint, why,
+                         !strcmp(why, "key not authorized")
+                             ? " (add this client's public certificate to the nodes' authorized-keys directory)"
+                             : "");
+                rc = SN_EREFUSED;
             }
-            if (!(it[0].revents & ZMQ_POLLIN))
-                continue;
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            if (zmq_msg_recv(&m, zsock_resolve(s), ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&m);
-                continue;
-            }
-            sn_frame_t f;
-            const char *why;
-            if (sn_codec_decode(zmq_msg_data(&m), zmq_msg_size(&m), 0, &f, &why) == 0 && f.kind == SN_FRAME_REPLY &&
-                f.reply.id == req->id) {
-                *reply = f.reply;
-                memset(&f.reply, 0, sizeof f.reply); /* moved out */
-                rc = 0;
-                err[0] = 0;
-            } else if (rc != 0) {
-                snprintf(err, errlen, "bad answer from %s", endpoint);
-            }
-            sn_frame_clear(&f);
-            zmq_msg_close(&m);
-            if (rc == 0)
-                break;
         }
     }
     sn_keys_unmonitor(s, &mon);

@@ -109,6 +109,121 @@ check "--load /nonexistent.so exits 2 naming the file" 2 err "/nonexistent.so"
 run --workers 2 --load "$plugdir/plugin_badversion.so"
 check "--load plugin_badversion.so exits 2" 2 err "plugin_badversion.so" err "API"
 
+# Endpoints: a port outside 1..65535 (libzmq would bind it modulo 65536),
+# port 0, no port, a bad host: exit 2 naming the flag. Bounded at 10 s: a
+# node that starts anyway fails the check by its exit status.
+run_brief() {
+    timeout -k 5 10 "$bin" "$@" >"$out" 2>"$err"
+    rc=$?
+}
+run_brief --insecure --listen tcp://127.0.0.1:99999
+check "--listen port 99999 exits 2 naming the flag and the port" 2 err "--listen" err "port 99999 is not from 1 to 65535"
+run_brief --insecure --listen tcp://127.0.0.1:0
+check "--listen port 0 exits 2 (the node would advertise port 0)" 2 err "--listen" err "tcp://HOST:*"
+run_brief --insecure --listen tcp://127.0.0.1
+check "--listen without a port exits 2" 2 err "--listen" err "no port"
+run_brief --insecure --listen tcp://127.0.0.1:70x
+check "--listen with a port that is no number exits 2" 2 err "--listen" err "'70x' is not a number"
+run_brief --insecure --listen tcp://::1:7000
+check "--listen with an IPv6 address outside brackets exits 2" 2 err "--listen" err "brackets"
+run_brief --insecure --listen 'tcp://127.0.0.1:*' --join tcp://127.0.0.1:65536
+check "--join port 65536 exits 2 naming --join" 2 err "--join" err "port 65536"
+run_brief --insecure --listen 'tcp://127.0.0.1:*' --join 'tcp://*:7000'
+check "--join to '*' exits 2 naming --join" 2 err "--join" err "only for listening"
+run_brief --insecure --listen 'tcp://127.0.0.1:*' --advertise tcp://127.0.0.1:0
+check "--advertise port 0 exits 2 naming --advertise" 2 err "--advertise" err "port 0 is not from 1 to 65535"
+run_brief --insecure --listen 'tcp://127.0.0.1:*' --peer 2=tcp://127.0.0.1:99999
+check "--peer port 99999 exits 2 naming --peer" 2 err "--peer" err "port 99999"
+run_brief status --connect tcp://127.0.0.1:100000
+check "--connect port 100000 exits 2 naming --connect" 2 err "--connect" err "port 100000"
+
+# start_node LOG ARGS...: a node listening on a free port the kernel picks
+# (tcp://127.0.0.1:*), in the background ($node_pid, killed on exit); sets
+# $node_ep to where it listens. Returns 1 if it did not come up in 10 s.
+start_node() {
+    local log=$1
+    shift
+    "$bin" --insecure --listen 'tcp://127.0.0.1:*' "$@" >/dev/null 2>"$log" &
+    node_pid=$!
+    node_ep=
+    for _ in $(seq 100); do
+        if grep -q "up:" "$log" 2>/dev/null; then
+            node_ep=$(sed -n 's/.*listening on \(tcp:[^ ,]*\).*/\1/p' "$log" | head -1)
+            break
+        fi
+        kill -0 "$node_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -n "$node_ep" ]
+}
+
+# stop_node: waits up to 10 s for the node to end (SIGKILL after); its
+# exit status in $node_rc (137 if killed).
+stop_node() {
+    for _ in $(seq 100); do
+        kill -0 "$node_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$node_pid" 2>/dev/null
+    wait "$node_pid"
+    node_rc=$?
+    node_pid=
+}
+
+# exit() inside a process's step (plugin_exit's type "exit"): the node ends
+# at once with that status, no czmq assertion at exit (it used to abort:
+# czmq's atexit handler closed the relay's sockets under its thread), no
+# sanitizer report; a client waiting in `call` hears the node went away at
+# once, not after its --timeout.
+name="exit(0) in a step: the node ends with 0, no abort; the waiting call hears it went away"
+nlog=$tmp/node-exit.log
+if ! start_node "$nlog" --workers 2 --load "$plugdir/plugin_exit.so"; then
+    stop_node
+    fail "$name" "the node did not come up: $(head -3 "$nlog")"
+else
+    t0=$(date +%s%N)
+    run call exit now --connect "$node_ep" --insecure --timeout 30000
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    stop_node
+    if [ "$node_rc" -ne 0 ]; then
+        fail "$name" "the node exited $node_rc: $(grep -v "^I:" "$nlog" | head -5)"
+    elif grep -qE "Assertion|dangling|Sanitizer|runtime error" "$nlog"; then
+        fail "$name" "node log: $(grep -E "Assertion|dangling|Sanitizer|runtime error" "$nlog" | head -3)"
+    elif ! grep -q "exit(0) called by a process" "$nlog"; then
+        fail "$name" "the node did not say why it ended: $(tail -2 "$nlog")"
+    elif [ "$ms" -gt 10000 ]; then
+        fail "$name" "the call took $ms ms (its timeout is 30000 ms)"
+    else
+        check "$name" 1 err "went away (closed the connection) while waiting for the answer"
+    fi
+fi
+
+# A call whose result is over what the client reads says which limit, at
+# once (it said "bad answer", after its whole timeout).
+name="an oversized call result names the size and the client's limit"
+nlog=$tmp/node-huge.log
+if ! start_node "$nlog" --workers 2 --load "$plugdir/plugin_exit.so"; then
+    stop_node
+    fail "$name" "the node did not come up: $(head -3 "$nlog")"
+else
+    run call huge bytes 1000 --connect "$node_ep" --insecure --timeout 30000
+    if [ "$rc" -ne 0 ] || [ "$(tr -d '\n' <"$out" | wc -c)" -ne 1000 ]; then
+        fail "a 1000-byte call result comes through" "exit status $rc"
+    else
+        pass "a 1000-byte call result comes through"
+    fi
+    t0=$(date +%s%N)
+    run call huge bytes 17000000 --connect "$node_ep" --insecure --timeout 30000
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    kill -TERM "$node_pid"
+    stop_node
+    if [ "$ms" -gt 10000 ]; then
+        fail "$name" "the call took $ms ms (its timeout is 30000 ms)"
+    else
+        check "$name" 1 err " is 170000" err " bytes, over the client's limit of 16777216 bytes"
+    fi
+fi
+
 # SIGTERM to a running node: it shuts down in order and exits 0.
 name="SIGTERM stops a running node with exit 0"
 : >"$out"

@@ -82,6 +82,50 @@ refused timeouts "timeouts.cfg:3: cluster/down-after-ms: 300 ms is under two hea
     down-after-ms = 300'
 refused seed-no-listen "seed-no-listen.cfg:2: cluster/seed: joining needs node/listen" 'cluster
     seed = "tcp://127.0.0.1:1"'
+refused twice-sections "twice-sections.cfg:5: node/id: given twice (first at line 2)" 'node
+    id = 1
+    workers = 2
+node
+    id = 2'
+refused listen-port "listen-port.cfg:2: node/listen: 'tcp://127.0.0.1:99999' is not tcp://HOST:PORT: port 99999 is not from 1 to 65535" 'node
+    listen = "tcp://127.0.0.1:99999"
+security
+    insecure = true'
+refused seed-port "seed-port.cfg:4: cluster/seed: 'tcp://127.0.0.1:0' is not tcp://HOST:PORT: port 0 is not from 1 to 65535" 'node
+    listen = "tcp://127.0.0.1:*"
+cluster
+    seed = "tcp://127.0.0.1:0"
+security
+    insecure = true'
+
+# files that are no configuration: exit 2 at once, naming the file (a node
+# that starts anyway runs until the 5 s timeout: status 124)
+refused_path() { # name expected-message-regex path
+  local out rc
+  out=$(timeout 5 "$SN" --config "$3" 2>&1); rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "$2" <<<"$out"; then ok "$1: exit 2, $(grep -o -- "$2" <<<"$out" | head -1)"
+  else bad "$1: rc=$rc $out"; fi
+}
+mkdir "$dir/adir"
+refused_path directory "adir: a directory, not a configuration file" "$dir/adir"
+refused_path proc-mem "/proc/self/mem: cannot read: Input/output error" /proc/self/mem
+refused_path device "/dev/zero: a device, FIFO or socket, not a configuration file" /dev/zero
+mkfifo "$dir/fifo" && refused_path fifo "fifo: a device, FIFO or socket" "$dir/fifo"
+{ printf 'node\n    id = 1\n'; head -c 1100000 /dev/zero | tr '\0' '#'; } >"$dir/huge.cfg"
+refused_path huge "huge.cfg: over 1048576 bytes: too large" "$dir/huge.cfg"
+{ printf 'node\n    name = "'; head -c 1100 /dev/zero | tr '\0' 'a'; printf '"\n'; } >"$dir/long-line.cfg"
+refused_path long-line "long-line.cfg:2: a line of 1113 bytes, over the 1024" "$dir/long-line.cfg"
+printf 'node\n    id = 1\0 2\n' >"$dir/nul-bare.cfg"
+refused_path nul-bare "nul-bare.cfg:2: node/id: a NUL byte in the value" "$dir/nul-bare.cfg"
+printf 'node\n    workers = 1\n    name = "n\0x"\n' >"$dir/nul-quoted.cfg"
+refused_path nul-quoted "nul-quoted.cfg:3: node/name: a NUL byte in the value" "$dir/nul-quoted.cfg"
+printf 'node\n    id = 1\n    listen = "tcp://127.0.0.1:7000"\n' >"$dir/unreadable.cfg"
+chmod 000 "$dir/unreadable.cfg"
+if cat "$dir/unreadable.cfg" >/dev/null 2>&1; then
+  echo "skip unreadable: this user reads a mode-000 file (root)"
+else
+  refused_path unreadable "unreadable.cfg: cannot read: Permission denied" "$dir/unreadable.cfg"
+fi
 out=$(timeout 10 "$SN" --config "$dir/missing.cfg" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "missing.cfg: cannot read" <<<"$out" && ok "a missing file: exit 2" || bad "missing: $rc $out"
 # a file that is fine on its own but contradicts a flag
