@@ -187,10 +187,11 @@ workers=$workers
 bin=$(printf '%q' "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")")
 extra=(${extra[*]+$(printf '%q ' "${extra[@]}")})
 EOF
-  # keys: one per node, with its endpoint (how the others find its public
-  # key), one for the client commands; all public halves are authorized
+  # keys: one per node, naming its endpoint (how the others find its public
+  # key) and its id (the members admit that key as that node only), one for
+  # the client commands; all public halves are authorized
   for i in $(seq "$n"); do
-    "$bin" keygen "$dir/keys" --name "n$i" --endpoint "$(endpoint "$i")" >/dev/null
+    "$bin" keygen "$dir/keys" --name "n$i" --endpoint "$(endpoint "$i")" --node-id "$i" >/dev/null
   done
   "$bin" keygen "$dir/keys" --name client >/dev/null
   cp "$dir"/keys/*.cert "$dir/keys/authorized/"

@@ -278,7 +278,7 @@ usage: $prog up N [--prefix P] [--dir DIR] [--bin PATH] [--no-nodes] [--port POR
 Makes bridge P"br", namespaces P1..PN (each with eth0 = 10.R.0.I/24 and lo up)
 and gives the host 10.R.0.254 on the bridge. Unless --no-nodes: makes a
 throwaway key set with \`schednode keygen\` (DIR/keys: one cert per node with its
-endpoint, a client cert, authorized/), writes DIR/nI.cfg, starts node 1 (it
+endpoint and id, a client cert, authorized/), writes DIR/nI.cfg, starts node 1 (it
 starts the cluster) and then the others (joining through node 1), and waits up
 to SEC seconds (default 60) until every node reports all N up.
   --bin PATH    schednode binary (default: build/schednode, then PATH)
@@ -353,7 +353,8 @@ cmd_up() {
 
   if [ "$nodes" = 1 ]; then
     rm -rf "$dir/keys" "$dir"/n*.cfg "$dir"/n*.log
-    for i in $(seq "$n"); do "$bin" keygen "$dir/keys" --name "n$i" --endpoint "$(ep "$i")" >/dev/null; done
+    # each node's key names its endpoint and id: the members admit it as that node only
+    for i in $(seq "$n"); do "$bin" keygen "$dir/keys" --name "n$i" --endpoint "$(ep "$i")" --node-id "$i" >/dev/null; done
     "$bin" keygen "$dir/keys" --name client >/dev/null
     mkdir -p "$dir/keys/authorized"
     cp "$dir"/keys/*.cert "$dir/keys/authorized/"

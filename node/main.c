@@ -73,10 +73,12 @@ static void usage(FILE *f)
             "  call TYPE METHOD [ARG]  spawn, wait, print the result; exit 1 with the error if it fails\n"
             "  status [--json]         one row per node of the cluster: state, load, counters\n"
             "Keys:\n"
-            "  keygen DIR [--name NAME] [--endpoint EP]\n"
+            "  keygen DIR [--name NAME] [--endpoint EP [-n N]]\n"
             "                          write a CurveZMQ certificate: DIR/NAME.cert (public, goes into\n"
             "                          every node's authorized-keys directory) and DIR/NAME.cert_secret;\n"
-            "                          --endpoint records where that node listens (how others find its key)\n"
+            "                          a node's names where it listens (--endpoint: how others find its\n"
+            "                          key) and its id (-n): members admit the key as that node only;\n"
+            "                          without --endpoint it is a client's, which never joins as a node\n"
             "\n"
             "Options:\n"
             "      --config FILE          read settings from a ZPL file (cluster-config/README.md);\n"
@@ -552,10 +554,22 @@ int main(int argc, char **argv)
         free(peers);
         free(seeds);
         if (argc - optind != 2)
-            die_usage("usage: keygen DIR [--name NAME] [--endpoint tcp://HOST:PORT]");
+            die_usage("usage: keygen DIR [--name NAME] [--endpoint tcp://HOST:PORT [--node-id N]]");
+        /* -n/--node-id, if given here (not the default 1): the node id the
+         * certificate names, which members then hold it to */
+        uint32_t key_node = 0;
+        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+            const char *a = argv[i];
+            size_t n = strcspn(a, "=");
+            if ((a[0] == '-' && a[1] == 'n') || (n >= 5 && !strncmp(a, "--node-id", n)))
+                key_node = cfg.node_id;
+        }
+        if (key_node && !key_endpoint)
+            die_usage("keygen: --node-id needs --endpoint: a node's certificate names where it listens as well as "
+                      "its id (a certificate without either is a client's)");
         char err[1024], key[41];
-        if (sn_keys_generate(argv[optind + 1], key_name ? key_name : "node", key_endpoint, key, err, sizeof err) !=
-            0) {
+        if (sn_keys_generate(argv[optind + 1], key_name ? key_name : "node", key_endpoint, key_node, key, err,
+                             sizeof err) != 0) {
             fprintf(stderr, "%s: %s\n", progname, err);
             return 1;
         }

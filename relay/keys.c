@@ -2,19 +2,26 @@
 #include "keys.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-int sn_keys_generate(const char *dir, const char *name, const char *endpoint, char public_key[41], char *err,
-                     size_t errlen)
+int sn_keys_generate(const char *dir, const char *name, const char *endpoint, uint32_t node, char public_key[41],
+                     char *err, size_t errlen)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.cert", dir, name);
     if (strchr(name, '/') || !*name) {
         snprintf(err, errlen, "keygen: the name '%s' must be a plain file name", name);
+        return -1;
+    }
+    if (node && !endpoint) {
+        snprintf(err, errlen, "keygen: a node's certificate names where it listens as well as its id: give "
+                              "--endpoint tcp://HOST:PORT with --node-id");
         return -1;
     }
     if (zsys_file_exists(path)) {
@@ -31,8 +38,13 @@ int sn_keys_generate(const char *dir, const char *name, const char *endpoint, ch
         return -1;
     }
     zcert_set_meta(cert, "name", "%s", name);
+    /* what the key may be: a node (it names its endpoint, and its id if
+     * given: members admit the key as that node only) or a client */
+    zcert_set_meta(cert, "role", "%s", endpoint ? "node" : "client");
     if (endpoint)
         zcert_set_meta(cert, "endpoint", "%s", endpoint);
+    if (node)
+        zcert_set_meta(cert, "node-id", "%" PRIu32, node);
     zcert_set_meta(cert, "created-by", "schednode keygen");
     /* the secret file is written with the umask: narrow it first */
     mode_t old = umask(077);
@@ -68,8 +80,10 @@ zcert_t *sn_keys_load(const char *path, char *err, size_t errlen)
 }
 
 /* The first certificate (*.cert) in dir that `match` accepts, loaded, or
- * NULL (also when dir cannot be read). */
-static zcert_t *find_cert(const char *dir, bool (*match)(zcert_t *cert, const char *arg), const char *arg)
+ * NULL (also when dir cannot be read). match gets each certificate with
+ * its file's name. */
+static zcert_t *find_cert(const char *dir, bool (*match)(zcert_t *cert, const char *file, const void *arg),
+                          const void *arg)
 {
     zdir_t *d = zdir_new(dir, NULL);
     if (!d)
@@ -82,7 +96,8 @@ static zcert_t *find_cert(const char *dir, bool (*match)(zcert_t *cert, const ch
         if (n < 5 || strcmp(name + n - 5, ".cert") != 0)
             continue;
         zcert_t *cert = zcert_load(name);
-        if (cert && match(cert, arg))
+        const char *base = strrchr(name, '/');
+        if (cert && match(cert, base ? base + 1 : name, arg))
             found = cert;
         else
             zcert_destroy(&cert);
@@ -92,16 +107,25 @@ static zcert_t *find_cert(const char *dir, bool (*match)(zcert_t *cert, const ch
     return found;
 }
 
-static bool says_endpoint(zcert_t *cert, const char *endpoint)
+static bool says_endpoint(zcert_t *cert, const char *file, const void *endpoint)
 {
+    (void)file;
     const char *ep = zcert_meta(cert, "endpoint");
     return ep && !strcmp(ep, endpoint);
 }
 
-/* a node's key: that public key, and an endpoint (a client's has none) */
-static bool node_with_key(zcert_t *cert, const char *key)
+/* A node's certificate: it names an endpoint and is not marked a client's
+ * (keygen without --endpoint makes a client's: no endpoint, role client). */
+static bool names_a_node(zcert_t *cert)
 {
-    return !strcmp(zcert_public_txt(cert), key) && zcert_meta(cert, "endpoint");
+    const char *role = zcert_meta(cert, "role");
+    return zcert_meta(cert, "endpoint") && !(role && !strcmp(role, "client"));
+}
+
+static bool node_with_key(zcert_t *cert, const char *file, const void *key)
+{
+    (void)file;
+    return !strcmp(zcert_public_txt(cert), key) && names_a_node(cert);
 }
 
 int sn_keys_server_key(const char *dir, const char *endpoint, char out[41], char *err, size_t errlen)
@@ -129,6 +153,62 @@ bool sn_keys_is_node(const char *dir, const char *key)
     bool node = cert != NULL;
     zcert_destroy(&cert);
     return node;
+}
+
+/* sn_keys_names_node's question and, from the first certificate with the
+ * key that does not name that node, why not */
+typedef struct {
+    const char *key, *endpoint;
+    uint32_t node;
+    char *why; /* the first reason found goes here */
+    size_t whylen;
+    bool *seen; /* a certificate with the key was found */
+} claim_t;
+
+static bool names_claimed_node(zcert_t *cert, const char *file, const void *arg)
+{
+    const claim_t *c = arg;
+    if (strcmp(zcert_public_txt(cert), c->key) != 0)
+        return false;
+    const char *ep = zcert_meta(cert, "endpoint"), *id = zcert_meta(cert, "node-id");
+    char why[512] = "";
+    char *end = NULL;
+    unsigned long long n = id ? strtoull(id, &end, 10) : 0;
+    if (!names_a_node(cert))
+        snprintf(why, sizeof why, "its certificate %s names no node (a client's key cannot join or speak as a node; "
+                                  "make the node's own with `schednode keygen DIR --endpoint %s --node-id %" PRIu32 "`)",
+                 file, c->endpoint ? c->endpoint : "tcp://HOST:PORT", c->node);
+    else if (c->endpoint && strcmp(ep, c->endpoint) != 0)
+        snprintf(why, sizeof why, "its certificate %s names the node at %s, but it says it is at %s (a key is bound "
+                                  "to the endpoint in its certificate)",
+                 file, ep, c->endpoint);
+    else if (id && (!*id || *end || n == 0 || n > UINT32_MAX))
+        snprintf(why, sizeof why, "its certificate %s has a bad node-id '%s'", file, id);
+    else if (id && n != c->node)
+        snprintf(why, sizeof why, "its certificate %s names node %llu, but it says it is node %" PRIu32
+                                  " (a key is bound to the node id in its certificate)",
+                 file, n, c->node);
+    if (!why[0])
+        return true;
+    if (!*c->seen)
+        snprintf(c->why, c->whylen, "%s", why);
+    *c->seen = true;
+    return false;
+}
+
+int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const char *endpoint, char *why,
+                       size_t whylen)
+{
+    bool seen = false;
+    claim_t c = {.key = key, .endpoint = endpoint, .node = node, .why = why, .whylen = whylen, .seen = &seen};
+    zcert_t *cert = find_cert(dir, names_claimed_node, &c);
+    if (cert) {
+        zcert_destroy(&cert);
+        return 0;
+    }
+    if (!seen)
+        snprintf(why, whylen, "no certificate in %s has its key", dir);
+    return -1;
 }
 
 int sn_keys_check(const sn_security_t *sec, char *err, size_t errlen)

@@ -1,13 +1,17 @@
 /* keys.h - CurveZMQ certificates (czmq zcert): generating a node's,
- * loading it, and finding a server's public key by its endpoint among the
- * public certificates of an authorized-keys directory.
+ * loading it, finding a server's public key by its endpoint among the
+ * public certificates of an authorized-keys directory, and checking that a
+ * key is the one of the node it claims to be.
  *
  * A certificate is two files: NAME.cert (public key, shareable) and
  * NAME.cert_secret (both keys, mode 0600). The authorized-keys directory
- * holds the public files of every node and client allowed in; a public
- * certificate made with `keygen --endpoint` also says where that node
- * listens, which is how a joining node or a client learns the key of the
- * seed it dials.
+ * holds the public files of every node and client allowed in. A node's
+ * certificate (`keygen --endpoint EP [-n ID]`, metadata role = "node")
+ * names its node: where it listens, which is how a joining node or a
+ * client learns the key of the seed it dials, and, if made with -n, its
+ * node id. A member admits a node only with the key whose certificate
+ * names that node's endpoint (and id). A client's certificate (no
+ * endpoint; role = "client") names no node: it cannot join as one.
  */
 #ifndef SN_KEYS_H
 #define SN_KEYS_H
@@ -15,6 +19,7 @@
 #include <czmq.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* What a node or client uses to talk to the cluster securely. */
 typedef struct sn_security {
@@ -23,10 +28,12 @@ typedef struct sn_security {
 } sn_security_t;
 
 /* Writes DIR/NAME.cert and DIR/NAME.cert_secret (DIR is created), with
- * metadata name and, if not NULL, endpoint. Refuses to overwrite. Returns
- * 0 or -1 with err set; *public_key (41 bytes) gets the Z85 public key. */
-int sn_keys_generate(const char *dir, const char *name, const char *endpoint, char public_key[41], char *err,
-                     size_t errlen);
+ * metadata name, role ("node" with an endpoint, else "client") and, if
+ * not NULL / not 0, endpoint and node-id (a node id needs an endpoint).
+ * Refuses to overwrite. Returns 0 or -1 with err set; *public_key (41
+ * bytes) gets the Z85 public key. */
+int sn_keys_generate(const char *dir, const char *name, const char *endpoint, uint32_t node, char public_key[41],
+                     char *err, size_t errlen);
 /* Loads a certificate with its secret key; NULL with err set. */
 zcert_t *sn_keys_load(const char *path, char *err, size_t errlen);
 /* The Z85 public key of the certificate in dir whose endpoint metadata is
@@ -38,7 +45,6 @@ int sn_keys_check(const sn_security_t *sec, char *err, size_t errlen);
 /* Makes sock a CurveZMQ client of the server with public key server_key
  * (Z85), as cert. */
 void sn_keys_client(zsock_t *sock, zcert_t *cert, const char *server_key);
-
 
 /* Handshake failures on sock (a refused key, a plain peer meeting a
  * CurveZMQ one), and with `closes` every closed connection, arrive as
@@ -53,9 +59,19 @@ void sn_keys_unmonitor(zsock_t *sock, zsock_t **monitor);
  * CurveZMQ. Returns the kind of failure (SN_KEYS_*) with a short reason in
  * why and the endpoint in ep, or 0 if it was not a handshake failure. */
 enum { SN_KEYS_NOT_AUTHORIZED = 1, SN_KEYS_MISMATCH = 2, SN_KEYS_FAILED = 3, SN_KEYS_CLOSED = 4 };
-/* Whether key (Z85) is a node's: a certificate in dir with that public key
- * and an endpoint (a client's certificate has none). Reads the directory. */
-bool sn_keys_is_node(const char *dir, const char *key);
 int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, char *ep, size_t eplen);
+
+/* Whether key (Z85) is a node's: a certificate in dir with that public key
+ * that names a node (an endpoint, and not role "client"). Reads the
+ * directory. */
+bool sn_keys_is_node(const char *dir, const char *key);
+/* Whether key (Z85) may be node `node` listening at `endpoint`: a
+ * certificate in dir with that public key names a node, that endpoint (not
+ * checked if endpoint is NULL) and, if it names a node id, that one.
+ * Returns 0, or -1 with why saying what is wrong, for the logs of both
+ * sides (e.g. "its certificate client.cert names no node (a client's key
+ * cannot join or speak as a node ...)"). Reads the directory. */
+int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const char *endpoint, char *why,
+                       size_t whylen);
 
 #endif

@@ -155,15 +155,35 @@ void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
     sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->stats.endpoint);
     if (r->cert) {
-        char err[512];
-        if (sn_keys_server_key(r->authorized, m.endpoint, m.public_key, err, sizeof err) != 0 ||
-            !r->in_key || strcmp(r->in_key, m.public_key) != 0) {
-            sn__relay_bad(r, "heartbeat from a node that is not a member, with no key for its endpoint", f->node);
+        /* as hello() checks a joining node: its key's certificate names
+         * this node (endpoint, id), and no live member holds that key or
+         * endpoint (a client's key, another node's, never speaks as one) */
+        char why[512] = "", msg[1024];
+        uint64_t now = sn__relay_now_ns();
+        size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+        if (!r->in_key)
+            snprintf(why, sizeof why, "it came with no key");
+        else if (!strcmp(r->in_key, r->public_key) || !strcmp(m.endpoint, r->advertise))
+            snprintf(why, sizeof why, "its key or endpoint is this node's");
+        for (size_t i = 0; i < np && !why[0]; i++) {
+            const peer_t *q = &r->peers[i];
+            if (q->state == SN_MEMBER_UP && now - q->last_heard_ns < (uint64_t)r->down_ms * 1000000u &&
+                (!strcmp(q->public_key, r->in_key) || !strcmp(q->endpoint, m.endpoint)))
+                snprintf(why, sizeof why, "its %s is node %" PRIu32 "'s (at %s), which is up",
+                         strcmp(q->public_key, r->in_key) ? "endpoint" : "key", q->node, q->endpoint);
+        }
+        if (!why[0])
+            sn_keys_names_node(r->authorized, r->in_key, f->node, m.endpoint, why, sizeof why);
+        if (why[0]) {
+            snprintf(msg, sizeof msg, "heartbeat from node %" PRIu32 " at %s (key %.40s), not a member: %s", f->node,
+                     m.endpoint, r->in_key ? r->in_key : "none", why);
+            sn__relay_bad(r, msg, f->node);
             return;
         }
     }
     sn__members_upsert(r, &m, "it knew an earlier run of this node");
 }
+        snprintf(m.public_key, sizeof m.public_key, "%s", r->in_key);
 
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
@@ -213,7 +233,8 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
 static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f,
                    const char *reason)
 {
-    SNLOG_WARN("node=%" PRIu32 " refused node %" PRIu32 " from %s: %s", r->node, f->node, f->endpoint, reason);
+    SNLOG_WARN("node=%" PRIu32 " refused node %" PRIu32 " from %s%s%s%s: %s", r->node, f->node, f->endpoint,
+               r->in_key ? " (key " : "", r->in_key ? r->in_key : "", r->in_key ? ")" : "", reason);
     void *buf;
     size_t len;
     if (sn_codec_encode_refusal(r->node, r->incarnation, SN_EREFUSED, reason, &buf, &len) == 0) {
@@ -278,6 +299,37 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
 }
 
 void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed)
+/* A secure cluster binds keys to nodes: whether a live member (this node
+ * included) other than node `node` holds key or endpoint, or node `node`
+ * is up with another key. Says which in why. */
+static bool held_by_another(sn_relay_t *r, uint32_t node, const char *key, const char *endpoint, char *why,
+                            size_t whylen)
+{
+    if (!strcmp(key, r->public_key) || !strcmp(endpoint, r->advertise)) {
+        snprintf(why, whylen, "its %s is this node's (node %" PRIu32 " at %s): one key and one endpoint per node",
+                 strcmp(key, r->public_key) ? "endpoint" : "key", r->node, r->advertise);
+        return true;
+    }
+    uint64_t now = sn__relay_now_ns();
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        const peer_t *q = &r->peers[i];
+        if (q->state != SN_MEMBER_UP || now - q->last_heard_ns >= (uint64_t)r->down_ms * 1000000u || !q->public_key[0])
+            continue;
+        if (q->node == node && strcmp(q->public_key, key) != 0) {
+            snprintf(why, whylen, "node %" PRIu32 " is up at %s with another key", node, q->endpoint);
+            return true;
+        }
+        if (q->node != node && (!strcmp(q->public_key, key) || !strcmp(q->endpoint, endpoint))) {
+            snprintf(why, whylen, "its %s is node %" PRIu32 "'s (at %s), which is up: one key and one endpoint "
+                                  "per node",
+                     strcmp(q->public_key, key) ? "endpoint" : "key", q->node, q->endpoint);
+            return true;
+        }
+    }
+    return false;
+}
+
 {
     peer_t *p = sn__relay_find_peer(r, f->node);
     int joined = atomic_load_explicit(&r->joined, memory_order_relaxed);
@@ -311,6 +363,13 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         }
         for (size_t i = 0; i < f->nmembers; i++)
             if (f->members[i].node != r->node)
+    /* the key it connected with must be the node's it says it is: its
+     * certificate names that endpoint (and id), no live member holds it */
+    if (r->in_key && (held_by_another(r, f->node, r->in_key, f->endpoint, why, sizeof why) ||
+                      sn_keys_names_node(r->authorized, r->in_key, f->node, f->endpoint, why, sizeof why) != 0)) {
+        refuse(r, ident, ident_len, f, why);
+        return;
+    }
                 sn__members_upsert(r, &f->members[i], "gossip");
         break;
     case SN_FRAME_ERROR:

@@ -6,27 +6,46 @@
 # member within the default timeout, and how long that took), the others
 # working on, the restarted member (a new run: its old PIDs are dead) and a
 # graceful leave (left, not down); an unauthorized key and an --insecure
-# node refused, with the refusal logged on both sides. Args: $1 schednode.
+# node refused, with the refusal logged on both sides; keys bound to nodes
+# (a client's key, a certificate naming another endpoint or id, a live
+# member's key: refused at join and as heartbeats). Args: $1 schednode.
 set -u
 SN=$1
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
-for n in 1 2 3 4 5 6; do port[$n]=$(free_port); done
+for n in 1 2 3 4 5 6 7 8; do port[$n]=$(free_port); done
 ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 
-# keys: one per node (with its endpoint, so others find its public key),
-# one for the client commands; the authorized-keys directory gets the
-# public halves. The rogue key is valid but not authorized.
+# keys: one per node (naming its endpoint, so others find its public key,
+# and its id: the key is that node's only), one for the client commands;
+# the authorized-keys directory gets the public halves. The rogue key is
+# valid but not authorized. In $dir/extra, keys authorized only for the
+# tests of keys bound to nodes: one naming node 2's endpoint, node 7's, and
+# node 8's made the old way (an endpoint, no node id).
 mkdir -p "$dir/auth"
-for n in 1 2 3 4 5 6; do "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" >/dev/null || bad "keygen n$n"; done
+for n in 1 2 3 4 5 6; do
+  "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" -n "$n" >/dev/null || bad "keygen n$n"
+done
 "$SN" keygen "$dir/keys" --name client >/dev/null
 "$SN" keygen "$dir/rogue" --name rogue --endpoint "$(ep 6)" >/dev/null
+"$SN" keygen "$dir/extra" --name x2 --endpoint "$(ep 2)" -n 6 >/dev/null || bad "keygen x2"
+"$SN" keygen "$dir/extra" --name n7 --endpoint "$(ep 7)" -n 7 >/dev/null || bad "keygen n7"
+"$SN" keygen "$dir/extra" --name old8 --endpoint "$(ep 8)" >/dev/null || bad "keygen old8 (no node id)"
 cp "$dir"/keys/*.cert "$dir/auth/"
 [ "$(stat -c %a "$dir/keys/n1.cert_secret")" = 600 ] && [ -f "$dir/auth/n1.cert" ] && [ ! -f "$dir/auth/n1.cert_secret" ] &&
   ok "keygen writes a public certificate and a 0600 secret one" || bad "keygen files"
 out=$("$SN" keygen "$dir/keys" --name n1 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "exists" <<<"$out" && ok "keygen does not overwrite a certificate" || bad "keygen overwrite: $out"
+grep -qx '    node-id = "3"' "$dir/keys/n3.cert" && grep -qx "    endpoint = \"$(ep 3)\"" "$dir/keys/n3.cert" &&
+  grep -qx '    role = "node"' "$dir/keys/n3.cert" && grep -qx '    role = "client"' "$dir/keys/client.cert" &&
+  ! grep -q "node-id\|endpoint" "$dir/keys/client.cert" && ! grep -q "node-id" "$dir/extra/old8.cert" &&
+  ok "keygen: a node's certificate names its endpoint and id (role node), the client's neither (role client)" ||
+  bad "keygen metadata: $(grep -h ' = ' "$dir/keys/n3.cert" "$dir/keys/client.cert")"
+out=$("$SN" keygen "$dir/keys" --name lone -n 7 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "needs --endpoint" <<<"$out" && [ ! -f "$dir/keys/lone.cert" ] &&
+  ok "keygen -n without --endpoint: exit 2, nothing written" || bad "keygen -n alone: rc=$rc $out"
+key_of() { sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$1"; }
 sec() { echo --cert "$dir/keys/n$1.cert" --authorized-keys "$dir/auth"; }
 CLIENT=(--cert "$dir/keys/client.cert" --authorized-keys "$dir/auth")
 
@@ -105,6 +124,59 @@ out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "tcp://127.0.0.
 rc=$?
 [ $rc -eq 1 ] && grep -q "no seed answered within 1000 ms" <<<"$out" && ok "no seed: a clear error, exit 1" ||
   bad "no seed: rc=$rc $out"
+
+# --- keys bound to nodes: a node's key joins only as the node its
+# certificate names (endpoint, and id if it names one), never a client's,
+# never one a live member holds. Each refusal: the joiner ends with the
+# reason (exit 1 or 2, not a timeout), node 1 logs it with the endpoint and
+# key. bound_refused LABEL WANT NODE-ID CERT [OPTIONS]: node NODE-ID with
+# CERT, listening at node 6's endpoint, joins through node 1 and must be
+# refused with WANT in the reason. (Each case has an id of its own: a
+# binary without these checks takes each in, and the next must not fail
+# for that.)
+bound_refused() {
+  local label=$1 want=$2 n=$3 cert=$4 out rc line
+  shift 4
+  out=$(timeout 15 "$SN" -n "$n" -w 1 --listen "$(ep 6)" --cert "$cert" --authorized-keys "$dir/auth" \
+    --join "$(ep 1)" --join-timeout 5000 "$@" 2>&1); rc=$?
+  if { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } && grep -q "refused to let this node in: .*$want" <<<"$out"; then
+    ok "$label: refused, the node says why and exits $rc"
+  else
+    bad "$label: rc=$rc $(tail -3 <<<"$out")"
+  fi
+  line=$(grep -F "refused node $n from " "$dir/node1.log" | grep -F "(key $(key_of "$cert")): " | tail -1)
+  grep -q "$want" <<<"$line" && ok "$label: node 1 logs the refusal with endpoint, key and reason" ||
+    bad "$label: no refusal with key and reason in node 1's log: $(grep "refused node $n" "$dir/node1.log" | tail -1)"
+}
+# (a) the client's certificate names no node
+bound_refused "(a) a node with the client's key" "names no node" 6 "$dir/keys/client.cert"
+# (b) a certificate that names another node's endpoint (node 2's; made
+# with -n 6, authorized) used at the joiner's own endpoint, and used with
+# node 2's endpoint advertised (the endpoint check comes before the id's)
+cp "$dir/extra/x2.cert" "$dir/auth/"
+bound_refused "(b) a certificate naming node 2's endpoint, at another" "names the node at $(ep 2), but it says it is at $(ep 6)" \
+  9 "$dir/extra/x2.cert"
+bound_refused "(b) a certificate naming node 2's endpoint, advertising it" "its endpoint is node 2's (at $(ep 2)), which is up" \
+  10 "$dir/extra/x2.cert" --advertise "$(ep 2)"
+rm -f "$dir/auth/x2.cert"
+# (c) node 2's key while node 2 is up, under another id
+bound_refused "(c) node 2's key as node 11" "its key is node 2's (at $(ep 2)), which is up" 11 "$dir/keys/n2.cert"
+# a certificate that names node 6, as node 7
+bound_refused "a certificate naming node 6 used as node 7" "names node 6, but it says it is node 7" 7 "$dir/keys/n6.cert"
+all_up 1 2 3 4 5 && ok "after the refusals the view is still the five nodes" || bad "view after refusals: $(view 1)"
+# controls: node 7 with its own key, and node 8 with a key made the old way
+# (no node id: bound by its endpoint alone) join; each leaves again
+cp "$dir/extra/n7.cert" "$dir/extra/old8.cert" "$dir/auth/"
+for n in 7 8; do
+  c=$dir/extra/$([ $n = 7 ] && echo n7 || echo old8).cert
+  "$SN" -n $n -w 1 --listen "$(ep $n)" --cert "$c" --authorized-keys "$dir/auth" --join "$(ep 1)" >"$dir/node$n.log" 2>&1 &
+  pids+=($!); joiner=$!
+  wait_for 100 all_up 1 2 3 4 5 $n && ok "node $n with its own key ($(basename "$c")) joins" ||
+    bad "node $n with $(basename "$c"): $(tail -3 "$dir/node$n.log")"
+  kill -TERM $joiner; wait $joiner
+  wait_for 30 all_see $n left 1 || bad "node $n did not leave"
+done
+rm -f "$dir/auth/n7.cert" "$dir/auth/old8.cert"
 
 # --- security: a key not authorized, a plain node, a plain client
 out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --cert "$dir/rogue/rogue.cert" --authorized-keys "$dir/auth" \
@@ -195,6 +267,28 @@ wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from a node of 
 sleep 0.5
 all_up 1 2 3 5 && ok "node 6 of another cluster did not become a member" ||
   bad "node 6 taken in: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
+kill -TERM "$other"; wait "$other" 2>/dev/null
+
+# --- nor does a node that heartbeats a member with a key that is not its
+# own: node 6 in a fixed cluster with node 1 (no join, so no Hello to
+# refuse), with node 2's key and node 2's endpoint advertised, and with the
+# client's key: node 1 drops the heartbeats, says why, and never takes it in
+"$SN" -n 6 -w 1 --listen "$(ep 6)" --advertise "$(ep 2)" $(sec 2) --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
+pids+=($!); other=$!
+wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from node 6 at $(ep 2) .*its key is node 2's" "$dir/node1.log" &&
+  ok "node 1 drops heartbeats from a node 6 with node 2's key, and says why" ||
+  bad "no log of node 6's heartbeats with node 2's key: $(grep "node 6" "$dir/node1.log" | tail -2)"
+sleep 0.5
+all_up 1 2 3 5 && ok "node 6 with node 2's key did not become a member" ||
+  bad "node 6 with node 2's key taken in: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
+kill -TERM "$other"; wait "$other" 2>/dev/null
+"$SN" -n 6 -w 1 --listen "$(ep 6)" "${CLIENT[@]}" --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
+pids+=($!); other=$!
+wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from node 6 at $(ep 6) .*names no node" "$dir/node1.log" &&
+  ok "node 1 drops heartbeats from a node 6 with the client's key, and says why" ||
+  bad "no log of node 6's heartbeats with the client's key: $(grep "node 6" "$dir/node1.log" | tail -2)"
+all_up 1 2 3 5 && ok "node 6 with the client's key did not become a member" ||
+  bad "node 6 with the client's key taken in: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
 kill -TERM "$other"; wait "$other" 2>/dev/null
 
 for n in 1 2 3 5; do

@@ -5,7 +5,8 @@
 # and deliver nothing; garbage, truncated and oversize frames from an
 # authorized key are counted and dropped; frames claiming another node's
 # identity are dropped; a flood from one client leaves the node answering
-# and its memory bounded. After each case every node is alive and the
+# and its memory bounded; a member's key or the client's cannot join as
+# another node. After each case every node is alive and the
 # cluster still carries messages in order. Counters come from
 # `status --json` (bad_frames: frames dropped; refused: handshakes refused;
 # completed: processes finished, which shows whether a forged message reached
@@ -252,6 +253,28 @@ wait $legit
 [ "$(cat "$dir/legit.out")" = "2000 messages in order" ] && ok "4. 2000 messages node 1 -> node 2 during the flood, in order" ||
   bad "4. legitimate traffic during the flood: $(cat "$dir/legit.out")"
 still_serves "4. flood"
+
+# --- 5. a member's key, or the client's, joining as another node. These
+# node certificates are made the old way (an endpoint, no node id), so the
+# endpoint binds them: node 3's key advertising node 3's endpoint as node 9
+# would steal node 3's place; the refusal must come from the key being a
+# live member's. Each joiner ends with the reason, node 1 logs it with the
+# key, and the cluster carries on.
+port[9]=$(free_port)
+for who in n3 client; do # node 9, then node 10 (a binary that took node 9 in must not fail the next for that)
+  k=$(sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$dir/keys/$who.cert")
+  if [ $who = n3 ]; then id=9 label="node 3's key as node 9 at node 3's endpoint" want="its key is node 3's (at $(ep 3)), which is up"
+  else id=10 label="the client's key as node 10" want="names no node"; fi
+  out=$(timeout 15 "$SN" -n $id -w 1 --listen "$(ep 9)" --cert "$dir/keys/$who.cert" --authorized-keys "$dir/auth" \
+    $([ $who = n3 ] && echo --advertise "$(ep 3)") --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
+  { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } && grep -q "refused to let this node in: .*$want" <<<"$out" &&
+    ok "5. $label: refused, and the node says why (exit $rc)" || bad "5. $label: rc=$rc $(tail -2 <<<"$out")"
+  grep -F "refused node $id from " "$dir/node1.log" | grep -F "(key $k): " | grep -q "$want" &&
+    ok "5. $label: node 1 logs it with the key and the reason" || bad "5. $label: not in node 1's log"
+  [ "$(status 1 | jq "[.nodes[] | select(.id == $id)] | length")" = 0 ] && ok "5. $label: not a member" ||
+    bad "5. $label: node $id is in node 1's view"
+  still_serves "5. $label"
+done
 
 # --- the end: a clean stop (LeakSanitizer runs then in ASan builds), no
 # sanitizer report in any log
