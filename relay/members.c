@@ -180,10 +180,10 @@ void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
             sn__relay_bad(r, msg, f->node);
             return;
         }
+        snprintf(m.public_key, sizeof m.public_key, "%s", r->in_key);
     }
     sn__members_upsert(r, &m, "it knew an earlier run of this node");
 }
-        snprintf(m.public_key, sizeof m.public_key, "%s", r->in_key);
 
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
@@ -243,6 +243,37 @@ static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, 
     }
 }
 
+/* A secure cluster binds keys to nodes: whether a live member (this node
+ * included) other than node `node` holds key or endpoint, or node `node`
+ * is up with another key. Says which in why. */
+static bool held_by_another(sn_relay_t *r, uint32_t node, const char *key, const char *endpoint, char *why,
+                            size_t whylen)
+{
+    if (!strcmp(key, r->public_key) || !strcmp(endpoint, r->advertise)) {
+        snprintf(why, whylen, "its %s is this node's (node %" PRIu32 " at %s): one key and one endpoint per node",
+                 strcmp(key, r->public_key) ? "endpoint" : "key", r->node, r->advertise);
+        return true;
+    }
+    uint64_t now = sn__relay_now_ns();
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        const peer_t *q = &r->peers[i];
+        if (q->state != SN_MEMBER_UP || now - q->last_heard_ns >= (uint64_t)r->down_ms * 1000000u || !q->public_key[0])
+            continue;
+        if (q->node == node && strcmp(q->public_key, key) != 0) {
+            snprintf(why, whylen, "node %" PRIu32 " is up at %s with another key", node, q->endpoint);
+            return true;
+        }
+        if (q->node != node && (!strcmp(q->public_key, key) || !strcmp(q->endpoint, endpoint))) {
+            snprintf(why, whylen, "its %s is node %" PRIu32 "'s (at %s), which is up: one key and one endpoint "
+                                  "per node",
+                     strcmp(q->public_key, key) ? "endpoint" : "key", q->node, q->endpoint);
+            return true;
+        }
+    }
+    return false;
+}
+
 static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
 {
     char why[512];
@@ -276,6 +307,13 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         refuse(r, ident, ident_len, f, why);
         return;
     }
+    /* the key it connected with must be the node's it says it is: its
+     * certificate names that endpoint (and id), no live member holds it */
+    if (r->in_key && (held_by_another(r, f->node, r->in_key, f->endpoint, why, sizeof why) ||
+                      sn_keys_names_node(r->authorized, r->in_key, f->node, f->endpoint, why, sizeof why) != 0)) {
+        refuse(r, ident, ident_len, f, why);
+        return;
+    }
     sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation,
                           .first_serial = f->first_serial};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->endpoint);
@@ -299,37 +337,6 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
 }
 
 void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed)
-/* A secure cluster binds keys to nodes: whether a live member (this node
- * included) other than node `node` holds key or endpoint, or node `node`
- * is up with another key. Says which in why. */
-static bool held_by_another(sn_relay_t *r, uint32_t node, const char *key, const char *endpoint, char *why,
-                            size_t whylen)
-{
-    if (!strcmp(key, r->public_key) || !strcmp(endpoint, r->advertise)) {
-        snprintf(why, whylen, "its %s is this node's (node %" PRIu32 " at %s): one key and one endpoint per node",
-                 strcmp(key, r->public_key) ? "endpoint" : "key", r->node, r->advertise);
-        return true;
-    }
-    uint64_t now = sn__relay_now_ns();
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        const peer_t *q = &r->peers[i];
-        if (q->state != SN_MEMBER_UP || now - q->last_heard_ns >= (uint64_t)r->down_ms * 1000000u || !q->public_key[0])
-            continue;
-        if (q->node == node && strcmp(q->public_key, key) != 0) {
-            snprintf(why, whylen, "node %" PRIu32 " is up at %s with another key", node, q->endpoint);
-            return true;
-        }
-        if (q->node != node && (!strcmp(q->public_key, key) || !strcmp(q->endpoint, endpoint))) {
-            snprintf(why, whylen, "its %s is node %" PRIu32 "'s (at %s), which is up: one key and one endpoint "
-                                  "per node",
-                     strcmp(q->public_key, key) ? "endpoint" : "key", q->node, q->endpoint);
-            return true;
-        }
-    }
-    return false;
-}
-
 {
     peer_t *p = sn__relay_find_peer(r, f->node);
     int joined = atomic_load_explicit(&r->joined, memory_order_relaxed);
@@ -363,13 +370,6 @@ static bool held_by_another(sn_relay_t *r, uint32_t node, const char *key, const
         }
         for (size_t i = 0; i < f->nmembers; i++)
             if (f->members[i].node != r->node)
-    /* the key it connected with must be the node's it says it is: its
-     * certificate names that endpoint (and id), no live member holds it */
-    if (r->in_key && (held_by_another(r, f->node, r->in_key, f->endpoint, why, sizeof why) ||
-                      sn_keys_names_node(r->authorized, r->in_key, f->node, f->endpoint, why, sizeof why) != 0)) {
-        refuse(r, ident, ident_len, f, why);
-        return;
-    }
                 sn__members_upsert(r, &f->members[i], "gossip");
         break;
     case SN_FRAME_ERROR:
