@@ -354,7 +354,7 @@ DURATION=${SN_CHAOS_SECONDS:-60}
 RATE=${SN_CHAOS_RATE:-250}
 WORK=${SN_CHAOS_WORK:-200 100 20000}
 NODES=4 NSINKS=16
-declare -A port npid ninc faulted frozen
+declare -A port npid ninc faulted
 for n in $(seq $NODES); do port[$n]=$(free_port); ninc[$n]=0; faulted[$n]=0; done
 seed=${SN_CHAOS_SEED:-$(( ($(date +%s%N) / 1000) % 1000000 ))}
 RANDOM=$seed
