@@ -24,6 +24,7 @@
 #include "schednode/schednode.h"
 
 #define EXIT_USAGE 2
+#define EXIT_OUT 3 /* this run was put out of its cluster (sn_relay_out) */
 
 static const char *progname = "schednode";
 static int log_level = 2; /* 0 error, 1 warn, 2 info, 3 debug */
@@ -700,6 +701,11 @@ int main(int argc, char **argv)
         logf_(2, "up: %d workers; stop with SIGINT or SIGTERM", sn_sched_workers(sched));
         int sig = 0;
         sigwait(&sigs, &sig);
+        char why[1024];
+        if (sn_relay_out(relay, why, sizeof why)) { /* the relay raised the SIGTERM: see relay.h */
+            fprintf(stderr, "%s: %s\n", progname, why);
+            exit_code = EXIT_OUT;
+        }
         logf_(2, "%s: shutting down (processes get %d ms)", sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_ms);
     }
     sn_relay_stop_stealing(relay); /* handovers end: nothing is half-moved at shutdown */

@@ -57,7 +57,8 @@ static const struct {
                   {SN_WIRE_REDIRECT, SCHEDNODE__SEND_KIND__REDIRECT},
                   {SN_WIRE_FLUSH, SCHEDNODE__SEND_KIND__FLUSH},
                   {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED},
-                  {SN_RELAY_GONE, SCHEDNODE__SEND_KIND__GONE}};
+                  {SN_RELAY_GONE, SCHEDNODE__SEND_KIND__GONE},
+                  {SN_WIRE_WATCHED, SCHEDNODE__SEND_KIND__WATCHED}};
 
 static int wire_kind(int ours)
 {

@@ -54,7 +54,7 @@ typedef struct sn_wire_send {
 
 /* The relay's location updates (Send.Kind REDIRECT, FLUSH, FLUSHED; see
  * relay/locate.c). They never reach the scheduler. */
-enum { SN_WIRE_REDIRECT = 110, SN_WIRE_FLUSH = 111, SN_WIRE_FLUSHED = 112 };
+enum { SN_WIRE_REDIRECT = 110, SN_WIRE_FLUSH = 111, SN_WIRE_FLUSHED = 112, SN_WIRE_WATCHED = 113 };
 
 /* Client operations (ClientRequest.Op). */
 enum { SN_OP_STATUS = 0, SN_OP_SPAWN = 1, SN_OP_SEND = 2, SN_OP_CALL = 3 };

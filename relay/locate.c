@@ -26,10 +26,23 @@
  * so their new messages come through the relay (dest = this node) and are
  * held until the marker, sent down the path they used, comes back.
  *
- * Failure: an entry waiting on a node that goes down, or on an answer that
- * has not come in 3 s, lets its held sends go (what was on the lost path
- * comes back to its senders as nodedown anyway). A REDIRECT is a hint: the
- * flush's answer names the real owner.
+ * Only this node's own senders use the cache. A send or marker that came
+ * from another node and goes on from here (item_t.forwarded) follows the
+ * scheduler's forwarding entry: the node the process went to from here,
+ * the last time it left. Following those entries from any node leads
+ * forward in time to where the process is, so a forward can never loop
+ * (a cache entry can be stale: following it from a hop could).
+ *
+ * Failure: a path that goes through a node that is down is not switched
+ * to another one: sends along it come back as nodedown at once, and a
+ * flush waiting on it waits. A node that is down may only be frozen or
+ * cut off, with our earlier sends in its socket: when it resumes they are
+ * delivered (nodedown means "not confirmed", not "not run"), so anything
+ * sent later by another path could overtake them. The path is released
+ * when the node is gone for good (a new run of it, or it left), after
+ * DOWN_RELEASE_NS down, or, for a node that is up, when a flush's answer
+ * has not come in FLUSH_TIMEOUT_NS (a lost marker). A REDIRECT is a hint:
+ * the flush's answer names the real owner.
  *
  * Ownership: all of it belongs to the relay's I/O thread.
  */
@@ -40,6 +53,7 @@
 #include "sn_node.h"
 
 #define FLUSH_TIMEOUT_NS (3000u * 1000000u)
+#define DOWN_RELEASE_NS (15000ull * 1000000u) /* a path through a down node is given up after this */
 #define MAX_ENTRIES 65536u /* past this, direct entries are dropped (they are only shortcuts) */
 #define REDIRECT_QUIET_NS (200u * 1000000u)
 
@@ -186,8 +200,8 @@ static uint32_t default_hop(sn_relay_t *r, sn_pid_t pid)
 }
 
 /* A control send of the relay's own (no payload), queued behind what is
- * already queued. */
-static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind)
+ * already queued; `forwarded`: one that came from another node. */
+static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, bool forwarded)
 {
     item_t *it = malloc(sizeof *it);
     if (!it)
@@ -195,6 +209,7 @@ static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, u
     it->kind = ITEM_SEND;
     it->dest = dest;
     it->diverted = false;
+    it->forwarded = forwarded;
     it->s = (sn_wire_send_t){to, from, tag, kind, 0, NULL};
     sn__relay_enqueue(r, it);
 }
@@ -207,7 +222,13 @@ static void start_flush(sn_relay_t *r, loc_t *l, uint32_t node, uint32_t hop)
     l->hop = hop;
     l->pending = true;
     l->since_ns = sn__relay_now_ns();
-    send_ctl(r, hop, l->pid, (sn_pid_t){r->node, 0}, 0, SN_WIRE_FLUSH);
+    send_ctl(r, hop, l->pid, (sn_pid_t){r->node, 0}, 0, SN_WIRE_FLUSH, false);
+}
+
+static bool node_down(sn_relay_t *r, uint32_t node)
+{
+    peer_t *p = node != r->node ? sn__relay_find_peer(r, node) : NULL;
+    return p && atomic_load_explicit(&p->down, memory_order_relaxed);
 }
 
 /* Ends a flush: the entry says `owner` and the held sends go, in order.
@@ -234,31 +255,41 @@ static void finish(sn_relay_t *r, loc_t *l, uint32_t owner)
     }
 }
 
-bool sn__loc_route(sn_relay_t *r, item_t *it)
+int sn__loc_route(sn_relay_t *r, item_t *it)
 {
     struct sn_locs *c = r->locs;
-    if (c->count == 0 || it->s.kind == SN_WIRE_REDIRECT || it->s.kind == SN_WIRE_FLUSHED ||
-        it->s.kind == SN_RELAY_GONE) /* (addressed to a node, not to where the process is) */
-        return true;
+    if (it->forwarded || c->count == 0 || it->s.kind == SN_WIRE_REDIRECT || it->s.kind == SN_WIRE_FLUSHED ||
+        it->s.kind == SN_RELAY_GONE || it->s.kind == SN_WIRE_WATCHED) /* (a forward, or addressed to a node, not to where the process is) */
+        return SN_LOC_SEND;
     loc_t *l = find(c, it->s.to);
     if (!l)
-        return true;
+        return SN_LOC_SEND;
     if (!l->pending) {
-        it->dest = l->node;
-        return true;
+        it->dest = l->node; /* (a node that is down: the caller bounces it) */
+        return SN_LOC_SEND;
     }
     if (it->s.kind == SN_WIRE_FLUSH && it->s.from.node == r->node && it->dest == l->hop)
-        return true; /* our own marker: it goes down the old path now */
+        return SN_LOC_SEND; /* our own marker: it goes down the old path now */
+    if (node_down(r, l->hop))
+        return SN_LOC_DOWN; /* the old path is stuck in a node that is down: nothing may overtake it */
     if (l->nheld == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         item_t **h = realloc(l->held, cap * sizeof *h);
         if (!h)
-            return true; /* no memory to hold it: send it on (order may suffer, nothing is lost) */
+            return SN_LOC_DOWN; /* no memory to hold it: it comes back (sending it on could reorder) */
         l->held = h;
         l->cap = cap;
     }
     l->held[l->nheld++] = it;
-    return false;
+    return SN_LOC_HELD;
+}
+
+void sn__loc_departed(sn_relay_t *r, sn_pid_t pid, uint32_t node)
+{
+    (void)node;
+    loc_t *l = find(r->locs, pid);
+    if (l && !l->pending) /* a shortcut from before it lived here: the forwarding entry is newer */
+        drop(r->locs, l);
 }
 
 void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
@@ -269,7 +300,7 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
     /* the home node's route should follow it too (it learns from a node
      * that forwards for it otherwise) */
     if (pid.node != r->node && pid.node != victim)
-        send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT);
+        send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false);
     if (l && l->pending) { /* a flush on its way already: its answer settles it */
         l->node = r->node;
         return;
@@ -277,10 +308,11 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
     size_t bit = sn__sent_bit(pid);
     bool sent = r->sent_to[bit / 64] & (UINT64_C(1) << (bit % 64));
     peer_t *p = hop && hop != r->node ? sn__relay_find_peer(r, hop) : NULL;
-    if (!sent || !p || atomic_load_explicit(&p->down, memory_order_relaxed)) {
+    if (!sent || !p) {
         /* nothing from here on its way to it (the caller drained the
          * outbound queue first: what was queued for it is on its way now,
-         * and has set its bit), or no old path to wait for */
+         * and has set its bit), or no old path to wait for (a hop that is
+         * down is waited for: see the top of this file) */
         if (l)
             drop(c, l);
         sn_migrate_settled(r->sched, pid);
@@ -296,8 +328,8 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
 void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node)
 {
     struct sn_locs *c = r->locs;
-    if (node == r->node || node == 0)
-        return; /* it is here, or coming here: the arrival flushes */
+    if (node == r->node || node == 0 || sn_migrate_here(r->sched, pid))
+        return; /* it is here, or coming here: the arrival flushes (a stale hint would send our senders away) */
     loc_t *l = find(c, pid);
     if (l && (l->pending || l->node == node))
         return;
@@ -316,16 +348,17 @@ void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
 {
     sn_pid_t pid = s->to;
     uint32_t origin = s->from.node;
-    loc_t *l = find(r->locs, pid);
-    uint32_t next = l ? l->node : sn_migrate_forward_of(r->sched, pid);
+    /* the marker follows what it flushes: a forward goes where the process
+     * went from here (the forwarding entry), never by the cache */
+    uint32_t next = sn_migrate_here(r->sched, pid) ? 0 : sn_migrate_forward_of(r->sched, pid);
     if (next == 0 || next == r->node) { /* the end of the path: it lives here (or nowhere) */
         if (origin == r->node)
             sn__loc_flushed(r, pid, r->node);
         else
-            send_ctl(r, origin, pid, SN_PID_NONE, r->node, SN_WIRE_FLUSHED);
+            send_ctl(r, origin, pid, SN_PID_NONE, r->node, SN_WIRE_FLUSHED, true);
         return;
     }
-    send_ctl(r, next, pid, s->from, 0, SN_WIRE_FLUSH); /* on, behind what we forwarded */
+    send_ctl(r, next, pid, s->from, 0, SN_WIRE_FLUSH, true); /* on, behind what we forwarded */
 }
 
 void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner)
@@ -355,10 +388,20 @@ void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid)
     c->said[k].peer = from->node;
     c->said[k].ns = now;
     atomic_fetch_add_explicit(&r->redirects, 1, memory_order_relaxed);
-    send_ctl(r, from->node, pid, SN_PID_NONE, now_at, SN_WIRE_REDIRECT);
+    send_ctl(r, from->node, pid, SN_PID_NONE, now_at, SN_WIRE_REDIRECT, true);
 }
 
-/* Pending entries waiting on `node` (down), or too long: their held sends go. */
+/* Releases a pending entry's held sends (see the top of this file). */
+static void release(sn_relay_t *r, loc_t *l, const char *why)
+{
+    SNLOG_WARN("node=%" PRIu32 " %s for %" PRIu32 ".%" PRIu64 " through node %" PRIu32
+               ": sending its held messages on",
+               r->node, why, l->pid.node, l->pid.serial, l->hop);
+    finish(r, l, l->node);
+}
+
+/* The periodic look (node 0), or node gone for good: entries whose old
+ * path is lost or stuck for too long let their held sends go. */
 static void give_up(sn_relay_t *r, uint32_t node, uint64_t now)
 {
     struct sn_locs *c = r->locs;
@@ -366,22 +409,51 @@ static void give_up(sn_relay_t *r, uint32_t node, uint64_t now)
         return;
     for (size_t i = 0; i < c->nb; i++) {
         for (loc_t *l = c->b[i], *next; l; l = next) {
-            next = l->next;
-            if (!l->pending && node && l->node == node) {
-                drop(c, l); /* a shortcut to a dead node: the default route reports it */
+            next = l->next; /* finish may drop l, and drops nothing else */
+            if (!l->pending) {
+                if (node && l->node == node)
+                    drop(c, l); /* a shortcut to a run that ended: the default route reports it */
                 continue;
             }
-            if (!l->pending || !(l->hop == node || (now && now - l->since_ns > FLUSH_TIMEOUT_NS)))
+            if (node) {
+                if (l->hop == node)
+                    finish(r, l, l->node); /* the old path ended with that run: nothing on it can arrive */
                 continue;
-            if (now)
-                SNLOG_WARN("node=%" PRIu32 " no flush answer for %" PRIu32 ".%" PRIu64 " from node %" PRIu32
-                           " within 3 s: sending its held messages on",
-                           r->node, l->pid.node, l->pid.serial, l->hop);
-            finish(r, l, l->node); /* may drop l: next was read first, and it drops nothing else */
+            }
+            bool stuck = node_down(r, l->hop);
+            if (stuck && now - l->since_ns > DOWN_RELEASE_NS)
+                release(r, l, "the old path has been down for 15 s");
+            else if (!stuck && now - l->since_ns > FLUSH_TIMEOUT_NS)
+                release(r, l, "no flush answer within 3 s");
         }
     }
 }
 
-void sn__loc_peer_down(sn_relay_t *r, uint32_t node) { give_up(r, node, 0); }
+void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone)
+{
+    if (gone) {
+        give_up(r, node, 0);
+        return;
+    }
+    /* down, perhaps only for now: flushes through it wait, and their
+     * release clock starts now */
+    struct sn_locs *c = r->locs;
+    uint64_t now = sn__relay_now_ns();
+    for (size_t i = 0; c->count && i < c->nb; i++)
+        for (loc_t *l = c->b[i]; l; l = l->next)
+            if (l->pending && l->hop == node)
+                l->since_ns = now;
+}
+
+void sn__loc_peer_up(sn_relay_t *r, uint32_t node)
+{
+    /* the marker sent before it went down was dropped: send it again,
+     * behind whatever of ours it still has to deliver */
+    struct sn_locs *c = r->locs;
+    for (size_t i = 0; c->count && i < c->nb; i++)
+        for (loc_t *l = c->b[i]; l; l = l->next)
+            if (l->pending && l->hop == node)
+                start_flush(r, l, l->node, l->hop);
+}
 
 void sn__loc_tick(sn_relay_t *r, uint64_t now) { give_up(r, 0, now); }

@@ -25,9 +25,12 @@
  * from the sender's relay already when it knows the new run.
  */
 #include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "relay_int.h"
 
@@ -69,7 +72,7 @@ static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
         SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
                      "nodedown, its old PIDs are dead",
                      r->node, p->node, p->endpoint);
-        sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+        sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
     }
     sn__relay_reset_peer(p, inc);
     r->gossip_due = true;
@@ -123,7 +126,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
                       p->endpoint, how);
     } else if (m->incarnation == p->incarnation && m->state == SN_MEMBER_LEFT && p->state != SN_MEMBER_LEFT) {
         set_down(p, SN_MEMBER_LEFT);
-        sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+        sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
         SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node, p->endpoint,
                   how);
         r->gossip_due = true;
@@ -185,6 +188,58 @@ void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
     sn__members_upsert(r, &m, "it knew an earlier run of this node");
 }
 
+/* This run is out of the cluster (sn_relay_out): it stops sending (every
+ * member is down to it, what waited for them comes back to its senders)
+ * and the program is asked to stop. */
+static void put_out(sn_relay_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_out(sn_relay_t *r, const char *fmt, ...)
+{
+    if (atomic_load_explicit(&r->out, memory_order_relaxed))
+        return;
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(r->out_reason, sizeof r->out_reason,
+             "this run of node %" PRIu32 " is out of the cluster (%s): another run of it joined while it was "
+             "down; it stops (its processes are lost, as with a crash)",
+             r->node, why);
+    SNLOG_ERROR("node=%" PRIu32 " %s", r->node, r->out_reason);
+    atomic_store_explicit(&r->out, 1, memory_order_release); /* release: out_reason first */
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p->state == SN_MEMBER_UP) {
+            set_down(p, SN_MEMBER_DOWN);
+            sn__relay_bounce_peer(r, p, SN_ENODEDOWN, false);
+        }
+    }
+    kill(getpid(), SIGTERM); /* main waits for it with sigwait (every thread blocks it) */
+}
+
+void sn__members_superseded(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const unsigned char *ident,
+                            size_t ident_len)
+{
+    uint64_t now = sn__relay_now_ns();
+    if (p->out_said_ns && now - p->out_said_ns < 500000000u)
+        return;
+    p->out_said_ns = now;
+    char why[512];
+    snprintf(why, sizeof why, "a newer run of node %" PRIu32 " joined at %s after this one was declared down",
+             p->node, p->endpoint);
+    SNLOG_WARN("node=%" PRIu32 " an earlier run of node %" PRIu32 " is still sending: telling it it is out (%s)",
+               r->node, p->node, why);
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_refusal(r->node, r->incarnation, SN_EREFUSED, why, &buf, &len) != 0)
+        return;
+    (void)f;
+    if (ident) /* (its heartbeats come on our ROUTER; we no longer dial its endpoint) */
+        sn__relay_answer(r, ident, ident_len, buf, len);
+    free(buf);
+}
+
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
     if (inc > p->incarnation) {
@@ -196,6 +251,7 @@ void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
     if (p->state == SN_MEMBER_DOWN) {
         set_down(p, SN_MEMBER_UP);
         SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
+        sn__loc_peer_up(r, p->node);
         r->gossip_due = true;
     }
 }
@@ -368,12 +424,19 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
             sn__relay_bad(r, "gossip from a node that is not a member", f->node);
             break;
         }
-        for (size_t i = 0; i < f->nmembers; i++)
-            if (f->members[i].node != r->node)
-                sn__members_upsert(r, &f->members[i], "gossip");
+        for (size_t i = 0; i < f->nmembers; i++) {
+            const sn_wire_member_t *m = &f->members[i];
+            if (m->node != r->node)
+                sn__members_upsert(r, m, "gossip");
+            else if (m->incarnation > r->incarnation && joined == 1)
+                put_out(r, "node %" PRIu32 " knows a newer run of this node, at %s", f->node, m->endpoint);
+        }
         break;
     case SN_FRAME_ERROR:
-        if (from_seed && joined == 0) {
+        if (joined == 1 && p && !ident && f->incarnation == p->incarnation) {
+            /* on our connection to a member, once we are one: we are out */
+            put_out(r, "node %" PRIu32 " says: %s", f->node, f->reason ? f->reason : "(no reason)");
+        } else if (from_seed && joined == 0) {
             snprintf(r->join_error, sizeof r->join_error, "node %" PRIu32 " refused to let this node in: %s", f->node,
                      f->reason);
             SNLOG_ERROR("node=%" PRIu32 " %s", r->node, r->join_error);
@@ -390,7 +453,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         }
         if (p->state != SN_MEMBER_LEFT) {
             set_down(p, SN_MEMBER_LEFT);
-            sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+            sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
             SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node,
                       p->endpoint, f->reason);
             r->gossip_due = true;
@@ -496,7 +559,7 @@ static void heartbeats(sn_relay_t *r, uint64_t now)
             set_down(p, SN_MEMBER_DOWN);
             SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " at %s is down: nothing heard for %d ms", r->node,
                          p->node, p->endpoint, r->down_ms);
-            sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+            sn__relay_bounce_peer(r, p, SN_ENODEDOWN, false);
         }
     }
 }

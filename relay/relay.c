@@ -91,6 +91,11 @@ void sn__relay_enqueue(sn_relay_t *r, item_t *it)
     }
 }
 
+/* Set by the I/O thread while it hands the scheduler a send that came
+ * from another node: whatever the scheduler passes on from there is a
+ * forward (item_t.forwarded). Thread-local, so workers never see it set. */
+static _Thread_local bool passing_on;
+
 static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
                          sn_payload_t **msg)
 {
@@ -108,6 +113,7 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, in
     it->kind = ITEM_SEND;
     it->dest = via ? via : to.node;
     it->diverted = via == r->node;
+    it->forwarded = passing_on;
     it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL};
     if (kind == SN_RELAY_GONE) /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
         sn__mpsc_push(&r->outq, &it->link);
@@ -146,19 +152,26 @@ void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
     *quiet = 0;
 }
 
-/* Returns a send to the process that made it, on this node (or on the node
- * it moved to since). */
+/* Returns a send to the process that made it: on this node, or on the
+ * node it moved to since, or (a message we were passing on for another
+ * node's process) back to its node. */
 static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error)
 {
     add(&r->bounced, 1);
     if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from) &&
         sn_send_failed(r->sched, s->from, s->to, s->tag, error, &s->payload) != 0) {
         uint32_t via = sn_migrate_forward_of(r->sched, s->from);
-        if (via)
-            relay_deliver(r, s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, error, via, &s->payload);
+        if ((via || s->from.node != r->node) &&
+            relay_deliver(r, s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, error, via, &s->payload) != 0)
+            SNLOG_WARN("node=%" PRIu32 " cannot return an undelivered message to %" PRIu32 ".%" PRIu64
+                       ": its node is down or unknown",
+                       r->node, s->from.node, s->from.serial);
     }
-    /* (a monitor request that fails is answered from the peer's watch
-     * table, or by drain when it never got there) */
+    /* a monitor request that fails is answered from the peer's watch
+     * table, or by route when it never got there; one we were passing on
+     * for a watcher on another node is answered here */
+    if (s->kind == SN_RELAY_MONITOR && s->from.node != r->node)
+        relay_deliver(r, s->from, s->to, s->tag, SN_EV_DOWN, error, 0, NULL);
     sn_payload_destroy(&s->payload);
 }
 
@@ -271,7 +284,7 @@ static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error)
     }
 }
 
-void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error)
+void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
 {
     /* every process here watching one there learns its node is gone */
     for (size_t i = 0; i < p->nwatch; i++)
@@ -300,7 +313,13 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error)
         free(p->ctl[i].buf);
     p->nctl = 0;
     sn__steal_peer_gone(r, p);
-    sn__loc_peer_down(r, p->node);
+    sn__loc_peer_down(r, p->node, gone);
+    if (gone) { /* what moved there from here is gone with it (its DOWNs came from the watches above) */
+        size_t n = sn_migrate_forget_node(r->sched, p->node);
+        if (n)
+            SNLOG_INFO("node=%" PRIu32 " dropped %zu forwarding entries to node %" PRIu32 " (its run ended)", r->node,
+                       n, p->node);
+    }
 }
 
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
@@ -420,8 +439,18 @@ static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
 
 void sn__relay_route(sn_relay_t *r, item_t *it)
 {
-    if (!sn__loc_route(r, it))
+    int how = sn__loc_route(r, it);
+    if (how == SN_LOC_HELD)
         return; /* held until a flush ends (locate.c) */
+    if (how == SN_LOC_DOWN) { /* its path goes through a node that is down: not another one (order) */
+        if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* (bounce_local answers one passing on) */
+            sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_ENODEDOWN, NULL);
+        bounce_local(r, &it->s, SN_ENODEDOWN);
+        if (it->diverted) /* (it will not be delivered here) */
+            sn_migrate_diverted(r->sched, it->s.to);
+        free_item(it);
+        return;
+    }
     if (it->dest == r->node) { /* from a sender here, for a process that moved here */
         sn_pid_t to = it->s.to;
         bool diverted = it->diverted;
@@ -443,20 +472,50 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
                   ? SN_ENOPROC
                   : 0;
     if (err) {
-        if (it->s.kind == SN_RELAY_MONITOR) /* the watcher learns at once */
+        if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* the watcher learns at once */
             sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
         bounce_local(r, &it->s, err);
         free_item(it);
         return;
     }
-    if (it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR)
-        sn__watch(p, it->s.to, it->s.from, it->s.tag, it->s.kind == SN_RELAY_MONITOR);
+    if ((it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR) && !it->forwarded)
+        sn__watch(p, it->s.to, it->s.from, it->s.tag, it->s.kind == SN_RELAY_MONITOR); /* (the watcher's node keeps it) */
     batch_add(r, p, it);
 }
 
+static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
+
+/* WATCHED from node `from`: the watcher's record of that monitor moves
+ * under it, so that its failure reports the monitor (nodedown). */
+static void watched_at(sn_relay_t *r, const peer_t *from, const sn_wire_send_t *s)
+{
+    if (!from)
+        return;
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p == from)
+            continue;
+        if (sn__watch(p, s->to, s->from, s->tag, false)) {
+            if (!sn__watch((peer_t *)from, s->to, s->from, s->tag, true)) /* (no memory) */
+                sn_send_down(r->sched, s->from, s->to, s->tag, SN_ENODEDOWN, NULL);
+            return;
+        }
+    }
+}
+
 /* A send that arrived from node `from` (NULL: held here, locate.c) for a
- * process here. */
+ * process here. What the scheduler passes on from here (the process moved
+ * on, an error back to a sender elsewhere) is a forward: see passing_on. */
 static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
+{
+    bool was = passing_on; /* (nested: a flush that ends delivers what it held) */
+    passing_on = true;
+    inbound_send_(r, from, s);
+    passing_on = was;
+}
+
+static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
     int rc = 0;
     if (from && sn__relay_for_process(s->kind))
@@ -502,17 +561,28 @@ static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn_cancel(r->sched, s->to);
         return;
     case SN_EV_DOWN: { /* a process there that one here watched has ended */
-        /* the record is under the node the monitor went to: its home, or
-         * the node it had moved to */
+        /* the record is under the node that holds the monitor (its home,
+         * or where it had moved: WATCHED); none: its DOWN came already
+         * (the node holding it went down, or a hop returned the request),
+         * and a monitor gets exactly one */
         size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-        for (size_t i = 0; i < np; i++)
-            if (sn__watch(&r->peers[i], s->from, s->to, s->tag, false))
-                break;
-        sn_send_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
+        bool watched = false;
+        for (size_t i = 0; i < np && !watched; i++)
+            watched = sn__watch(&r->peers[i], s->from, s->to, s->tag, false);
+        if (watched)
+            sn_send_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
+        sn_payload_destroy(&s->payload);
         return;
     }
     case SN_RELAY_MONITOR: /* the DOWN goes back through our relay_deliver */
         sn_monitor(r->sched, s->to, s->from, s->tag);
+        if (s->to.node != r->node && s->from.node != r->node && sn_migrate_here(r->sched, s->to))
+            /* it moved here: the watcher's node moves its record to us */
+            relay_deliver(r, s->to, s->from, s->tag, SN_WIRE_WATCHED, 0, s->from.node, NULL);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_WIRE_WATCHED: /* from's monitor of to is held on the node that sent this */
+        watched_at(r, from, s);
         sn_payload_destroy(&s->payload);
         return;
     case SN_RELAY_DEMONITOR:
@@ -619,15 +689,17 @@ static bool sends_from_stranger_ok(sn_relay_t *r, uint32_t node)
     if (!r->in_key)
         return true;
     size_t n = sizeof r->key_seen / sizeof r->key_seen[0], k = 0;
-    while (k < n && strcmp(r->key_seen[k].key, r->in_key) != 0) /* a small cache: the key scan reads files */
-        k++;
+    while (k < n && (r->key_seen[k].id != node || strcmp(r->key_seen[k].key, r->in_key) != 0))
+        k++; /* a small cache: the key scan reads files */
     if (k == n) {
+        char why[512];
         k = r->key_next++ % n;
         snprintf(r->key_seen[k].key, sizeof r->key_seen[k].key, "%s", r->in_key);
-        r->key_seen[k].node = sn_keys_is_node(r->authorized, r->in_key);
+        r->key_seen[k].id = node;
+        r->key_seen[k].node = sn_keys_names_node(r->authorized, r->in_key, node, NULL, why, sizeof why) == 0;
     }
     if (!r->key_seen[k].node)
-        bad(r, "sends in the name of a node that is not a member, with a key that is not a node's", node);
+        bad(r, "sends in the name of a node that is not a member, with a key that is not that node's", node);
     return r->key_seen[k].node;
 }
 
@@ -659,6 +731,7 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
     }
     if (p && f.incarnation < p->incarnation) {
         bad(r, "frame from an earlier run of that node", f.node);
+        sn__members_superseded(r, p, &f, ident, ident_len);
         sn_frame_clear(&f);
         return;
     }
@@ -1239,6 +1312,14 @@ void sn_relay_stats(sn_relay_t *r, sn_relay_stats_t *out)
 }
 
 const char *sn_relay_endpoint(sn_relay_t *r) { return r->endpoint; }
+
+int sn_relay_out(sn_relay_t *r, char *why, size_t len)
+{
+    if (!r || !atomic_load_explicit(&r->out, memory_order_acquire)) /* acquire: out_reason is written */
+        return 0;
+    snprintf(why, len, "%s", r->out_reason);
+    return 1;
+}
 
 /* ----------------------------------------------------------- client */
 

@@ -66,6 +66,12 @@ void sn_relay_stop_stealing(sn_relay_t *relay);
  * confirm it), then tells every member this node is leaving, so they do not
  * report it as failed. Call after the scheduler has shut down. */
 void sn_relay_leave(sn_relay_t *relay);
+/* Whether this run of the node was put out of its cluster: another run of
+ * it (the same node id) joined after this one was declared down, so the
+ * members take this one's frames no more. The relay then raises SIGTERM
+ * (the program shuts down; exit status 3 is the convention) and this
+ * returns 1 with the reason in why. */
+int sn_relay_out(sn_relay_t *relay, char *why, size_t len);
 /* What the relay logs (through czmq's zsys): 0 errors, 1 warnings, 2 info
  * (the default), 3 debug. */
 void sn_relay_set_log_level(int level);

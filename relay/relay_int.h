@@ -37,6 +37,9 @@ typedef struct item {
     int kind;
     uint32_t dest;    /* ITEM_SEND: the peer it goes to (home node, or where it moved) */
     bool diverted;    /* ITEM_SEND: a sender here, a process settling here (sn_migrate_diverted) */
+    bool forwarded;   /* ITEM_SEND: passing through (a message or marker that came from
+                       * another node): it follows the forwarding table, never the
+                       * location cache (locate.c) */
     sn_wire_send_t s; /* ITEM_SEND */
 } item_t;
 
@@ -88,6 +91,7 @@ typedef struct peer {
     uint64_t incarnation, recv_seq, acked_seq;
     uint64_t ack_due_ns; /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
     uint64_t bad_log_ns, bad_quiet; /* rate limit of its bad-frame log lines */
+    uint64_t out_said_ns;           /* when we last told an earlier run of it that it is out */
     unsigned char ident[256];
     size_t ident_len;
     sn_wire_type_t *types; /* its process types (gossip) */
@@ -124,6 +128,8 @@ struct sn_relay {
     uint64_t next_hello_ns, next_hb_ns, next_tick_ns;
     uint64_t last_hb_ns; /* an early heartbeat when work appears comes EARLY_HB_GAP_NS after it at the soonest (members.c) */
     _Atomic int joined;         /* any thread: 0 joining, 1 member, -1 refused */
+    _Atomic int out;            /* any thread: 1 once this run was told it is out of the cluster */
+    char out_reason[640];       /* why (written before `out` is set, release) */
     char join_error[1024];      /* set before joined = -1 (release) */
     bool gossip_due;
     uint64_t next_gossip_ns;
@@ -169,7 +175,8 @@ struct sn_relay {
      * flood of such frames does not read the key directory for each */
     struct {
         char key[41];
-        bool node;
+        uint32_t id; /* the node it spoke for */
+        bool node;   /* and whether its certificate names that node */
     } key_seen[8];
     unsigned key_next;
 };
@@ -192,8 +199,9 @@ uint64_t sn__relay_now_ns(void);
 peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node);
 /* Counts and logs (rate-limited) a dropped frame. */
 void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node);
-/* Everything waiting for p goes back to its senders with `error`. */
-void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error);
+/* Everything waiting for p goes back to its senders with `error`; gone:
+ * p restarted or left (not just down), so what moved there is gone too. */
+void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone);
 /* sn_relay_new is sn__relay_create, then the I/O thread, then
  * sn__relay_install; tests/fuzz/fuzz_relay.c uses them without the thread
  * and plays it itself. sn__relay_create makes the relay's state (its
@@ -246,8 +254,14 @@ static inline size_t sn__sent_bit(sn_pid_t pid)
 /* locate.c (I/O thread): the location cache and the flush, see there. */
 int sn__loc_init(sn_relay_t *r);
 void sn__loc_fini(sn_relay_t *r);
-/* false: held (taken); true: send it to it->dest (perhaps changed). */
-bool sn__loc_route(sn_relay_t *r, item_t *it);
+/* What sn__loc_route did with an item. */
+enum { SN_LOC_SEND, SN_LOC_HELD, SN_LOC_DOWN };
+/* SN_LOC_SEND: send it to it->dest (perhaps changed); SN_LOC_HELD: held
+ * (taken); SN_LOC_DOWN: its path goes through a node that is down: the
+ * caller bounces it (nodedown). */
+int sn__loc_route(sn_relay_t *r, item_t *it);
+/* pid left this node for `node` (a committed handover). */
+void sn__loc_departed(sn_relay_t *r, sn_pid_t pid, uint32_t node);
 /* pid (from victim) was activated here with `settle`. */
 void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim);
 void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node);
@@ -256,7 +270,11 @@ void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner);
 /* A message from `from` for pid was delivered: if it went on elsewhere,
  * `from` hears where (rate-limited). */
 void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid);
-void sn__loc_peer_down(sn_relay_t *r, uint32_t node);
+/* node is down (gone false: it may come back, frozen or cut off) or gone
+ * for good (restarted as a new run, or left). */
+void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone);
+/* node is up again (the same run): flushes waiting on it start again. */
+void sn__loc_peer_up(sn_relay_t *r, uint32_t node);
 void sn__loc_tick(sn_relay_t *r, uint64_t now);
 
 /* steal.c (I/O thread only, but for the hook) */
@@ -294,6 +312,11 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
 /* A heartbeat from a node that is not a member here (members.c). */
 void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc);
+/* A frame came from an earlier run of member p (its id was taken over by
+ * a newer run): that run is told it is out (rate-limited). ident: the
+ * frame came on the ROUTER, answer there. */
+void sn__members_superseded(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const unsigned char *ident,
+                            size_t ident_len);
 /* The periodic turn: Hellos while joining, heartbeats, failure detection,
  * gossip, and the end of a leave. */
 void sn__members_tick(sn_relay_t *r);

@@ -304,6 +304,7 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
             continue;
         }
         done[ndone++] = o->m[i].pid;
+        sn__loc_departed(r, o->m[i].pid, t->node);
         if (nfw + nev > capfw) {
             capfw = (nfw + nev) * 2;
             sn_wire_send_t *more;

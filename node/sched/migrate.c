@@ -244,6 +244,10 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
         return rc; /* nothing changed: the caller reverts */
     sn__shard_lock(s);
     sn__shard_remove(s, p);
+    /* a monitor set while it was frozen (take checked there was none):
+     * it follows the process, behind the commit */
+    sn__monitor_t *mons = p->monitors;
+    p->monitors = NULL;
     /* every push so far was made under this lock and is linked; later
      * producers miss the process and find the forwarding entry */
     sn__mpsc_node_t *node_;
@@ -264,6 +268,14 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
             free(e);
     }
     sn__shard_unlock(s);
+    const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+    for (sn__monitor_t *mon = mons, *next; mon; mon = next) {
+        next = mon->next;
+        if (!hk || !hk->h.deliver ||
+            hk->h.deliver(hk->h.arg, p->pid, mon->watcher, mon->tag, SN_RELAY_MONITOR, 0, node, NULL) != 0)
+            sn_send_down(sched, mon->watcher, p->pid, mon->tag, SN_ENODEDOWN, NULL);
+        free(mon);
+    }
     sn_payload_destroy(&m->state);
     atomic_fetch_add_explicit(&sched->migrated_out, 1, memory_order_relaxed);
     sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
@@ -309,6 +321,36 @@ void sn_migrate_diverted(sn_sched_t *sched, sn_pid_t pid)
     if (p && p->diverted)
         p->diverted--;
     sn__shard_unlock(s);
+}
+
+bool sn_migrate_here(sn_sched_t *sched, sn_pid_t pid)
+{
+    sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
+    sn__shard_lock(s);
+    bool here = sn__shard_find_pid(s, pid) != NULL;
+    sn__shard_unlock(s);
+    return here;
+}
+
+size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node)
+{
+    sn__fwd_t *f = &sched->fwd;
+    if (atomic_load_explicit(&f->live, memory_order_acquire) == 0)
+        return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->cap;) {
+        if (f->entries[i].node == node) {
+            fwd_del(f, i); /* moves a later entry into i: look at i again */
+            n++;
+        } else {
+            i++;
+        }
+    }
+    /* release: pairs with the acquire in sn__forward_of */
+    atomic_store_explicit(&f->live, f->count, memory_order_release);
+    pthread_mutex_unlock(&f->mu);
+    return n;
 }
 
 int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid)

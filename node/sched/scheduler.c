@@ -225,9 +225,19 @@ int sn_send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t 
 void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
 {
     int rc = SN_ENOPROC;
-    if (target.node != sched->node_id) {
+    /* A process of another node is watched here only if it moved here
+     * (sending the request home would send it back here: a loop) */
+    bool here = target.node == sched->node_id;
+    if (!here && atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0) {
+        sn__shard_t *s = sn__ptable_shard(&sched->table, target.serial);
+        sn__shard_lock(s);
+        here = sn__shard_find(s, target) != NULL;
+        sn__shard_unlock(s);
+    }
+    if (!here) {
+        uint32_t via = sn__forward_of(sched, target); /* it moved on from here: so does the monitor */
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
-        rc = hk && hk->h.deliver ? hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_MONITOR, 0, 0, NULL)
+        rc = hk && hk->h.deliver ? hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_MONITOR, 0, via, NULL)
                                  : SN_EUNREACHABLE;
     } else {
         sn__monitor_t *m = malloc(sizeof *m);

@@ -132,6 +132,13 @@ void sn_migrate_diverted(sn_sched_t *sched, sn_pid_t pid);
 /* The relay flushed the old path to pid: local senders deliver directly
  * again. Returns 0, or SN_ENOPROC if the process is not here (any more). */
 int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid);
+/* Whether pid is in this node's PID table now (running, waiting, or
+ * frozen mid-handover). */
+bool sn_migrate_here(sn_sched_t *sched, sn_pid_t pid);
+/* Node `node` restarted or left: every process that moved there from here
+ * is gone with it. Drops the forwarding entries that point to it and
+ * returns how many. */
+size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node);
 /* New owner: the handover was aborted; the frozen copy goes. */
 void sn_migrate_discard(sn_sched_t *sched, void *handle);
 

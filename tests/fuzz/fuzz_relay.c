@@ -231,7 +231,7 @@ static void play(sn_relay_t *r, const uint8_t *data, size_t size)
             if (p->state == SN_MEMBER_UP) {
                 p->state = SN_MEMBER_DOWN;
                 atomic_store_explicit(&p->down, 1, memory_order_release); /* as set_down */
-                sn__relay_bounce_peer(r, p, SN_ENODEDOWN);
+                sn__relay_bounce_peer(r, p, SN_ENODEDOWN, (op >> 11) & 1); /* down, or gone for good */
             }
             break;
         }
