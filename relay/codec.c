@@ -84,7 +84,7 @@ static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnati
 static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_send_t *sends, size_t n, void **mem_out)
 {
     size_t bytes = 0;
-    bool kinds_needed = false, errors_needed = false;
+    bool kinds_needed = false, errors_needed = false, hops_needed = false;
     bool homes_differ = false;
     for (size_t i = 0; i < n; i++) {
         homes_differ |= sends[i].to.node != sends[0].to.node;
@@ -92,12 +92,13 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
             return SN_EINVAL;
         kinds_needed |= sends[i].kind != SN_EV_MESSAGE;
         errors_needed |= sends[i].error != 0;
+        hops_needed |= sends[i].hops != 0;
         bytes += sends[i].payload ? sends[i].payload->len : 0;
     }
     /* The columns in one allocation: the three 8-byte ones first, then six
      * 4-byte ones, then the payload bytes. */
     _Static_assert(sizeof(Schednode__SendKind) == 4, "enum column width");
-    size_t n64 = 3, n32 = 6;
+    size_t n64 = 3, n32 = 7;
     uint8_t *mem = malloc(n * (n64 * 8 + n32 * 4) + (bytes ? bytes : 1));
     if (!mem)
         return SN_ENOMEM;
@@ -106,12 +107,13 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
     uint32_t *from_node = (uint32_t *)(tag + n), *ctype = from_node + n, *size = ctype + n;
     int32_t *error = (int32_t *)(size + n);
     Schednode__SendKind *kind = (Schednode__SendKind *)(error + n);
-    uint32_t *to_nodes = (uint32_t *)(kind + n);
-    uint8_t *data = (uint8_t *)(to_nodes + n), *d = data;
+    uint32_t *to_nodes = (uint32_t *)(kind + n), *hops = to_nodes + n;
+    uint8_t *data = (uint8_t *)(hops + n), *d = data;
     for (size_t i = 0; i < n; i++) {
         const sn_wire_send_t *w = &sends[i];
         to_serial[i] = w->to.serial;
         to_nodes[i] = w->to.node;
+        hops[i] = w->hops;
         from_node[i] = w->from.node;
         from_serial[i] = w->from.serial;
         tag[i] = w->tag;
@@ -139,6 +141,8 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
     batch->kind = kind;
     batch->n_error = errors_needed ? n : 0;
     batch->n_to_nodes = homes_differ ? n : 0;
+    batch->n_hops = hops_needed ? n : 0;
+    batch->hops = hops;
     batch->to_nodes = to_nodes;
     batch->error = error;
     batch->data.len = bytes;
@@ -149,6 +153,12 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
 int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_send_t *sends, size_t n,
                           void **buf, size_t *len)
 {
+    return sn_codec_encode_sends_to(node, incarnation, seq, 0, sends, n, buf, len);
+}
+
+int sn_codec_encode_sends_to(uint32_t node, uint64_t incarnation, uint64_t seq, uint64_t to_incarnation,
+                             const sn_wire_send_t *sends, size_t n, void **buf, size_t *len)
+{
     if (!sends || n == 0 || !buf || !len)
         return SN_EINVAL;
     Schednode__SendBatch batch;
@@ -156,6 +166,7 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
     int rc = build_batch(&batch, seq, sends, n, &mem);
     if (rc != 0)
         return rc;
+    batch.to_incarnation = to_incarnation;
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_SENDS;
@@ -517,6 +528,7 @@ int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id
         o->mg.state = &o->state;
         o->mg.awaited = m[i].awaited != 0;
         o->mg.await_tag = m[i].await_tag;
+        o->mg.moves = m[i].moves;
         ptrs[i] = &o->mg;
     }
     Schednode__StealOffer offer;
@@ -620,7 +632,7 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
     size_t n = b ? b->n_to_serial : 0;
     if (n == 0 || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n ||
         b->n_size != n || (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n) ||
-        (b->n_to_nodes != 0 && b->n_to_nodes != n))
+        (b->n_to_nodes != 0 && b->n_to_nodes != n) || (b->n_hops != 0 && b->n_hops != n))
         return SN_EPROTO;
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
@@ -644,6 +656,7 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
         w->tag = b->tag[i];
         w->kind = (uint8_t)(b->n_kind ? event_kind((int)b->kind[i]) : SN_EV_MESSAGE);
         w->error = b->n_error ? b->error[i] : 0;
+        w->hops = b->n_hops ? b->hops[i] : 0;
         if (b->size[i]) {
             size_t len = b->size[i] - 1u;
             w->payload = sn_payload_new(b->ctype[i], d, len);
@@ -832,6 +845,7 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
             w->awaited = m->awaited;
             w->await_tag = m->await_tag;
             w->type_version = m->type_version;
+            w->moves = m->moves;
             w->state = sn_payload_new(m->state->ctype, m->state->data.data, m->state->data.len);
             if (!w->state)
                 return SN_ENOMEM;
@@ -886,6 +900,7 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
         out->seq = env->ack ? env->ack->seq : 0;
     } else if (out->kind == SN_FRAME_SENDS) {
         out->seq = env->sends ? env->sends->seq : 0;
+        out->to_incarnation = env->sends ? env->sends->to_incarnation : 0;
         rc = decode_sends(env->sends, out);
         if (rc != 0)
             *why = rc == SN_ENOMEM ? "out of memory" : "bad send";

@@ -50,6 +50,7 @@ typedef struct sn_wire_send {
     int kind; /* sn_event_type_t, SN_RELAY_* (sn_node.h), or SN_WIRE_* below */
     int error;
     sn_payload_t *payload; /* see each function for who owns it */
+    uint32_t hops;         /* nodes that passed it on so far (relay.c bounds it) */
 } sn_wire_send_t;
 
 /* The relay's location updates (Send.Kind REDIRECT, FLUSH, FLUSHED; see
@@ -104,6 +105,7 @@ typedef struct sn_wire_migrant {
     char type[64];
     uint32_t type_version;
     sn_payload_t *state; /* decoding: owned by the frame; encoding: borrowed */
+    uint32_t moves;      /* this move included */
 } sn_wire_migrant_t;
 
 /* A node's counters and load, as heartbeats carry them and `status` shows
@@ -141,6 +143,7 @@ typedef struct sn_frame {
     sn_wire_send_t *sends; /* SN_FRAME_SENDS: owned by the frame */
     size_t nsends;
     uint64_t seq;          /* SN_FRAME_SENDS: batch number; SN_FRAME_ACK: acknowledged up to */
+    uint64_t to_incarnation; /* SN_FRAME_SENDS: the receiver's run it was meant for (0: any) */
     sn_wire_request_t request; /* SN_FRAME_REQUEST */
     sn_wire_reply_t reply;     /* SN_FRAME_REPLY */
     /* SN_FRAME_HELLO */
@@ -174,6 +177,9 @@ typedef struct sn_frame {
  * SN_ENOMEM. */
 int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_send_t *sends, size_t n,
                           void **buf, size_t *len);
+/* The same, for the receiver's run to_incarnation only (see the schema). */
+int sn_codec_encode_sends_to(uint32_t node, uint64_t incarnation, uint64_t seq, uint64_t to_incarnation,
+                             const sn_wire_send_t *sends, size_t n, void **buf, size_t *len);
 
 /* Encodes a heartbeat (stats may be NULL), a client request (node 0) or a
  * reply. Same conventions as sn_codec_encode_sends. */

@@ -60,6 +60,7 @@
 typedef struct loc {
     struct loc *next;
     sn_pid_t pid;
+    uint32_t moves;    /* home table: the move number that took it to `node` */
     uint32_t node;     /* where it lives (pending: the hint, or this node when settling) */
     uint32_t hop;      /* pending: where the FLUSH went */
     bool pending;
@@ -71,6 +72,12 @@ typedef struct loc {
 struct sn_locs {
     loc_t **b;
     size_t nb, count;
+    /* this node's own processes that moved away: where the newest owner
+     * said each arrived (node only; nothing held). When a node on a path
+     * restarts or leaves, the forwarding entries through it point here
+     * instead (sn__loc_last_seen), so a process that had moved on from
+     * there stays reachable from its home. */
+    struct sn_locs *home;
     struct { /* the last REDIRECT per slot, not to repeat it for every message of a batch */
         sn_pid_t pid;
         uint32_t peer;
@@ -92,8 +99,15 @@ int sn__loc_init(sn_relay_t *r)
         return SN_ENOMEM;
     r->locs->nb = 256;
     r->locs->b = calloc(r->locs->nb, sizeof *r->locs->b);
-    return r->locs->b ? 0 : SN_ENOMEM;
+    r->locs->home = calloc(1, sizeof *r->locs->home);
+    if (!r->locs->b || !r->locs->home)
+        return SN_ENOMEM;
+    r->locs->home->nb = 256;
+    r->locs->home->b = calloc(r->locs->home->nb, sizeof *r->locs->home->b);
+    return r->locs->home->b ? 0 : SN_ENOMEM;
 }
+
+static void free_table(struct sn_locs *c);
 
 static void free_loc(loc_t *l)
 {
@@ -110,16 +124,24 @@ void sn__loc_fini(sn_relay_t *r)
         r->sent_to = NULL;
         return;
     }
-    for (size_t i = 0; i < r->locs->nb; i++)
-        for (loc_t *l = r->locs->b[i], *next; l; l = next) {
-            next = l->next;
-            free_loc(l);
-        }
-    free(r->locs->b);
-    free(r->locs);
+    free_table(r->locs->home);
+    free_table(r->locs);
     r->locs = NULL;
     free(r->sent_to);
     r->sent_to = NULL;
+}
+
+static void free_table(struct sn_locs *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; c->b && i < c->nb; i++)
+        for (loc_t *l = c->b[i], *next; l; l = next) {
+            next = l->next;
+            free_loc(l);
+        }
+    free(c->b);
+    free(c);
 }
 
 static loc_t *find(struct sn_locs *c, sn_pid_t pid)
@@ -201,7 +223,8 @@ static uint32_t default_hop(sn_relay_t *r, sn_pid_t pid)
 
 /* A control send of the relay's own (no payload), queued behind what is
  * already queued; `forwarded`: one that came from another node. */
-static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, bool forwarded)
+static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, bool forwarded,
+                     int error)
 {
     item_t *it = malloc(sizeof *it);
     if (!it)
@@ -210,7 +233,7 @@ static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, u
     it->dest = dest;
     it->diverted = false;
     it->forwarded = forwarded;
-    it->s = (sn_wire_send_t){to, from, tag, kind, 0, NULL};
+    it->s = (sn_wire_send_t){to, from, tag, kind, error, NULL, 0};
     sn__relay_enqueue(r, it);
 }
 
@@ -222,7 +245,7 @@ static void start_flush(sn_relay_t *r, loc_t *l, uint32_t node, uint32_t hop)
     l->hop = hop;
     l->pending = true;
     l->since_ns = sn__relay_now_ns();
-    send_ctl(r, hop, l->pid, (sn_pid_t){r->node, 0}, 0, SN_WIRE_FLUSH, false);
+    send_ctl(r, hop, l->pid, (sn_pid_t){r->node, 0}, 0, SN_WIRE_FLUSH, false, 0);
 }
 
 static bool node_down(sn_relay_t *r, uint32_t node)
@@ -284,23 +307,65 @@ int sn__loc_route(sn_relay_t *r, item_t *it)
     return SN_LOC_HELD;
 }
 
-void sn__loc_departed(sn_relay_t *r, sn_pid_t pid, uint32_t node)
+/* The home table (struct sn_locs.home): move number `moves` of pid took
+ * it to node. News come from different nodes, in any order: the highest
+ * move number wins, so the table only ever points forward in time. */
+static void home_set(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves)
 {
-    (void)node;
+    struct sn_locs *h = r->locs->home;
+    loc_t *l = find(h, pid);
+    if (!l)
+        l = add(h, pid);
+    if (l && moves > l->moves) {
+        l->node = node;
+        l->moves = moves;
+    }
+}
+
+static void home_drop(sn_relay_t *r, sn_pid_t pid)
+{
+    loc_t *l = find(r->locs->home, pid);
+    if (l)
+        drop(r->locs->home, l);
+}
+
+void sn__loc_departed(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves)
+{
     loc_t *l = find(r->locs, pid);
     if (l && !l->pending) /* a shortcut from before it lived here: the forwarding entry is newer */
         drop(r->locs, l);
+    if (pid.node == r->node)
+        home_set(r, pid, node, moves);
 }
 
-void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
+uint32_t sn__loc_last_seen(void *arg, sn_pid_t pid)
+{
+    sn_relay_t *r = arg;
+    /* only the home knows for sure (move numbers); elsewhere a hint could
+     * point back along the path, and a forward could loop */
+    loc_t *l = pid.node == r->node ? find(r->locs->home, pid) : NULL;
+    return l ? l->node : 0;
+}
+
+void sn__loc_ended(sn_relay_t *r, sn_pid_t pid)
+{
+    loc_t *l = find(r->locs, pid);
+    if (l && !l->pending)
+        drop(r->locs, l);
+    home_drop(r, pid);
+}
+
+void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t moves)
 {
     struct sn_locs *c = r->locs;
+    if (pid.node == r->node) /* it is home: a record of where it went would be older */
+        home_drop(r, pid);
     loc_t *l = find(c, pid);
     uint32_t hop = l ? l->node : default_hop(r, pid);
     /* the home node's route should follow it too (it learns from a node
      * that forwards for it otherwise) */
-    if (pid.node != r->node && pid.node != victim)
-        send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false);
+    if (pid.node != r->node && pid.node != victim) /* (the move number rides in `error`) */
+        send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(moves & INT32_MAX));
     if (l && l->pending) { /* a flush on its way already: its answer settles it */
         l->node = r->node;
         return;
@@ -325,11 +390,14 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
     start_flush(r, l, r->node, hop);
 }
 
-void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node)
+void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves)
 {
     struct sn_locs *c = r->locs;
     if (node == r->node || node == 0 || sn_migrate_here(r->sched, pid))
         return; /* it is here, or coming here: the arrival flushes (a stale hint would send our senders away) */
+    if (pid.node == r->node && moves) /* one of ours, from the node it arrived at */
+        home_set(r, pid, node, moves);
+
     loc_t *l = find(c, pid);
     if (l && (l->pending || l->node == node))
         return;
@@ -355,10 +423,10 @@ void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
         if (origin == r->node)
             sn__loc_flushed(r, pid, r->node);
         else
-            send_ctl(r, origin, pid, SN_PID_NONE, r->node, SN_WIRE_FLUSHED, true);
+            send_ctl(r, origin, pid, SN_PID_NONE, r->node, SN_WIRE_FLUSHED, true, 0);
         return;
     }
-    send_ctl(r, next, pid, s->from, 0, SN_WIRE_FLUSH, true); /* on, behind what we forwarded */
+    send_ctl(r, next, pid, s->from, 0, SN_WIRE_FLUSH, true, 0); /* on, behind what we forwarded */
 }
 
 void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner)
@@ -388,7 +456,7 @@ void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid)
     c->said[k].peer = from->node;
     c->said[k].ns = now;
     atomic_fetch_add_explicit(&r->redirects, 1, memory_order_relaxed);
-    send_ctl(r, from->node, pid, SN_PID_NONE, now_at, SN_WIRE_REDIRECT, true);
+    send_ctl(r, from->node, pid, SN_PID_NONE, now_at, SN_WIRE_REDIRECT, true, 0);
 }
 
 /* Releases a pending entry's held sends (see the top of this file). */
@@ -433,6 +501,18 @@ void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone)
 {
     if (gone) {
         give_up(r, node, 0);
+        /* our processes seen there last are lost with it: the forwarding
+         * entry toward the path they took goes too, so sends to them are
+         * noproc here rather than sent down a path that now leads back */
+        struct sn_locs *h = r->locs->home;
+        for (size_t i = 0; h->count && i < h->nb; i++)
+            for (loc_t *l = h->b[i], *next; l; l = next) {
+                next = l->next;
+                if (l->node == node) {
+                    sn_migrate_drop_forward(r->sched, l->pid);
+                    drop(h, l);
+                }
+            }
         return;
     }
     /* down, perhaps only for now: flushes through it wait, and their

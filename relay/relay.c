@@ -33,6 +33,12 @@
 #define SNDHWM 1000
 #define RCVHWM 1000
 #define FOUND_AFTER_NS 2000000000u /* see found_by_ns */
+/* Nodes a send may pass through: a path longer than this loops (a chain of
+ * forwarding entries broken by a node that restarted, sent home and back
+ * out): the send comes back to its sender as unreachable. A real path is a
+ * handful of hops (home, the nodes it moved through since a sender last
+ * heard where it is). */
+#define MAX_HOPS 16
 
 _Atomic int sn__relay_log_level = 2;
 
@@ -95,6 +101,7 @@ void sn__relay_enqueue(sn_relay_t *r, item_t *it)
  * from another node: whatever the scheduler passes on from there is a
  * forward (item_t.forwarded). Thread-local, so workers never see it set. */
 static _Thread_local bool passing_on;
+static _Thread_local uint32_t passing_hops; /* the hops of the send being passed on */
 
 static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
                          sn_payload_t **msg)
@@ -114,7 +121,7 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, in
     it->dest = via ? via : to.node;
     it->diverted = via == r->node;
     it->forwarded = passing_on;
-    it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL};
+    it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL, passing_on ? passing_hops + 1 : 0};
     if (kind == SN_RELAY_GONE) /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
         sn__mpsc_push(&r->outq, &it->link);
     else
@@ -152,6 +159,17 @@ void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
     *quiet = 0;
 }
 
+/* Drops this node's record of watcher's monitor of target, under
+ * whichever peer it is; false if there was none. */
+static bool unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++)
+        if (sn__watch(&r->peers[i], target, watcher, tag, false))
+            return true;
+    return false;
+}
+
 /* Returns a send to the process that made it: on this node, or on the
  * node it moved to since, or (a message we were passing on for another
  * node's process) back to its node. */
@@ -170,8 +188,12 @@ static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error)
     /* a monitor request that fails is answered from the peer's watch
      * table, or by route when it never got there; one we were passing on
      * for a watcher on another node is answered here */
-    if (s->kind == SN_RELAY_MONITOR && s->from.node != r->node)
-        relay_deliver(r, s->from, s->to, s->tag, SN_EV_DOWN, error, 0, NULL);
+    if (s->kind == SN_RELAY_MONITOR) {
+        if (s->from.node != r->node)
+            relay_deliver(r, s->from, s->to, s->tag, SN_EV_DOWN, error, 0, NULL);
+        else if (unwatch(r, s->to, s->from, s->tag)) /* (none: not recorded yet, the caller answered) */
+            sn_send_down(r->sched, s->from, s->to, s->tag, error, NULL);
+    }
     sn_payload_destroy(&s->payload);
 }
 
@@ -253,7 +275,7 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
     void *buf = NULL;
     size_t len = 0;
     uint64_t seq = p->next_seq + 1;
-    int rc = sn_codec_encode_sends(r->node, r->incarnation, seq, arr, p->nbatch, &buf, &len);
+    int rc = sn_codec_encode_sends_to(r->node, r->incarnation, seq, p->incarnation, arr, p->nbatch, &buf, &len);
     free(arr);
     if (rc != 0)
         return;
@@ -313,13 +335,16 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
         free(p->ctl[i].buf);
     p->nctl = 0;
     sn__steal_peer_gone(r, p);
-    sn__loc_peer_down(r, p->node, gone);
-    if (gone) { /* what moved there from here is gone with it (its DOWNs came from the watches above) */
-        size_t n = sn_migrate_forget_node(r->sched, p->node);
-        if (n)
-            SNLOG_INFO("node=%" PRIu32 " dropped %zu forwarding entries to node %" PRIu32 " (its run ended)", r->node,
-                       n, p->node);
+    if (gone) { /* the path through it ended: a process that moved on from there is found by where it was
+                 * seen last (locate.c); one seen last there is gone with it (its DOWNs came from the
+                 * watches above) */
+        size_t moved = 0, n = sn_migrate_forget_node(r->sched, p->node, sn__loc_last_seen, r, &moved);
+        if (n || moved)
+            SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 "'s run ended: %zu forwarding entries through it dropped, "
+                       "%zu point past it now",
+                       r->node, p->node, n, moved);
     }
+    sn__loc_peer_down(r, p->node, gone);
 }
 
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
@@ -437,6 +462,24 @@ bool sn__relay_drain(sn_relay_t *r)
 
 static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
 
+/* A send that passed through too many nodes (MAX_HOPS): logged at most
+ * once a second, with the count of the quiet ones. */
+static void bad_route(sn_relay_t *r, const sn_wire_send_t *s)
+{
+    static _Thread_local uint64_t last, quiet; /* (the I/O thread's) */
+    uint64_t now = now_ns();
+    if (last && now - last < 1000000000u) {
+        quiet++;
+        return;
+    }
+    SNLOG_WARN("node=%" PRIu32 " a send to %" PRIu32 ".%" PRIu64 " passed through %" PRIu32
+               " nodes: its path loops, it goes back to its sender as unreachable (%" PRIu64
+               " more since last report)",
+               r->node, s->to.node, s->to.serial, s->hops, quiet);
+    last = now;
+    quiet = 0;
+}
+
 void sn__relay_route(sn_relay_t *r, item_t *it)
 {
     int how = sn__loc_route(r, it);
@@ -458,6 +501,15 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         free_item(it);
         if (diverted) /* delivered (or on its way on): later sends may go straight */
             sn_migrate_diverted(r->sched, to);
+        return;
+    }
+    if (it->s.hops > MAX_HOPS) {
+        bad_route(r, &it->s);
+        if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node &&
+            !unwatch(r, it->s.to, it->s.from, it->s.tag)) /* (a record: bounce_local answers) */
+            sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
+        bounce_local(r, &it->s, SN_EUNREACHABLE);
+        free_item(it);
         return;
     }
     if (sn__relay_for_process(it->s.kind)) { /* to a process, over the network */
@@ -510,9 +562,12 @@ static void watched_at(sn_relay_t *r, const peer_t *from, const sn_wire_send_t *
 static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
     bool was = passing_on; /* (nested: a flush that ends delivers what it held) */
+    uint32_t was_hops = passing_hops;
     passing_on = true;
+    passing_hops = s->hops;
     inbound_send_(r, from, s);
     passing_on = was;
+    passing_hops = was_hops;
 }
 
 static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
@@ -527,6 +582,7 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
             sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
         break;
     case SN_RELAY_GONE: { /* a process that moved from here to `from` ended: so does our entry */
+        sn__loc_ended(r, s->to);
         uint32_t origins[SN_MAX_NODES];
         size_t n = from ? sn_migrate_gone(r->sched, s->to, from->node, origins, SN_MAX_NODES) : 0;
         for (size_t k = 0; k < n && k < SN_MAX_NODES; k++) /* and the nodes it came here from, in turn */
@@ -536,7 +592,7 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         return;
     }
     case SN_WIRE_REDIRECT:
-        sn__loc_redirect(r, s->to, (uint32_t)s->tag);
+        sn__loc_redirect(r, s->to, (uint32_t)s->tag, s->error > 0 ? (uint32_t)s->error : 0);
         sn_payload_destroy(&s->payload);
         return;
     case SN_WIRE_FLUSH:
@@ -565,11 +621,7 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
          * or where it had moved: WATCHED); none: its DOWN came already
          * (the node holding it went down, or a hop returned the request),
          * and a monitor gets exactly one */
-        size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-        bool watched = false;
-        for (size_t i = 0; i < np && !watched; i++)
-            watched = sn__watch(&r->peers[i], s->from, s->to, s->tag, false);
-        if (watched)
+        if (unwatch(r, s->from, s->to, s->tag))
             sn_send_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
         sn_payload_destroy(&s->payload);
         return;
@@ -739,6 +791,14 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
         sn__members_heard(r, p, f.incarnation);
     switch (f.kind) {
     case SN_FRAME_SENDS:
+        if (f.to_incarnation && f.to_incarnation != r->incarnation) {
+            /* meant for an earlier run of this node (queued before the
+             * sender knew of the restart): its sender returns every send
+             * in it as nodedown when it learns, so none may run here */
+            SNLOG_DEBUG("node=%" PRIu32 " dropped a batch from node %" PRIu32 " meant for an earlier run of this node",
+                        r->node, f.node);
+            break;
+        }
         for (size_t i = 0; i < f.nsends; i++)
             inbound_send(r, p, &f.sends[i]);
         if (f.seq && ident && ident_len <= sizeof r->peers[0].ident && p && f.seq > p->recv_seq) {

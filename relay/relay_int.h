@@ -260,11 +260,18 @@ enum { SN_LOC_SEND, SN_LOC_HELD, SN_LOC_DOWN };
  * (taken); SN_LOC_DOWN: its path goes through a node that is down: the
  * caller bounces it (nodedown). */
 int sn__loc_route(sn_relay_t *r, item_t *it);
-/* pid left this node for `node` (a committed handover). */
-void sn__loc_departed(sn_relay_t *r, sn_pid_t pid, uint32_t node);
-/* pid (from victim) was activated here with `settle`. */
-void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim);
-void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node);
+/* pid left this node for `node` (a committed handover, its move number `moves`). */
+void sn__loc_departed(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves);
+/* Where pid was seen last (0: unknown): for a process of this node, where
+ * its newest owner said it arrived; else this node's cache. arg: the relay. */
+uint32_t sn__loc_last_seen(void *arg, sn_pid_t pid);
+/* pid ended (GONE): what this node remembers of it goes. */
+void sn__loc_ended(sn_relay_t *r, sn_pid_t pid);
+/* pid (from victim, its move number `moves`) was activated here with `settle`. */
+void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t moves);
+/* A REDIRECT: pid lives on node now; moves > 0: its move number (from the
+ * node it arrived at, to its home). */
+void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves);
 void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s);
 void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner);
 /* A message from `from` for pid was delivered: if it went on elsewhere,

@@ -57,6 +57,7 @@ typedef struct install {
     uint32_t victim;
     sn_pid_t pid;
     void *handle;
+    uint32_t moves;
 } install_t;
 
 struct sn_steal {
@@ -237,7 +238,8 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
                                    .awaited = m[i].awaited,
                                    .await_tag = m[i].await_tag,
                                    .type_version = m[i].type_version,
-                                   .state = m[i].state};
+                                   .state = m[i].state,
+                                   .moves = m[i].moves};
         snprintf(w[i].type, sizeof w[i].type, "%s", m[i].type);
     }
     void *buf;
@@ -304,7 +306,7 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
             continue;
         }
         done[ndone++] = o->m[i].pid;
-        sn__loc_departed(r, o->m[i].pid, t->node);
+        sn__loc_departed(r, o->m[i].pid, t->node, o->m[i].moves);
         if (nfw + nev > capfw) {
             capfw = (nfw + nev) * 2;
             sn_wire_send_t *more;
@@ -316,7 +318,7 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
             fw = more;
         }
         for (size_t k = 0; k < nev; k++)
-            fw[nfw++] = (sn_wire_send_t){o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data};
+            fw[nfw++] = (sn_wire_send_t){o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data, 0};
         free(ev);
     }
     send_commit(r, t, o->id, done, ndone, fw, nfw);
@@ -344,7 +346,7 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     for (size_t i = 0; ours && ok && i < f->nmigrants; i++) {
         sn_wire_migrant_t *w = &f->migrants[i];
         sn_migrant_t m = {w->pid,   w->parent, (uint8_t)(w->awaited != 0), w->await_tag, w->type, w->type_version,
-                          w->state, NULL};
+                          w->state, NULL, w->moves};
         void *handle;
         if (s->ninst == s->capinst) {
             size_t cap = s->capinst ? s->capinst * 2 : 64;
@@ -356,7 +358,7 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         }
         if (sn_migrate_install(r->sched, &m, &handle) != 0)
             continue; /* refused: it stays with the victim */
-        s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle};
+        s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves};
         ok[nok++] = w->pid;
     }
     /* (a stale offer gets an empty accept: the victim reverts at once) */
@@ -389,7 +391,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
     size_t activated = 0;
-    sn_pid_t *arrived = calloc(s->ninst ? s->ninst : 1, sizeof *arrived);
+    install_t *arrived = calloc(s->ninst ? s->ninst : 1, sizeof *arrived);
     for (size_t i = 0; i < s->ninst;) {
         install_t *in = &s->inst[i];
         if (in->victim != v->node || in->id != f->steal_id) {
@@ -410,7 +412,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
             /* settling (no arrived list: no memory) until sn__loc_arrived below */
             if (ev && sn_migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {
                 if (arrived)
-                    arrived[activated] = in->pid;
+                    arrived[activated] = *in;
                 activated++;
             } else {
                 for (size_t k = 0; k < nev; k++)
@@ -429,7 +431,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     while (arrived && activated && sn__relay_drain(r))
         ;
     for (size_t i = 0; arrived && i < activated; i++)
-        sn__loc_arrived(r, arrived[i], v->node);
+        sn__loc_arrived(r, arrived[i].pid, v->node, arrived[i].moves);
     free(arrived);
     if (activated) {
         atomic_fetch_add_explicit(&r->steals_in, 1, memory_order_relaxed);

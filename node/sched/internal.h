@@ -93,6 +93,7 @@ struct sn_ctx {
     /* immutable once in the table: the node it moved here from (0: born
      * here); when it ends, that node may drop its forwarding entry */
     uint32_t came_from;
+    uint32_t moves; /* how many times it moved between nodes (the home's newest news wins) */
     alignas(16) unsigned char user[];
 };
 typedef struct sn_ctx sn__proc_t;

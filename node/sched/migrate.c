@@ -49,7 +49,8 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
         return false;
     }
-    *m = (sn_migrant_t){p->pid, p->parent, p->awaited, p->await_tag, p->type->name, p->type->version, state, p};
+    *m = (sn_migrant_t){p->pid, p->parent, p->awaited, p->await_tag, p->type->name, p->type->version, state, p,
+                        p->moves + 1};
     return true;
 }
 
@@ -299,6 +300,7 @@ int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     p->sched = sched;
     p->awaited = m->awaited;
     p->await_tag = m->await_tag;
+    p->moves = m->moves;
     atomic_init(&p->state, SN__MIGRATING);
     atomic_init(&p->wakeups, 0);
     sn__mpsc_init(&p->q);
@@ -332,15 +334,22 @@ bool sn_migrate_here(sn_sched_t *sched, sn_pid_t pid)
     return here;
 }
 
-size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node)
+size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*instead)(void *arg, sn_pid_t pid),
+                              void *arg, size_t *repointed)
 {
     sn__fwd_t *f = &sched->fwd;
+    *repointed = 0;
     if (atomic_load_explicit(&f->live, memory_order_acquire) == 0)
         return 0;
     size_t n = 0;
     pthread_mutex_lock(&f->mu);
     for (size_t i = 0; i < f->cap;) {
-        if (f->entries[i].node == node) {
+        uint32_t to = f->entries[i].node == node && instead ? instead(arg, f->entries[i].pid) : 0;
+        if (f->entries[i].node == node && to && to != node) {
+            f->entries[i].node = to;
+            (*repointed)++;
+            i++;
+        } else if (f->entries[i].node == node) {
             fwd_del(f, i); /* moves a later entry into i: look at i again */
             n++;
         } else {
@@ -351,6 +360,21 @@ size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node)
     atomic_store_explicit(&f->live, f->count, memory_order_release);
     pthread_mutex_unlock(&f->mu);
     return n;
+}
+
+void sn_migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid)
+{
+    sn__fwd_t *f = &sched->fwd;
+    if (atomic_load_explicit(&f->live, memory_order_acquire) == 0)
+        return;
+    pthread_mutex_lock(&f->mu);
+    sn__fwd_entry_t *e = fwd_find(f, pid);
+    if (e) {
+        fwd_del(f, (size_t)(e - f->entries));
+        /* release: pairs with the acquire in sn__forward_of */
+        atomic_store_explicit(&f->live, f->count, memory_order_release);
+    }
+    pthread_mutex_unlock(&f->mu);
 }
 
 int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid)

@@ -113,8 +113,10 @@ static void outside_leave(sn_sched_t *sched, bool entered)
 
 /* Posts an event to `to`: here if it lives here, else (messages and DOWNs,
  * with a relay) to the node it moved to from here, else to its home node
- * unless `inbound` (it came from another node for a process that should be
- * here: sending it home again could loop; it is noproc). */
+ * (also one that came from another node: a path through a node that
+ * restarted ends here, and the home knows where the process went; the
+ * relay bounds the hops of a path that loops). A process of this node
+ * that is not here and did not move: noproc. */
 static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
                     sn_payload_t **data, bool counted, bool inbound)
 {
@@ -145,7 +147,7 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
     if (rc == SN_ENOPROC && relay) {
         /* not here: moved away from here, or living on its home node */
         uint32_t via = sn__forward_of(sched, to);
-        if (via || (to.node != sched->node_id && !inbound)) {
+        if (via || to.node != sched->node_id) {
             rc = hk->h.deliver(hk->h.arg, to, from, tag, result ? SN_RELAY_RESULT : type, error, via, data);
             if (rc == 0 && type == SN_EV_MESSAGE)
                 count(sched, 2);

@@ -84,6 +84,7 @@ typedef struct sn_migrant {
     uint32_t type_version;
     sn_payload_t *state;   /* marshal() output; owned by the migrant */
     void *handle;          /* the frozen process on the old owner */
+    uint32_t moves;        /* how many times it has moved, this move included */
 } sn_migrant_t;
 
 /* Old owner. Takes up to max Ready processes that can move (marshal and
@@ -135,10 +136,17 @@ int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid);
 /* Whether pid is in this node's PID table now (running, waiting, or
  * frozen mid-handover). */
 bool sn_migrate_here(sn_sched_t *sched, sn_pid_t pid);
-/* Node `node` restarted or left: every process that moved there from here
- * is gone with it. Drops the forwarding entries that point to it and
- * returns how many. */
-size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node);
+/* Node `node` restarted or left: what was on the path through it is gone.
+ * Each forwarding entry that points to it points instead to
+ * instead(arg, pid) (where the process went from there, as far as the
+ * caller knows; called under the table's lock, it must not call back), or
+ * is dropped if that is 0. Returns how many were dropped; *repointed gets
+ * how many were not. */
+size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*instead)(void *arg, sn_pid_t pid),
+                              void *arg, size_t *repointed);
+/* Drops the forwarding entry for pid, whatever it points to (the process
+ * was lost with the node it moved to since). */
+void sn_migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid);
 /* New owner: the handover was aborted; the frozen copy goes. */
 void sn_migrate_discard(sn_sched_t *sched, void *handle);
 
