@@ -628,8 +628,10 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
     }
     case SN_RELAY_MONITOR: /* the DOWN goes back through our relay_deliver */
         sn_monitor(r->sched, s->to, s->from, s->tag);
-        if (s->to.node != r->node && s->from.node != r->node && sn_migrate_here(r->sched, s->to))
-            /* it moved here: the watcher's node moves its record to us */
+        if (s->from.node != r->node && sn_migrate_here(r->sched, s->to))
+            /* held here: the watcher's node moves its record to us (it is
+             * under the node it sent the request to: the home, a node its
+             * cache named, or one the process has left since) */
             relay_deliver(r, s->to, s->from, s->tag, SN_WIRE_WATCHED, 0, s->from.node, NULL);
         sn_payload_destroy(&s->payload);
         return;

@@ -129,7 +129,13 @@ $1 == "M" { whereat($2, $6 + 0, $7 + 0); moves++; if (!($2 in moved)) { moved[$2
 $1 == "U" { viol("bad-message", where); next }
 $1 == "E" {
   key = $2 SUBSEP $3 SUBSEP $4
-  if (key in err) viol("error-twice", where "   and: " errw[key])
+  # nodedown (not confirmed) and then the fate of a message a node had
+  # passed on before it stopped answering (noproc), or the other way
+  # round: allowed once, counted; any other repeat is a violation
+  if ((key in err) && !(key in err2) && (err[key] == "nodedown") != ($5 == "nodedown")) {
+    err2[key] = 1; ndown_fate++
+    if ($5 != "nodedown") err[key] = $5
+  } else if (key in err) viol("error-twice", where "   and: " errw[key])
   else { err[key] = $5; errw[key] = where; errts[key] = $7 + 0; nerr[$5]++; if (!($5 in ek)) { ek[$5] = 1; ename[++ne] = $5 } }
   next
 }
@@ -214,7 +220,7 @@ END {
   printf "chaos-check: errors returned:"
   if (ne == 0) printf " none"
   for (i = 1; i <= ne; i++) printf " %s %d", ename[i], nerr[ename[i]]
-  printf "; delivered and nodedown %d\n", ndown_deliv
+  printf "; delivered and nodedown %d; nodedown and then noproc %d\n", ndown_deliv, ndown_fate
   printf "chaos-check: missing but allowed: %d to sinks lost with their node, %d from sources whose node died\n", miss_sink, miss_src
   printf "chaos-check: sinks %d: %d ended by stop, %d lost with a node, %d alive until the nodes stopped (no stop reached them); %d of them moved (%d moves)\n", nsinks, nstopped, nlost, ncancel, nmoved, moves
   if (nfrozendown) printf "chaos-check: %d DOWNs said nodedown for a sink on a node frozen past the down timeout that lived on (allowed: not confirmed)\n", nfrozendown
@@ -316,6 +322,10 @@ EOF
     "a sink's DOWN missing|no-down|sed -i '/^D 2.300 1.11 /d' \$d/200.log"
     "two DOWNs for one sink|down-twice|echo 'D 2.300 1.10 normal 2 0' >>\$d/200.log"
     "a lost sink reported normal|down-reason|sed -i 's/^D 2.300 1.12 nodedown/D 2.300 1.12 normal/' \$d/200.log"
+    "a send returned noproc twice|error-twice|printf 'E 1.200 1.12 2 noproc 1 0\\nE 1.200 1.12 2 noproc 1 0\\n' >>\$d/100.log"
+    "a send returned nodedown twice|error-twice|printf 'E 1.200 1.12 2 nodedown 1 0\\nE 1.200 1.12 2 nodedown 1 0\\n' >>\$d/100.log"
+    "a send returned nodedown, then noproc (allowed: not confirmed, then its fate)|PASS|printf 'E 1.200 1.12 2 nodedown 1 0\\nE 1.200 1.12 2 noproc 1 0\\n' >>\$d/100.log"
+    "... and then once more|error-twice|printf 'E 1.200 1.12 2 nodedown 1 0\\nE 1.200 1.12 2 noproc 1 0\\nE 1.200 1.12 2 nodedown 1 0\\n' >>\$d/100.log"
     "a stopped sink reported nodedown|down-reason|sed -i 's/^D 2.300 1.10 normal/D 2.300 1.10 nodedown/' \$d/200.log"
     "a stopped sink reported nodedown while its node was frozen past the timeout (allowed)|PASS|echo 'FAULT long-freeze 4 3000 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
     "... but frozen on another node than the sink's|down-reason|echo 'FAULT long-freeze 3 3000 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
