@@ -197,23 +197,30 @@ size_t sn_migrate_forwarding(sn_sched_t *sched)
     return n;
 }
 
-size_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t *origins, size_t max)
+/* Drops the entry for pid if it points to `from` (0: wherever it points),
+ * first copying up to max of its origins; returns how many it had. */
+static size_t fwd_drop(sn__fwd_t *f, sn_pid_t pid, uint32_t from, uint32_t *origins, size_t max)
 {
-    sn__fwd_t *f = &sched->fwd;
     if (atomic_load_explicit(&f->live, memory_order_acquire) == 0)
         return 0; /* no entry: no lock on the common path */
     size_t n = 0;
     pthread_mutex_lock(&f->mu);
     sn__fwd_entry_t *e = fwd_find(f, pid);
-    if (e && e->node == from) { /* (an entry that points elsewhere is newer: kept) */
+    if (e && (!from || e->node == from)) {
         n = e->norigins;
         for (uint32_t k = 0; k < n && k < max; k++)
             origins[k] = fwd_origin(e, k);
         fwd_del(f, (size_t)(e - f->entries));
+        /* release: pairs with the acquire in sn__forward_of */
         atomic_store_explicit(&f->live, f->count, memory_order_release);
     }
     pthread_mutex_unlock(&f->mu);
     return n;
+}
+
+size_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t *origins, size_t max)
+{
+    return fwd_drop(&sched->fwd, pid, from, origins, max); /* (an entry that points elsewhere is newer: kept) */
 }
 
 uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid)
@@ -362,20 +369,7 @@ size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*inste
     return n;
 }
 
-void sn_migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid)
-{
-    sn__fwd_t *f = &sched->fwd;
-    if (atomic_load_explicit(&f->live, memory_order_acquire) == 0)
-        return;
-    pthread_mutex_lock(&f->mu);
-    sn__fwd_entry_t *e = fwd_find(f, pid);
-    if (e) {
-        fwd_del(f, (size_t)(e - f->entries));
-        /* release: pairs with the acquire in sn__forward_of */
-        atomic_store_explicit(&f->live, f->count, memory_order_release);
-    }
-    pthread_mutex_unlock(&f->mu);
-}
+void sn_migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid) { fwd_drop(&sched->fwd, pid, 0, NULL, 0); }
 
 int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid)
 {

@@ -229,13 +229,8 @@ void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t t
     int rc = SN_ENOPROC;
     /* A process of another node is watched here only if it moved here
      * (sending the request home would send it back here: a loop) */
-    bool here = target.node == sched->node_id;
-    if (!here && atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0) {
-        sn__shard_t *s = sn__ptable_shard(&sched->table, target.serial);
-        sn__shard_lock(s);
-        here = sn__shard_find(s, target) != NULL;
-        sn__shard_unlock(s);
-    }
+    bool here = target.node == sched->node_id ||
+                (atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0 && sn_migrate_here(sched, target));
     if (!here) {
         uint32_t via = sn__forward_of(sched, target); /* it moved on from here: so does the monitor */
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
