@@ -233,6 +233,15 @@ static void exit_off_main(int status, void *arg)
     _exit(status);
 }
 
+/* The relay's on_out: this run was put out of its cluster (sn_relay_out).
+ * main waits for SIGTERM with sigwait (every thread blocks it), shuts
+ * down and exits EXIT_OUT. */
+static void raise_term(void *arg)
+{
+    (void)arg;
+    kill(getpid(), SIGTERM);
+}
+
 /* The configuration file, if one was given (read before the flags). */
 static sn_node_config_t config_file;
 static void free_config_file(void) { sn_config_free(&config_file); }
@@ -346,7 +355,7 @@ int main(int argc, char **argv)
     int shutdown_ms = 2000, timeout_ms = -1;
     const char **plugins = calloc((size_t)argc, sizeof *plugins);
     int nplugins = 0;
-    sn_relay_config_t rcfg = {.steal = 1};
+    sn_relay_config_t rcfg = {.steal = 1, .on_out = raise_term};
     sn_peer_config_t *peers = calloc((size_t)argc, sizeof *peers);
     const char **seeds = calloc((size_t)argc, sizeof *seeds);
     int join_timeout_ms = 10000, insecure = 0;
@@ -702,7 +711,7 @@ int main(int argc, char **argv)
         int sig = 0;
         sigwait(&sigs, &sig);
         char why[1024];
-        if (sn_relay_out(relay, why, sizeof why)) { /* the relay raised the SIGTERM: see relay.h */
+        if (sn_relay_out(relay, why, sizeof why)) { /* raise_term raised the SIGTERM */
             fprintf(stderr, "%s: %s\n", progname, why);
             exit_code = EXIT_OUT;
         }

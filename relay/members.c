@@ -25,12 +25,10 @@
  * from the sender's relay already when it knows the new run.
  */
 #include <inttypes.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "relay_int.h"
 
@@ -190,7 +188,7 @@ void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
 
 /* This run is out of the cluster (sn_relay_out): it stops sending (every
  * member is down to it, what waited for them comes back to its senders)
- * and the program is asked to stop. */
+ * and the program is told (the config's on_out). */
 static void put_out(sn_relay_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put_out(sn_relay_t *r, const char *fmt, ...)
 {
@@ -215,7 +213,8 @@ static void put_out(sn_relay_t *r, const char *fmt, ...)
             sn__relay_bounce_peer(r, p, SN_ENODEDOWN, false);
         }
     }
-    kill(getpid(), SIGTERM); /* main waits for it with sigwait (every thread blocks it) */
+    if (r->on_out)
+        r->on_out(r->on_out_arg);
 }
 
 void sn__members_superseded(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const unsigned char *ident,

@@ -1137,6 +1137,8 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
     r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 200;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
+    r->on_out = cfg->on_out;
+    r->on_out_arg = cfg->on_out_arg;
     r->start_ns = now_ns();
     snprintf(r->cluster, sizeof r->cluster, "%s", cfg->cluster ? cfg->cluster : "schednode");
     sn__mpsc_init(&r->outq);
@@ -1183,7 +1185,11 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     /* frames up to twice the cap reach us, to be counted and dropped; past
      * that libzmq closes the connection before buffering them */
     zsock_set_maxmsgsize(r->router, (int64_t)r->max_frame * 2 + 1024);
-    if (zsock_bind(r->router, "%s", cfg->listen) < 0) {
+    int bound;
+    do /* a signal the program does not block (e.g. a timer) interrupts the bind: try again */
+        bound = zsock_bind(r->router, "%s", cfg->listen);
+    while (bound < 0 && zmq_errno() == EINTR);
+    if (bound < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
         goto fail;
     }

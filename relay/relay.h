@@ -36,6 +36,11 @@ typedef struct sn_relay_config {
     size_t max_frame;              /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
     int heartbeat_ms;              /* 0 = 200 */
     int down_after_ms;             /* no frame from a peer for this long: down; 0 = 1500 */
+    /* Called once, on the relay's I/O thread, when this run is put out of
+     * its cluster (see sn_relay_out); the program decides how to stop
+     * (schednode raises SIGTERM). NULL: only sn_relay_out reports it. */
+    void (*on_out)(void *arg);
+    void *on_out_arg;
 } sn_relay_config_t;
 
 typedef struct sn_relay_stats {
@@ -68,8 +73,8 @@ void sn_relay_stop_stealing(sn_relay_t *relay);
 void sn_relay_leave(sn_relay_t *relay);
 /* Whether this run of the node was put out of its cluster: another run of
  * it (the same node id) joined after this one was declared down, so the
- * members take this one's frames no more. The relay then raises SIGTERM
- * (the program shuts down; exit status 3 is the convention) and this
+ * members take this one's frames no more. The relay then calls the
+ * config's on_out (schednode shuts down with exit status 3) and this
  * returns 1 with the reason in why. */
 int sn_relay_out(sn_relay_t *relay, char *why, size_t len);
 /* What the relay logs (through czmq's zsys): 0 errors, 1 warnings, 2 info

@@ -117,6 +117,8 @@ struct sn_relay {
     uint64_t incarnation, first_serial;
     size_t max_frame;
     int hb_ms, down_ms;
+    void (*on_out)(void *arg); /* the config's: see put_out in members.c */
+    void *on_out_arg;
     char cluster[SN_CLUSTER_MAX];
     char advertise[SN_WIRE_ENDPOINT_MAX];
     peer_t *peers;              /* SN_MAX_NODES slots */

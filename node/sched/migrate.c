@@ -393,8 +393,14 @@ void sn_migrate_discard(sn_sched_t *sched, void *handle)
 int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle)
 {
     sn__proc_t *p = handle;
+    sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
+    sn__shard_lock(s);
+    if (sn__shard_find_pid(s, p->pid)) { /* a duplicate PID would be a protocol bug: refuse it */
+        sn__shard_unlock(s);
+        return SN_EEXIST; /* the events are still the caller's */
+    }
     /* the events that waited for it on the old owner, in order, before any
-     * that reach it here */
+     * that reach it here (it is not reachable yet: nothing else pushes) */
     for (size_t i = 0; i < n; i++) {
         sn__evnode_t *e = sn__evnode_make((uint8_t)events[i].type, events[i].error, events[i].tag, events[i].from,
                                           events[i].data, false);
@@ -405,12 +411,6 @@ int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, siz
         if (!sn__message_class(e->type))
             atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_relaxed);
         sn__mpsc_push(&p->q, &e->link);
-    }
-    sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
-    sn__shard_lock(s);
-    if (sn__shard_find_pid(s, p->pid)) { /* a duplicate PID would be a protocol bug: refuse it */
-        sn__shard_unlock(s);
-        return SN_EEXIST;
     }
     p->settling = settle; /* before it is reachable: under the lock, with the insert */
     p->came_from = from;

@@ -106,7 +106,8 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
  * SN_ENOTYPE (type not registered here, another version, no unmarshal), or
  * the unmarshal error. m->state is read, not taken. */
 int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle);
-/* New owner: the commit came. Queues events (their data taken) ahead of
+/* New owner: the commit came. Queues events (their data taken; on
+ * SN_EEXIST, a PID already here, they stay the caller's) ahead of
  * anything else, enters the PID table and makes it Ready. With `settle`,
  * messages from senders on this node go to the relay hook (via = this
  * node) instead of straight to the process, until sn_migrate_settled: the
