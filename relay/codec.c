@@ -84,7 +84,7 @@ static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnati
 static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_send_t *sends, size_t n, void **mem_out)
 {
     size_t bytes = 0;
-    bool kinds_needed = false, errors_needed = false, hops_needed = false;
+    bool kinds_needed = false, errors_needed = false, hops_needed = false, ids_needed = false;
     bool homes_differ = false;
     for (size_t i = 0; i < n; i++) {
         homes_differ |= sends[i].to.node != sends[0].to.node;
@@ -93,18 +93,20 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
         kinds_needed |= sends[i].kind != SN_EV_MESSAGE;
         errors_needed |= sends[i].error != 0;
         hops_needed |= sends[i].hops != 0;
+        ids_needed |= sends[i].id != 0;
         bytes += sends[i].payload ? sends[i].payload->len : 0;
     }
-    /* The columns in one allocation: the three 8-byte ones first, then six
-     * 4-byte ones, then the payload bytes. */
+    /* The columns in one allocation: the four 8-byte ones first, then
+     * seven 4-byte ones, then the payload bytes. */
     _Static_assert(sizeof(Schednode__SendKind) == 4, "enum column width");
-    size_t n64 = 3, n32 = 7;
+    size_t n64 = 4, n32 = 7;
     uint8_t *mem = malloc(n * (n64 * 8 + n32 * 4) + (bytes ? bytes : 1));
     if (!mem)
         return SN_ENOMEM;
     *mem_out = mem;
     uint64_t *to_serial = (uint64_t *)mem, *from_serial = to_serial + n, *tag = from_serial + n;
-    uint32_t *from_node = (uint32_t *)(tag + n), *ctype = from_node + n, *size = ctype + n;
+    int64_t *id_delta = (int64_t *)(tag + n);
+    uint32_t *from_node = (uint32_t *)(id_delta + n), *ctype = from_node + n, *size = ctype + n;
     int32_t *error = (int32_t *)(size + n);
     Schednode__SendKind *kind = (Schednode__SendKind *)(error + n);
     uint32_t *to_nodes = (uint32_t *)(kind + n), *hops = to_nodes + n;
@@ -114,6 +116,7 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
         to_serial[i] = w->to.serial;
         to_nodes[i] = w->to.node;
         hops[i] = w->hops;
+        id_delta[i] = (int64_t)(w->id - sends[0].id); /* (wraps both ways: exact) */
         from_node[i] = w->from.node;
         from_serial[i] = w->from.serial;
         tag[i] = w->tag;
@@ -142,6 +145,9 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
     batch->n_error = errors_needed ? n : 0;
     batch->n_to_nodes = homes_differ ? n : 0;
     batch->n_hops = hops_needed ? n : 0;
+    batch->id_base = ids_needed ? sends[0].id : 0;
+    batch->n_id_delta = ids_needed ? n : 0;
+    batch->id_delta = id_delta;
     batch->hops = hops;
     batch->to_nodes = to_nodes;
     batch->error = error;
@@ -632,7 +638,8 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
     size_t n = b ? b->n_to_serial : 0;
     if (n == 0 || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n ||
         b->n_size != n || (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n) ||
-        (b->n_to_nodes != 0 && b->n_to_nodes != n) || (b->n_hops != 0 && b->n_hops != n))
+        (b->n_to_nodes != 0 && b->n_to_nodes != n) || (b->n_hops != 0 && b->n_hops != n) ||
+        (b->n_id_delta != 0 && b->n_id_delta != n))
         return SN_EPROTO;
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
@@ -657,6 +664,7 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
         w->kind = (uint8_t)(b->n_kind ? event_kind((int)b->kind[i]) : SN_EV_MESSAGE);
         w->error = b->n_error ? b->error[i] : 0;
         w->hops = b->n_hops ? b->hops[i] : 0;
+        w->id = b->n_id_delta ? b->id_base + (uint64_t)b->id_delta[i] : 0;
         if (b->size[i]) {
             size_t len = b->size[i] - 1u;
             w->payload = sn_payload_new(b->ctype[i], d, len);

@@ -51,6 +51,7 @@ typedef struct sn_wire_send {
     int error;
     sn_payload_t *payload; /* see each function for who owns it */
     uint32_t hops;         /* nodes that passed it on so far (relay.c bounds it) */
+    uint64_t id;           /* the send's id, named by the node it started from (0: none) */
 } sn_wire_send_t;
 
 /* The relay's location updates (Send.Kind REDIRECT, FLUSH, FLUSHED; see

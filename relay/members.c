@@ -610,6 +610,31 @@ static void leaving(sn_relay_t *r, uint64_t now)
     zsock_signal(r->actor_pipe, 0);
 }
 
+/* A heartbeat more than one period late means this node did not run for
+ * that long (stopped, as by SIGSTOP, or starved of CPU): the members were
+ * not heard because we were not listening, not because they stopped. Each
+ * gets that time back before it can be declared down, as SWIM's Lifeguard
+ * does: a node that resumes from a freeze hears them again (their frames
+ * wait in its sockets) instead of declaring everyone down and returning
+ * what it was passing on as nodedown. */
+static void stalled(sn_relay_t *r, uint64_t now)
+{
+    uint64_t period = (uint64_t)r->hb_ms * 1000000u;
+    if (!r->next_hb_ns || now - r->next_hb_ns <= period)
+        return;
+    uint64_t late = now - r->next_hb_ns;
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p->state == SN_MEMBER_UP)
+            p->last_heard_ns = p->last_heard_ns + late < now ? p->last_heard_ns + late : now;
+    }
+    if (late >= (uint64_t)r->down_ms * 500000u)
+        SNLOG_WARN("node=%" PRIu32 " this node did not run for %" PRIu64 " ms (stopped or starved of CPU): "
+                   "members get that time back before any is declared down",
+                   r->node, late / 1000000u);
+}
+
 void sn__members_tick(sn_relay_t *r)
 {
     uint64_t now = sn__relay_now_ns();
@@ -634,6 +659,7 @@ void sn__members_tick(sn_relay_t *r)
             r->next_hb_ns = at;
     }
     if (now >= r->next_hb_ns) {
+        stalled(r, now);
         heartbeats(r, now);
         r->next_hb_ns = now + (uint64_t)r->hb_ms * 1000000u;
         if (r->hb_seq % GOSSIP_EVERY_HB == 0) /* anti-entropy: the whole view now and then */

@@ -102,12 +102,25 @@ void sn__relay_enqueue(sn_relay_t *r, item_t *it)
  * forward (item_t.forwarded). Thread-local, so workers never see it set. */
 static _Thread_local bool passing_on;
 static _Thread_local uint32_t passing_hops; /* the hops of the send being passed on */
+/* The id of the send being passed on or returned (see error_repeat): what
+ * the scheduler sends from here on its behalf (the send itself, or its
+ * error back to its sender) keeps it; 0: a new send gets a new id. */
+static _Thread_local uint64_t carry_id;
 
 static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
                          sn_payload_t **msg)
 {
     sn_relay_t *r = arg;
     peer_t *p = via == r->node ? NULL : find_peer(r, via ? via : to.node);
+    if (p && via && kind == SN_RELAY_MONITOR && !passing_on && atomic_load_explicit(&p->down, memory_order_acquire)) {
+        /* a monitor set here for a process that moved on from here to a
+         * node that is down: its home may know it went on (monitor_via_home) */
+        peer_t *home = to.node == r->node ? NULL : find_peer(r, to.node);
+        if (home && !atomic_load_explicit(&home->down, memory_order_acquire)) {
+            p = home;
+            via = 0;
+        }
+    }
     if (!p && via != r->node) /* (via == this node: a message for a process settling here, locate.c) */
         return SN_EUNREACHABLE;
     if (p && atomic_load_explicit(&p->down, memory_order_acquire))
@@ -121,7 +134,8 @@ static int relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, in
     it->dest = via ? via : to.node;
     it->diverted = via == r->node;
     it->forwarded = passing_on;
-    it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL, passing_on ? passing_hops + 1 : 0};
+    it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL, passing_on ? passing_hops + 1 : 0,
+                             carry_id ? carry_id : atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
     if (kind == SN_RELAY_GONE) /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
         sn__mpsc_push(&r->outq, &it->link);
     else
@@ -173,18 +187,78 @@ static bool unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t t
 /* Returns a send to the process that made it: on this node, or on the
  * node it moved to since, or (a message we were passing on for another
  * node's process) back to its node. */
+/* The errors returned to senders on this node, by send id: a send gets
+ * one nodedown at most, and after a nodedown at most one other error (its
+ * fate: noproc from the node it reached after all). Acknowledgements are
+ * per hop: the node a send was passing through may stop answering after it
+ * passed the send on (nodedown from the hop before it), and the next node
+ * may return it too (nodedown again when its own next hop fails, noproc,
+ * unreachable); only the first nodedown and the fate reach the sender.
+ * Direct-mapped (a slot keeps the last id that hashed to it): a repeat
+ * whose record was overwritten by 65,536 later errors gets through; a
+ * recorded one never does. I/O thread only. */
+#define ERR_SLOTS_LOG2 16
+struct err_slot {
+    uint64_t id;
+    int said; /* 1: nodedown was returned, 2: its fate was */
+};
+
+/* Whether the error `error` for send `id` was returned here already
+ * (drop it); with `say`, records that it is returned now. */
+static bool error_repeat(sn_relay_t *r, uint64_t id, int error, bool say)
+{
+    if (!id)
+        return false;
+    if (!r->errs && !(r->errs = calloc((size_t)1 << ERR_SLOTS_LOG2, sizeof *r->errs)))
+        return false; /* (no memory: every error goes back) */
+    struct err_slot *e = &r->errs[(id * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - ERR_SLOTS_LOG2)];
+    bool known = e->id == id;
+    if (known && (e->said == 2 || error == SN_ENODEDOWN)) {
+        if (say) {
+            r->errors_repeated++;
+            SNLOG_DEBUG("node=%" PRIu32 " send %" PRIx64 " came back once more (%s): not returned again", r->node,
+                        id, sn_strerror(error));
+        }
+        return true;
+    }
+    if (say) {
+        e->id = id;
+        e->said = error == SN_ENODEDOWN ? 1 : 2;
+    }
+    return false;
+}
+
+/* Returns an error to the sender of s: here, or on its node. */
+static void return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, sn_pid_t target, int error)
+{
+    if (error_repeat(r, s->id, error, false)) { /* (a sender here got it already) */
+        error_repeat(r, s->id, error, true);
+        return;
+    }
+    if (sn_send_failed(r->sched, sender, target, s->tag, error, &s->payload) == 0) {
+        error_repeat(r, s->id, error, true);
+        return;
+    }
+    /* a sender that moved on from here, or one of another node whose
+     * message we forwarded: on to it, with the send's id */
+    uint32_t via = sn_migrate_forward_of(r->sched, sender);
+    if (via || sender.node != r->node) {
+        uint64_t was = carry_id;
+        carry_id = s->id;
+        int rc = relay_deliver(r, sender, target, s->tag, SN_EV_YIELD_COMPLETE, error, via, &s->payload);
+        carry_id = was;
+        if (rc != 0)
+            SNLOG_WARN("node=%" PRIu32 " cannot return an undelivered message to %" PRIu32 ".%" PRIu64
+                       ": its node is down or unknown",
+                       r->node, sender.node, sender.serial);
+    }
+}
+
 static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error)
 {
     add(&r->bounced, 1);
-    if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from) &&
-        sn_send_failed(r->sched, s->from, s->to, s->tag, error, &s->payload) != 0) {
-        uint32_t via = sn_migrate_forward_of(r->sched, s->from);
-        if ((via || s->from.node != r->node) &&
-            relay_deliver(r, s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, error, via, &s->payload) != 0)
-            SNLOG_WARN("node=%" PRIu32 " cannot return an undelivered message to %" PRIu32 ".%" PRIu64
-                       ": its node is down or unknown",
-                       r->node, s->from.node, s->from.serial);
-    }
+    if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from))
+        return_error(r, s, s->from, s->to, error);
     /* a monitor request that fails is answered from the peer's watch
      * table, or by route when it never got there; one we were passing on
      * for a watcher on another node is answered here */
@@ -480,11 +554,29 @@ static void bad_route(sn_relay_t *r, const sn_wire_send_t *s)
     quiet = 0;
 }
 
+/* A monitor from here whose path (this node's location cache) leads to a
+ * node that is down goes to the process's home instead, if that is up: the
+ * home knows where the process went last (move numbers), and it may well
+ * live on elsewhere; the cache may only be stale. (Sends keep the old
+ * path, for order; a monitor has no order to keep.) */
+static bool monitor_via_home(sn_relay_t *r, item_t *it)
+{
+    if (it->s.kind != SN_RELAY_MONITOR || it->forwarded || it->s.from.node != r->node || it->s.to.node == r->node)
+        return false;
+    peer_t *home = find_peer(r, it->s.to.node);
+    if (!home || atomic_load_explicit(&home->down, memory_order_relaxed))
+        return false;
+    it->dest = it->s.to.node;
+    return true;
+}
+
 void sn__relay_route(sn_relay_t *r, item_t *it)
 {
     int how = sn__loc_route(r, it);
     if (how == SN_LOC_HELD)
         return; /* held until a flush ends (locate.c) */
+    if (how == SN_LOC_DOWN && monitor_via_home(r, it))
+        how = SN_LOC_SEND;
     if (how == SN_LOC_DOWN) { /* its path goes through a node that is down: not another one (order) */
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* (bounce_local answers one passing on) */
             sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_ENODEDOWN, NULL);
@@ -517,6 +609,8 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         r->sent_to[bit / 64] |= UINT64_C(1) << (bit % 64);
     }
     peer_t *p = find_peer(r, it->dest);
+    if (p && atomic_load_explicit(&p->down, memory_order_relaxed) && monitor_via_home(r, it))
+        p = find_peer(r, it->dest);
     int err = !p ? SN_EUNREACHABLE
               : atomic_load_explicit(&p->down, memory_order_relaxed)                 ? SN_ENODEDOWN
               : it->dest == it->s.to.node &&
@@ -563,11 +657,14 @@ static void inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
     bool was = passing_on; /* (nested: a flush that ends delivers what it held) */
     uint32_t was_hops = passing_hops;
+    uint64_t was_id = carry_id;
     passing_on = true;
     passing_hops = s->hops;
+    carry_id = s->id;
     inbound_send_(r, from, s);
     passing_on = was;
     passing_hops = was_hops;
+    carry_id = was_id;
 }
 
 static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
@@ -604,13 +701,7 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn_payload_destroy(&s->payload);
         return;
     case SN_EV_YIELD_COMPLETE: /* our earlier send, returned with an error */
-        if (sn_send_failed(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0) {
-            /* a sender that moved on from here, or one of another node whose
-             * message we forwarded: on to it */
-            uint32_t via = sn_migrate_forward_of(r->sched, s->to);
-            if (via || s->to.node != r->node)
-                relay_deliver(r, s->to, s->from, s->tag, SN_EV_YIELD_COMPLETE, s->error, via, &s->payload);
-        }
+        return_error(r, s, s->to, s->from, s->error);
         sn_payload_destroy(&s->payload);
         return;
     case SN_EV_CANCEL:
@@ -654,7 +745,7 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
      * our outbound connection, in order with everything else we send it) */
     add(&r->bounced, 1);
     if (!sn_pid_is_none(s->from))
-        relay_deliver(r, s->from, s->to, s->tag, SN_EV_YIELD_COMPLETE, rc, 0, &s->payload);
+        return_error(r, s, s->from, s->to, rc);
     sn_payload_destroy(&s->payload);
 }
 
@@ -1137,6 +1228,13 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
     r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 200;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
+    /* send ids: this node in the top 16 bits, so that ids of different
+     * nodes never meet; the run's start time below, so that a restart
+     * does not reuse the ids of its earlier run's sends still around */
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    uint64_t wall_us = (uint64_t)wall.tv_sec * 1000000u + (uint64_t)wall.tv_nsec / 1000u;
+    atomic_init(&r->next_send_id, ((uint64_t)r->node << 48) | (wall_us & ((UINT64_C(1) << 48) - 1)));
     r->on_out = cfg->on_out;
     r->on_out_arg = cfg->on_out_arg;
     r->start_ns = now_ns();
@@ -1362,6 +1460,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     zcert_destroy(&r->cert);
     sn__steal_fini(r);
     sn__loc_fini(r);
+    free(r->errs);
     free(r->types);
     if (r->efd >= 0)
         close(r->efd);

@@ -140,6 +140,13 @@ struct sn_relay {
     size_t ntypes;
     struct sn_steal *steal;     /* steal.c's state (I/O thread) */
     struct sn_locs *locs;       /* locate.c's state (I/O thread) */
+    /* Send ids (sn_wire_send_t.id): the next one a send from here gets
+     * (any thread: relay_deliver; relaxed, only uniqueness matters), and
+     * the errors returned to senders here, by id (I/O thread; relay.c,
+     * error_repeat; allocated at the first) */
+    _Atomic uint64_t next_send_id;
+    struct err_slot *errs;
+    uint64_t errors_repeated;   /* repeats not returned (I/O thread) */
     /* one bit per PID hash: this node sent something over the network to
      * a process with that hash (never cleared). A process that arrives
      * here with its bit clear had nothing on its way from here, so it

@@ -318,7 +318,7 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
             fw = more;
         }
         for (size_t k = 0; k < nev; k++)
-            fw[nfw++] = (sn_wire_send_t){o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data, 0};
+            fw[nfw++] = (sn_wire_send_t){o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data, 0, 0};
         free(ev);
     }
     send_commit(r, t, o->id, done, ndone, fw, nfw);

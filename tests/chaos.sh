@@ -21,7 +21,10 @@
 # time: kill -9 of node 3 or 4 then a restart after a moment (a new
 # incarnation: same id and port); a short freeze (SIGSTOP/SIGCONT,
 # 0.2-1 s) of any node; a long freeze (2-4 s, past --down-after-ms) of node
-# 3 or 4. A node process that ends is restarted, as a supervisor would (a
+# 3 or 4; where network namespaces work (root, iproute2: tests/lib.sh),
+# a link cut (0.5-4 s) between any two nodes, each node then in a
+# namespace of its own on a bridge (else every node on 127.0.0.1 and no
+# cuts). A node process that ends is restarted, as a supervisor would (a
 # node declared down may be told it is out and exit 3); that is a failure
 # only if it crashed (a signal we did not send, or a sanitizer or assertion
 # report in its log), or if it was never faulted.
@@ -43,13 +46,17 @@
 #   (e) the watcher got exactly one DOWN per sink: normal for a sink that
 #       ended by "stop", nodedown or noproc for one lost with its node.
 #
+# A DOWN nodedown for a sink that lived on is allowed only while the sink's
+# node was frozen past the down timeout, or cut off from the watcher's.
+#
 # Environment: SN_CHAOS_SEED (the RNG seed; printed), SN_CHAOS_SECONDS
 # (chaos time, default 60), SN_CHAOS_RATE (messages/s per source, default
 # 250), SN_CHAOS_WORK (a sink's CPU: "US EVERY BURST_US", default "200 100
 # 20000": 200 us a message and 20 ms more every 100th, so that Ready sinks
 # queue up on node 1 and the other nodes steal them),
 # SN_CHAOS_KEEP (a directory to copy the logs to; on FAIL they are copied
-# to ./chaos-logs-SEED anyway). TSan builds skip it (77) unless
+# to ./chaos-logs-SEED anyway), SN_CHAOS_CUTS=0 (no namespaces, no link
+# cuts). TSan builds skip it (77) unless
 # SN_CHAOS_TSAN=1: four nodes under TSan are too slow for the fault timing.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -72,11 +79,20 @@ function lostok(s) { return (s in dwhy) && (dwhy[s] == "nodedown" || dwhy[s] == 
 # node the sink was on was frozen past the down timeout (a long freeze):
 # nodedown means the node stopped answering, not that the process ended
 # (docs/guarantees.md; as noconnection in Erlang).
-function frozen_down(s,   i) {
-  for (i = 1; i <= nlf; i++)
-    if (dts[s] >= lffrom[i] && dts[s] <= lfto[i] && ((i, s) in lastnd) && lastnd[i, s] == lfn[i]) return 1
+# A link cut between the node of the watcher and that of the sink is the same to the
+# watcher. Window i: node lfn[i] unreachable (from lfw[i] only, if set)
+# from lffrom[i] to lfto[i] (3 s after it ended, for the DOWN to come).
+# (A sink with no line before the window was on its home node, the first
+# number of its PID.)
+function frozen_down(s,   i, at, pp) {
+  split(s, pp, ".")
+  for (i = 1; i <= nlf; i++) {
+    at = ((i, s) in lastnd) ? lastnd[i, s] : pp[1] + 0
+    if (dts[s] >= lffrom[i] && dts[s] <= lfto[i] && at == lfn[i] && (!lfw[i] || lfw[i] == dnode[s])) return 1
+  }
   return 0
 }
+function window(node, from_node, ts, ms) { nlf++; lfn[nlf] = node; lfw[nlf] = from_node; lffrom[nlf] = ts; lfto[nlf] = ts + ms * 1000 + 3000000 }
 function whereat(s, node, ts,   i) { # the last line of the sink before each long freeze
   for (i = 1; i <= nlf; i++)
     if (ts < lffrom[i] && (!((i, s) in lastts) || ts >= lastts[i, s])) { lastts[i, s] = ts; lastnd[i, s] = node }
@@ -88,7 +104,8 @@ ismeta {
   else if ($1 == "DEAD") dead[$2] = $0
   else if ($1 == "FAULT") {
     if (!($2 in nfault)) { nfault[$2] = 0; fname[++nf] = $2 } nfault[$2]++
-    if ($2 == "long-freeze" && NF >= 5) { nlf++; lfn[nlf] = $3 + 0; lffrom[nlf] = $5 + 0; lfto[nlf] = $5 + $4 * 1000 + 3000000 }
+    if ($2 == "long-freeze" && NF >= 5) window($3 + 0, 0, $5 + 0, $4 + 0)
+    if ($2 == "cut" && NF >= 6) { window($3 + 0, $6 + 0, $5 + 0, $4 + 0); window($6 + 0, $3 + 0, $5 + 0, $4 + 0) }
   }
   else if ($1 == "STOP") stoprc[$2] = $3
   else if ($1 == "SHUTDOWN") cutoff = $2 + 0
@@ -145,7 +162,7 @@ $1 == "D" { # (a DOWN written after SHUTDOWN came as the nodes were stopped)
   late = (cutoff && $6 + 0 > cutoff); nlate += late
   dcount[$3]++; watcherfile = file
   if (dcount[$3] > 1) viol("down-twice", where "   first: " dw[$3])
-  else { dwhy[$3] = $4; dw[$3] = where; dlate[$3] = late; dts[$3] = $6 + 0 }
+  else { dwhy[$3] = $4; dw[$3] = where; dlate[$3] = late; dts[$3] = $6 + 0; dnode[$3] = $5 + 0 }
   next
 }
 NF > 0 { viol("unknown-line", where) }
@@ -329,6 +346,8 @@ EOF
     "a stopped sink reported nodedown|down-reason|sed -i 's/^D 2.300 1.10 normal/D 2.300 1.10 nodedown/' \$d/200.log"
     "a stopped sink reported nodedown while its node was frozen past the timeout (allowed)|PASS|echo 'FAULT long-freeze 4 3000 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
     "... but frozen on another node than the sink's|down-reason|echo 'FAULT long-freeze 3 3000 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
+    "... or while its node was cut off from the watcher's (allowed)|PASS|echo 'FAULT cut 2 3000 5 4' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
+    "... but cut off only from another node than the watcher's|down-reason|echo 'FAULT cut 3 3000 5 4' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
     "a DOWN that came only as the nodes were stopped|no-down|echo 'SHUTDOWN 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.12 nodedown 2 0/D 2.300 1.12 nodedown 2 9/' \$d/200.log"
     "a lost sink without a DOWN: its missing messages count|missing-no-down|sed -i '/^D 2.300 1.12 /d' \$d/200.log"
     "noproc for a sink that ran later|noproc-but-alive|sed -i 's/^E 1.200 1.11 4 noproc 1 0/E 1.200 1.11 4 noproc 1 0/; s/^R 1.11 3 2.201 2 1 0/R 1.11 3 2.201 2 1 7/' \$d/100.log; sed -i 's/^E 1.200 1.11 4 noproc 1 0/E 1.200 1.11 4 noproc 1 5/' \$d/100.log"
@@ -387,9 +406,13 @@ WORK=${SN_CHAOS_WORK:-200 100 20000}
 NODES=4 NSINKS=16
 declare -A port npid ninc faulted
 for n in $(seq $NODES); do port[$n]=$(free_port); ninc[$n]=0; faulted[$n]=0; done
+cuts=0
+if [ "${SN_CHAOS_CUTS:-1}" = 1 ] && netns_up $NODES; then cuts=1; fi
 seed=${SN_CHAOS_SEED:-$(( ($(date +%s%N) / 1000) % 1000000 ))}
 RANDOM=$seed
 echo "chaos: seed $seed (SN_CHAOS_SEED=$seed reproduces the faults), ${DURATION} s of chaos, $RATE msgs/s per source"
+[ $cuts = 1 ] && echo "chaos: nodes in network namespaces on $NETNS_NET.0/24, link cuts on" ||
+  echo "chaos: nodes on 127.0.0.1, no link cuts (SN_CHAOS_CUTS=0, not root, or namespaces do not work here)"
 log=$dir/log meta=$dir/log/chaos.meta
 mkdir -p "$log"
 export SN_CHAOS_LOG=$log
@@ -398,7 +421,7 @@ failed=0
 problem() { echo "chaos: PROBLEM: $*"; failed=1; }
 note() { echo "chaos: $(date +%T) $*"; }
 
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
+ep() { if [ $cuts = 1 ]; then echo "tcp://$(netns_ip "$1"):${port[$1]}"; else echo "tcp://127.0.0.1:${port[$1]}"; fi; }
 cli() { timeout 20 "$SN" --insecure --timeout 15000 "$@"; }
 msleep() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 nodelog() { echo "$dir/node$1.${ninc[$1]}.log"; }
@@ -411,8 +434,11 @@ start_node() { # I: start (or restart) node I, joining any other node
   if [ "$i" != 1 ] || [ "${ninc[$i]}" -gt 1 ]; then
     for j in $(seq $NODES); do [ "$j" != "$i" ] && [ "${npid[$j]:-}" ] && joins+=(--join "$(ep "$j")"); done
   fi
-  "$SN" -n "$i" -w 1 --listen "$(ep "$i")" --insecure --load "$PLUG/plugin_chaos.so" --log-level info \
-    ${joins[@]+"${joins[@]}"} >"$(nodelog "$i")" 2>&1 &
+  : >"$(nodelog "$i")" # (before the node: the waits below read it)
+  local in_ns=()
+  [ $cuts = 1 ] && in_ns=(ip netns exec "$NETNS_TAG-$i")
+  ${in_ns[@]+"${in_ns[@]}"} "$SN" -n "$i" -w 1 --listen "$(ep "$i")" --insecure --load "$PLUG/plugin_chaos.so" --log-level info \
+    ${joins[@]+"${joins[@]}"} >>"$(nodelog "$i")" 2>&1 &
   npid[$i]=$!
   pids+=($!)
   echo "NODE ${npid[$i]} $i ${ninc[$i]}" >>"$meta"
@@ -524,7 +550,7 @@ replace_lost() {
 
 # ---- chaos
 declare -A nfaults
-fault() { nfaults[$1]=$((${nfaults[$1]:-0} + 1)); faulted[$2]=1; echo "FAULT $1 $2 ${3:-0} $(date +%s%6N)" >>"$meta"; }
+fault() { nfaults[$1]=$((${nfaults[$1]:-0} + 1)); faulted[$2]=1; echo "FAULT $1 $2 ${3:-0} $(date +%s%6N) ${4:-}" >>"$meta"; }
 t_end=$((SECONDS + DURATION))
 while [ $SECONDS -lt $t_end ]; do
   supervise
@@ -541,11 +567,18 @@ while [ $SECONDS -lt $t_end ]; do
     npid[$i]=
     msleep "$down_ms"
     restart_node "$i"
-  elif [ $r -lt 65 ]; then
+  elif [ $r -lt $((cuts ? 55 : 65)) ]; then
     i=$((1 + RANDOM % NODES)) ms=$((200 + RANDOM % 801))
     fault freeze "$i" "$ms"
     note "freeze node $i for $ms ms"
     kill -STOP "${npid[$i]}" 2>/dev/null; msleep "$ms"; kill -CONT "${npid[$i]}" 2>/dev/null
+  elif [ $r -ge 75 ] && [ $cuts = 1 ]; then
+    i=$((1 + RANDOM % NODES)) j=$((1 + RANDOM % (NODES - 1))) ms=$((500 + RANDOM % 3501))
+    [ $j -ge $i ] && j=$((j + 1))
+    fault cut "$i" "$ms" "$j"; faulted[$j]=1
+    note "cut the link between nodes $i and $j for $ms ms"
+    netns_cut "$i" "$j" || problem "could not cut the link between $i and $j"
+    msleep "$ms"; netns_heal "$i" "$j"
   else
     i=$((3 + RANDOM % 2)) ms=$((2000 + RANDOM % 2001))
     fault long-freeze "$i" "$ms"
@@ -630,7 +663,7 @@ if [ "$failed" = 0 ]; then
   exit 0
 fi
 keep=${SN_CHAOS_KEEP:-$PWD/chaos-logs-$seed}
-cp -r "$dir" "$keep" 2>/dev/null && echo "chaos: logs kept in $keep (chaos.sh --check $keep/log checks them again)"
+rm -rf "$keep"; cp -r "$dir" "$keep" 2>/dev/null && echo "chaos: logs kept in $keep (chaos.sh --check $keep/log checks them again)"
 echo "chaos: seed $seed (SN_CHAOS_SEED=$seed to try it again)"
 echo "chaos: FAIL"
 exit 1

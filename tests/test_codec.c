@@ -22,7 +22,12 @@ static void roundtrip_batch_in_order(void **st)
     sn_wire_send_t *in = calloc(N, sizeof *in);
     for (int i = 0; i < N; i++) {
         /* mostly PIDs of node 2; every fifth one of node 3 (a process that moved) */
-        in[i] = (sn_wire_send_t){{i % 5 ? 2 : 3, 100 + (uint64_t)i}, {1, 7}, (uint64_t)i * 3, SN_EV_MESSAGE, 0, NULL, (uint32_t)(i % 3)};
+        in[i] = (sn_wire_send_t){{i % 5 ? 2 : 3, 100 + (uint64_t)i}, {1, 7}, (uint64_t)i * 3, SN_EV_MESSAGE, 0, NULL, (uint32_t)(i % 3), 0};
+        /* send ids: mostly consecutive ones of node 1, some of node 3 (far
+         * below: a negative delta), one near the top (a delta that wraps) */
+        in[i].id = i % 5 ? (UINT64_C(1) << 48) + 1000 + (uint64_t)i : (UINT64_C(3) << 48) + (uint64_t)i;
+        if (i == 500)
+            in[i].id = UINT64_MAX - 3;
         if (i % 3 == 0)
             in[i].payload = sn_payload_printf(SN_CT_TEXT, "message %d", i);
         if (i % 7 == 0) {
@@ -52,6 +57,7 @@ static void roundtrip_batch_in_order(void **st)
         assert_int_equal(a->kind, b->kind);
         assert_int_equal(a->error, b->error);
         assert_int_equal(a->hops, b->hops);
+        assert_true(a->id == b->id);
         if (a->payload) {
             assert_non_null(b->payload);
             assert_int_equal(a->payload->ctype, b->payload->ctype);
@@ -75,7 +81,7 @@ static void encode_refuses_nonsense(void **st)
     void *buf = NULL;
     size_t len = 0;
     assert_int_equal(sn_codec_encode_sends(1, 1, 1, NULL, 0, &buf, &len), SN_EINVAL);
-    sn_wire_send_t bad = {{2, 1}, {1, 1}, 0, 99, 0, NULL, 0};
+    sn_wire_send_t bad = {{2, 1}, {1, 1}, 0, 99, 0, NULL, 0, 0};
     assert_int_equal(sn_codec_encode_sends(1, 1, 1, &bad, 1, &buf, &len), SN_EINVAL);
     assert_null(buf);
 }
@@ -95,7 +101,7 @@ static void hostile_frames_are_refused(void **st)
 {
     (void)st;
     sn_payload_t *p = sn_payload_text("hello");
-    sn_wire_send_t one = {{2, 5}, {1, 9}, 1, SN_EV_MESSAGE, 0, p, 0};
+    sn_wire_send_t one = {{2, 5}, {1, 9}, 1, SN_EV_MESSAGE, 0, p, 0, 0};
     void *buf;
     size_t len;
     assert_int_equal(sn_codec_encode_sends(1, 1, 1, &one, 1, &buf, &len), 0);
