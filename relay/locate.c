@@ -47,7 +47,9 @@
  * Ownership: all of it belongs to the relay's I/O thread.
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "relay_int.h"
 #include "sn_node.h"
@@ -412,6 +414,19 @@ void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves
     start_flush(r, l, node, hop);
 }
 
+/* Fault injection (tests/holes.sh, flush): with SN_FAULT=stall-flush the
+ * node stops itself (SIGSTOP: the test resumes it) as it is about to
+ * answer another node's flush, as a node frozen right after a process
+ * arrived would. Not compiled into Release builds. */
+static void stall_flush(void)
+{
+#ifdef SN_FAULT_INJECTION
+    const char *want = getenv("SN_FAULT");
+    if (want && !strcmp(want, "stall-flush"))
+        raise(SIGSTOP);
+#endif
+}
+
 void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
 {
     sn_pid_t pid = s->to;
@@ -420,10 +435,12 @@ void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
      * went from here (the forwarding entry), never by the cache */
     uint32_t next = sn_migrate_here(r->sched, pid) ? 0 : sn_migrate_forward_of(r->sched, pid);
     if (next == 0 || next == r->node) { /* the end of the path: it lives here (or nowhere) */
-        if (origin == r->node)
+        if (origin == r->node) {
             sn__loc_flushed(r, pid, r->node);
-        else
+        } else {
+            stall_flush();
             send_ctl(r, origin, pid, SN_PID_NONE, r->node, SN_WIRE_FLUSHED, true, 0);
+        }
         return;
     }
     send_ctl(r, next, pid, s->from, 0, SN_WIRE_FLUSH, true, 0); /* on, behind what we forwarded */
