@@ -21,10 +21,10 @@
 # time: kill -9 of node 3 or 4 then a restart after a moment (a new
 # incarnation: same id and port); a short freeze (SIGSTOP/SIGCONT,
 # 0.2-1 s) of any node; a long freeze (2-4 s, past --down-after-ms) of node
-# 3 or 4; where network namespaces work (root, iproute2: tests/lib.sh),
-# a link cut (0.5-4 s) between any two nodes, each node then in a
-# namespace of its own on a bridge (else every node on 127.0.0.1 and no
-# cuts). A node process that ends is restarted, as a supervisor would (a
+# 3 or 4; where network namespaces work (root, iproute2), a link cut
+# (0.5-4 s) between any two nodes, each node then in a namespace of its
+# own on a bridge (deploy/netns-cluster.sh up --no-nodes; else every node
+# on 127.0.0.1 and no cuts). A node process that ends is restarted, as a supervisor would (a
 # node declared down may be told it is out and exit 3); that is a failure
 # only if it crashed (a signal we did not send, or a sanitizer or assertion
 # report in its log), or if it was never faulted.
@@ -406,12 +406,18 @@ WORK=${SN_CHAOS_WORK:-200 100 20000}
 NODES=4 NSINKS=16
 declare -A port npid ninc faulted
 for n in $(seq $NODES); do port[$n]=$(free_port); ninc[$n]=0; faulted[$n]=0; done
-cuts=0
-if [ "${SN_CHAOS_CUTS:-1}" = 1 ] && netns_up $NODES; then cuts=1; fi
+# the namespaces, if they can be made here
+cuts=0 C=("$here/../deploy/netns-cluster.sh") cdir=$dir/netns
+if [ "${SN_CHAOS_CUTS:-1}" = 1 ] && [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
+  trap '"${C[@]}" down --dir "$cdir" >/dev/null 2>&1; cleanup' EXIT
+  "${C[@]}" up $NODES --no-nodes --prefix "c$$x" --dir "$cdir" >"$dir/netns.log" 2>&1 && cuts=1
+fi
+declare -A addr
+if [ $cuts = 1 ]; then for n in $(seq $NODES); do addr[$n]=$("${C[@]}" addr "$n" --dir "$cdir"); done; fi
 seed=${SN_CHAOS_SEED:-$(( ($(date +%s%N) / 1000) % 1000000 ))}
 RANDOM=$seed
 echo "chaos: seed $seed (SN_CHAOS_SEED=$seed reproduces the faults), ${DURATION} s of chaos, $RATE msgs/s per source"
-[ $cuts = 1 ] && echo "chaos: nodes in network namespaces on $NETNS_NET.0/24, link cuts on" ||
+[ $cuts = 1 ] && echo "chaos: nodes in network namespaces (${addr[1]} ...), link cuts on" ||
   echo "chaos: nodes on 127.0.0.1, no link cuts (SN_CHAOS_CUTS=0, not root, or namespaces do not work here)"
 log=$dir/log meta=$dir/log/chaos.meta
 mkdir -p "$log"
@@ -421,7 +427,7 @@ failed=0
 problem() { echo "chaos: PROBLEM: $*"; failed=1; }
 note() { echo "chaos: $(date +%T) $*"; }
 
-ep() { if [ $cuts = 1 ]; then echo "tcp://$(netns_ip "$1"):${port[$1]}"; else echo "tcp://127.0.0.1:${port[$1]}"; fi; }
+ep() { echo "tcp://${addr[$1]:-127.0.0.1}:${port[$1]}"; }
 cli() { timeout 20 "$SN" --insecure --timeout 15000 "$@"; }
 msleep() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 nodelog() { echo "$dir/node$1.${ninc[$1]}.log"; }
@@ -436,7 +442,7 @@ start_node() { # I: start (or restart) node I, joining any other node
   fi
   : >"$(nodelog "$i")" # (before the node: the waits below read it)
   local in_ns=()
-  [ $cuts = 1 ] && in_ns=(ip netns exec "$NETNS_TAG-$i")
+  [ $cuts = 1 ] && in_ns=("${C[@]}" exec --dir "$cdir" "$i") # (it execs: $! is the node)
   ${in_ns[@]+"${in_ns[@]}"} "$SN" -n "$i" -w 1 --listen "$(ep "$i")" --insecure --load "$PLUG/plugin_chaos.so" --log-level info \
     ${joins[@]+"${joins[@]}"} >>"$(nodelog "$i")" 2>&1 &
   npid[$i]=$!
@@ -577,8 +583,9 @@ while [ $SECONDS -lt $t_end ]; do
     [ $j -ge $i ] && j=$((j + 1))
     fault cut "$i" "$ms" "$j"; faulted[$j]=1
     note "cut the link between nodes $i and $j for $ms ms"
-    netns_cut "$i" "$j" || problem "could not cut the link between $i and $j"
-    msleep "$ms"; netns_heal "$i" "$j"
+    "${C[@]}" cut "$i" "$j" --dir "$cdir" >/dev/null || problem "could not cut the link between $i and $j"
+    msleep "$ms"
+    "${C[@]}" heal "$i" "$j" --dir "$cdir" >/dev/null || problem "could not heal the link between $i and $j"
   else
     i=$((3 + RANDOM % 2)) ms=$((2000 + RANDOM % 2001))
     fault long-freeze "$i" "$ms"
