@@ -41,7 +41,12 @@
  * sent later by another path could overtake them. The path is released
  * when the node is gone for good (a new run of it, or it left), after
  * DOWN_RELEASE_NS down, or, for a node that is up, when a flush's answer
- * has not come in FLUSH_TIMEOUT_NS (a lost marker). A REDIRECT is a hint:
+ * has not come in FLUSH_TIMEOUT_NS (a lost marker). A node further down
+ * the path whose next hop is down to it cannot pass the marker on: it
+ * says so (FLUSHED with error nodedown), and we hold on as for a hop of
+ * our own that is down (our earlier sends may sit in its socket toward
+ * that node), sending the marker again every STUCK_RETRY_NS until one
+ * gets through, or DOWN_RELEASE_NS after the first such answer. A REDIRECT is a hint:
  * the flush's answer names the real owner.
  *
  * Ownership: all of it belongs to the relay's I/O thread.
@@ -56,6 +61,7 @@
 
 #define FLUSH_TIMEOUT_NS (3000u * 1000000u)
 #define DOWN_RELEASE_NS (15000ull * 1000000u) /* a path through a down node is given up after this */
+#define STUCK_RETRY_NS (500u * 1000000u)      /* a FLUSH stuck further down the path is sent again after this */
 #define MAX_ENTRIES 65536u /* past this, direct entries are dropped (they are only shortcuts) */
 #define REDIRECT_QUIET_NS (200u * 1000000u)
 
@@ -67,6 +73,7 @@ typedef struct loc {
     uint32_t hop;      /* pending: where the FLUSH went */
     bool pending;
     uint64_t since_ns; /* pending: when the FLUSH went */
+    uint64_t stuck_ns; /* pending: when a node down the path first said it could not pass the FLUSH on (0: none) */
     item_t **held;     /* pending: sends to it, oldest first */
     size_t nheld, cap;
 } loc_t;
@@ -245,6 +252,8 @@ static void start_flush(sn_relay_t *r, loc_t *l, uint32_t node, uint32_t hop)
 {
     l->node = node;
     l->hop = hop;
+    if (!l->pending)
+        l->stuck_ns = 0;
     l->pending = true;
     l->since_ns = sn__relay_now_ns();
     send_ctl(r, hop, l->pid, (sn_pid_t){r->node, 0}, 0, SN_WIRE_FLUSH, false, 0);
@@ -453,6 +462,39 @@ void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner)
         finish(r, l, owner ? owner : l->node);
 }
 
+void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at)
+{
+    loc_t *l = find(r->locs, pid);
+    if (!l || !l->pending)
+        return;
+    uint64_t now = sn__relay_now_ns();
+    if (!l->stuck_ns) {
+        l->stuck_ns = now;
+        SNLOG_INFO("node=%" PRIu32 " the flush of the path to %" PRIu32 ".%" PRIu64 " through node %" PRIu32
+                   " is stuck before node %" PRIu32 ", which is down there: its sends wait",
+                   r->node, pid.node, pid.serial, l->hop, at);
+    }
+    l->since_ns = now; /* news: the retry clock (sn__loc_tick) starts again */
+}
+
+void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at)
+{
+    if (s->from.node != r->node && s->from.node != 0)
+        send_ctl(r, s->from.node, s->to, SN_PID_NONE, at, SN_WIRE_FLUSHED, true, SN_ENODEDOWN);
+}
+
+void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t node)
+{
+    SNLOG_INFO("node=%" PRIu32 " %" PRIu32 ".%" PRIu64 " is lost: node %" PRIu32
+               ", where it went from here, sent a message for it back (its path on ended with a node's run)",
+               r->node, pid.node, pid.serial, node);
+    sn_migrate_drop_forward(r->sched, pid);
+    home_drop(r, pid);
+    loc_t *l = find(r->locs, pid);
+    if (l && !l->pending)
+        drop(r->locs, l);
+}
+
 void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid)
 {
     struct sn_locs *c = r->locs;
@@ -508,6 +550,10 @@ static void give_up(sn_relay_t *r, uint32_t node, uint64_t now)
             bool stuck = node_down(r, l->hop);
             if (stuck && now - l->since_ns > DOWN_RELEASE_NS)
                 release(r, l, "the old path has been down for 15 s");
+            else if (!stuck && l->stuck_ns && now - l->stuck_ns > DOWN_RELEASE_NS)
+                release(r, l, "the old path has been stuck behind a node that is down for 15 s");
+            else if (!stuck && l->stuck_ns && now - l->since_ns > STUCK_RETRY_NS)
+                start_flush(r, l, l->node, l->hop); /* (keeps stuck_ns) */
             else if (!stuck && now - l->since_ns > FLUSH_TIMEOUT_NS)
                 release(r, l, "no flush answer within 3 s");
         }

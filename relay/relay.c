@@ -254,11 +254,16 @@ static void return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, sn_p
     }
 }
 
-static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error)
+/* s could not go on from here (to node `at`, if it got that far): its
+ * sender hears (a message), its watcher (a monitor), the node that started
+ * it (a FLUSH that cannot reach the node after `at`: locate.c). */
+static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_t at)
 {
     add(&r->bounced, 1);
     if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from))
         return_error(r, s, s->from, s->to, error);
+    if (s->kind == SN_WIRE_FLUSH && error == SN_ENODEDOWN && at)
+        sn__loc_flush_stuck(r, s, at);
     /* a monitor request that fails is answered from the peer's watch
      * table, or by route when it never got there; one we were passing on
      * for a watcher on another node is answered here */
@@ -370,12 +375,12 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
 }
 
 /* Every send in an encoded frame goes back to its sender with `error`. */
-static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error)
+static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error, uint32_t at)
 {
     sn_frame_t f;
     if (sn_codec_decode(buf, len, SIZE_MAX, &f, NULL) == 0) {
         for (size_t i = 0; i < f.nsends; i++)
-            bounce_local(r, &f.sends[i], error);
+            bounce_local(r, &f.sends[i], error, at);
         sn_frame_clear(&f);
     }
 }
@@ -390,17 +395,17 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
      * an unacknowledged send may have arrived before the peer died: the
      * error says the node went down, not that the message was lost */
     for (size_t i = 0; i < p->nunacked; i++) {
-        bounce_frame(r, p->unacked[i].buf, p->unacked[i].len, error);
+        bounce_frame(r, p->unacked[i].buf, p->unacked[i].len, error, p->node);
         free(p->unacked[i].buf);
     }
     p->nunacked = 0;
     if (p->pending) {
-        bounce_frame(r, p->pending, p->pending_len, error);
+        bounce_frame(r, p->pending, p->pending_len, error, p->node);
         free(p->pending);
         p->pending = NULL;
     }
     for (size_t i = 0; i < p->nbatch; i++) {
-        bounce_local(r, &p->batch[i]->s, error);
+        bounce_local(r, &p->batch[i]->s, error, p->node);
         free_item(p->batch[i]);
     }
     p->nbatch = 0;
@@ -481,7 +486,7 @@ static void batch_add(sn_relay_t *r, peer_t *p, item_t *it)
         size_t cap = p->cap ? p->cap * 2 : 256;
         item_t **b = realloc(p->batch, cap * sizeof *b);
         if (!b) {
-            bounce_local(r, &it->s, SN_ENOMEM);
+            bounce_local(r, &it->s, SN_ENOMEM, 0);
             free_item(it);
             return;
         }
@@ -580,7 +585,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     if (how == SN_LOC_DOWN) { /* its path goes through a node that is down: not another one (order) */
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* (bounce_local answers one passing on) */
             sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_ENODEDOWN, NULL);
-        bounce_local(r, &it->s, SN_ENODEDOWN);
+        bounce_local(r, &it->s, SN_ENODEDOWN, 0); /* (a FLUSH passing through never is: sn__loc_route) */
         if (it->diverted) /* (it will not be delivered here) */
             sn_migrate_diverted(r->sched, it->s.to);
         free_item(it);
@@ -600,7 +605,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node &&
             !unwatch(r, it->s.to, it->s.from, it->s.tag)) /* (a record: bounce_local answers) */
             sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
-        bounce_local(r, &it->s, SN_EUNREACHABLE);
+        bounce_local(r, &it->s, SN_EUNREACHABLE, 0);
         free_item(it);
         return;
     }
@@ -620,7 +625,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     if (err) {
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* the watcher learns at once */
             sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
-        bounce_local(r, &it->s, err);
+        bounce_local(r, &it->s, err, it->dest);
         free_item(it);
         return;
     }
@@ -674,6 +679,8 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         add(&r->msgs_in, 1);
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
+        if (from && s->hops >= 2 && s->to.node == r->node && sn_migrate_forward_of(r->sched, s->to) == from->node)
+            sn__loc_lost(r, s->to, from->node);
         rc = sn_deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
         if (rc == 0)
             sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
@@ -697,7 +704,10 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn_payload_destroy(&s->payload);
         return;
     case SN_WIRE_FLUSHED:
-        sn__loc_flushed(r, s->to, (uint32_t)s->tag);
+        if (s->error == SN_ENODEDOWN) /* stuck further down the path */
+            sn__loc_stuck(r, s->to, (uint32_t)s->tag);
+        else
+            sn__loc_flushed(r, s->to, (uint32_t)s->tag);
         sn_payload_destroy(&s->payload);
         return;
     case SN_EV_YIELD_COMPLETE: /* our earlier send, returned with an error */

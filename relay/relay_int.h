@@ -283,6 +283,18 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
 void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves);
 void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s);
 void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner);
+/* A FLUSH this node started for pid was stopped at a node further down the
+ * path whose next hop (node `at`) is down to it: FLUSHED with error
+ * nodedown. */
+void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at);
+/* A FLUSH from another node cannot go on from here: its next hop `at` is
+ * down. The node that started it hears so (sn__loc_stuck). */
+void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at);
+/* At pid's home: a send for it came back from `node`, where the home's
+ * forwarding entry sends it, after going round (hops): that node has no
+ * path on (it ended with a node's run that is gone) and the home has heard
+ * of none later. The process is lost: the entries go, sends get noproc. */
+void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t node);
 /* A message from `from` for pid was delivered: if it went on elsewhere,
  * `from` hears where (rate-limited). */
 void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid);
