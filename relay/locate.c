@@ -426,13 +426,21 @@ void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves
 /* Fault injection (tests/holes.sh, flush): with SN_FAULT=stall-flush the
  * node stops itself (SIGSTOP: the test resumes it) as it is about to
  * answer another node's flush, as a node frozen right after a process
- * arrived would. Not compiled into Release builds. */
+ * arrived would; at most 3 times, each at least 5 s after it was resumed
+ * (so that it is not declared down: it runs and heartbeats in between).
+ * Not compiled into Release builds. */
 static void stall_flush(void)
 {
 #ifdef SN_FAULT_INJECTION
+    static int times;
+    static uint64_t resumed_ns;
     const char *want = getenv("SN_FAULT");
-    if (want && !strcmp(want, "stall-flush"))
+    uint64_t now = sn__relay_now_ns();
+    if (want && !strcmp(want, "stall-flush") && times < 3 && (!resumed_ns || now - resumed_ns > 5000000000u)) {
+        times++;
         raise(SIGSTOP);
+        resumed_ns = sn__relay_now_ns();
+    }
 #endif
 }
 
