@@ -22,7 +22,8 @@
 #               waits, short of the down timeout): every message is
 #               delivered or returned, in order.
 # On the code before issue 14's fixes (1154de6) both fail: freeze with a
-# monitor's DOWN twice, flush with reorders, DOWNs twice and a wrong DOWN.
+# monitor's DOWN twice, flush with wrong DOWNs (noproc or nodedown for
+# sinks that ended normally) and in some runs reorders and DOWNs twice.
 # SN_HOLES="freeze flush" runs only those. Both record what each process sees (plugin_chaos.so) and check it with
 # the checker of tests/chaos.sh (no message twice, order, none missing).
 # Random faults are tests/chaos.sh's.
