@@ -87,6 +87,14 @@ struct sn_locs {
      * instead (sn__loc_last_seen), so a process that had moved on from
      * there stays reachable from its home. */
     struct sn_locs *home;
+    /* arrival notices to a home that was down when they went (cut off,
+     * frozen): sent again when it is up (sn__loc_peer_up), so the home
+     * learns where its process is even though a cut hid the move */
+    struct notice {
+        sn_pid_t pid;
+        uint32_t moves;
+    } *notices;
+    size_t nnotices, capnotices;
     struct { /* the last REDIRECT per slot, not to repeat it for every message of a batch */
         sn_pid_t pid;
         uint32_t peer;
@@ -134,6 +142,7 @@ void sn__loc_fini(sn_relay_t *r)
         return;
     }
     free_table(r->locs->home);
+    free(r->locs->notices);
     free_table(r->locs);
     r->locs = NULL;
     free(r->sent_to);
@@ -406,8 +415,15 @@ void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves
     struct sn_locs *c = r->locs;
     if (node == r->node || node == 0 || sn_migrate_here(r->sched, pid))
         return; /* it is here, or coming here: the arrival flushes (a stale hint would send our senders away) */
-    if (pid.node == r->node && moves) /* one of ours, from the node it arrived at */
+    if (pid.node == r->node && moves) { /* one of ours, from the node it arrived at */
         home_set(r, pid, node, moves);
+        /* no forwarding entry: it was dropped when the process seemed lost
+         * (its old path ended with a node's run), and it lives on after
+         * all: the old path is gone, the forward goes straight there */
+        if (!sn_migrate_forward_of(r->sched, pid) && find(r->locs->home, pid) &&
+            find(r->locs->home, pid)->node == node)
+            sn_migrate_repoint(r->sched, pid, node);
+    }
 
     loc_t *l = find(c, pid);
     if (l && (l->pending || l->node == node))
@@ -493,14 +509,43 @@ void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at)
 
 void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t node)
 {
+    loc_t *h = find(r->locs->home, pid);
+    if (h && h->node != node && h->node != r->node && !node_down(r, h->node) &&
+        sn_migrate_repoint(r->sched, pid, h->node) == 0) {
+        /* the home heard of a later move (a newer owner's notice): the old
+         * path ended, so the forward may go straight there */
+        SNLOG_INFO("node=%" PRIu32 " %" PRIu32 ".%" PRIu64 ": node %" PRIu32
+                   " sent a message for it back; it went on to node %" PRIu32 " (move %" PRIu32 "): forwarding there",
+                   r->node, pid.node, pid.serial, node, h->node, h->moves);
+        return;
+    }
     SNLOG_INFO("node=%" PRIu32 " %" PRIu32 ".%" PRIu64 " is lost: node %" PRIu32
                ", where it went from here, sent a message for it back (its path on ended with a node's run)",
                r->node, pid.node, pid.serial, node);
     sn_migrate_drop_forward(r->sched, pid);
-    home_drop(r, pid);
     loc_t *l = find(r->locs, pid);
     if (l && !l->pending)
         drop(r->locs, l);
+}
+
+void sn__loc_notice_lost(sn_relay_t *r, sn_pid_t pid, uint32_t moves)
+{
+    struct sn_locs *c = r->locs;
+    for (size_t i = 0; i < c->nnotices; i++)
+        if (sn_pid_eq(c->notices[i].pid, pid)) {
+            if (moves > c->notices[i].moves)
+                c->notices[i].moves = moves;
+            return;
+        }
+    if (c->nnotices == c->capnotices) {
+        size_t cap = c->capnotices ? c->capnotices * 2 : 16;
+        struct notice *n = cap <= 65536 ? realloc(c->notices, cap * sizeof *n) : NULL;
+        if (!n)
+            return; /* (the home learns from the next forward instead) */
+        c->notices = n;
+        c->capnotices = cap;
+    }
+    c->notices[c->nnotices++] = (struct notice){pid, moves};
 }
 
 void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid)
@@ -572,6 +617,12 @@ void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone)
 {
     if (gone) {
         give_up(r, node, 0);
+        struct sn_locs *n = r->locs; /* a new run of that home: its processes are gone, notices too */
+        for (size_t i = 0; i < n->nnotices;)
+            if (n->notices[i].pid.node == node)
+                n->notices[i] = n->notices[--n->nnotices];
+            else
+                i++;
         /* our processes seen there last are lost with it: the forwarding
          * entry toward the path they took goes too, so sends to them are
          * noproc here rather than sent down a path that now leads back */
@@ -598,6 +649,18 @@ void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone)
 
 void sn__loc_peer_up(sn_relay_t *r, uint32_t node)
 {
+    /* arrival notices it missed, for processes still here */
+    struct sn_locs *n = r->locs;
+    for (size_t i = 0; i < n->nnotices;) {
+        struct notice *e = &n->notices[i];
+        if (e->pid.node != node) {
+            i++;
+            continue;
+        }
+        if (sn_migrate_here(r->sched, e->pid))
+            send_ctl(r, node, e->pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(e->moves & INT32_MAX));
+        *e = n->notices[--n->nnotices];
+    }
     /* the marker sent before it went down was dropped: send it again,
      * behind whatever of ours it still has to deliver */
     struct sn_locs *c = r->locs;

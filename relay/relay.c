@@ -264,6 +264,8 @@ static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_t a
         return_error(r, s, s->from, s->to, error);
     if (s->kind == SN_WIRE_FLUSH && error == SN_ENODEDOWN && at)
         sn__loc_flush_stuck(r, s, at);
+    if (s->kind == SN_WIRE_REDIRECT && error == SN_ENODEDOWN && at && at == s->to.node && s->error > 0)
+        sn__loc_notice_lost(r, s->to, (uint32_t)s->error); /* an arrival notice to a home that is down */
     /* a monitor request that fails is answered from the peer's watch
      * table, or by route when it never got there; one we were passing on
      * for a watcher on another node is answered here */

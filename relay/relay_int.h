@@ -293,8 +293,13 @@ void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at);
 /* At pid's home: a send for it came back from `node`, where the home's
  * forwarding entry sends it, after going round (hops): that node has no
  * path on (it ended with a node's run that is gone) and the home has heard
- * of none later. The process is lost: the entries go, sends get noproc. */
+ * of none later: the process is lost (the forwarding entry goes, sends
+ * get noproc), or, if the home table names a later place, the forward
+ * goes there. */
 void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t node);
+/* An arrival notice to pid's home (REDIRECT with move number `moves`)
+ * came back: the home was down. It goes again when the home is up. */
+void sn__loc_notice_lost(sn_relay_t *r, sn_pid_t pid, uint32_t moves);
 /* A message from `from` for pid was delivered: if it went on elsewhere,
  * `from` hears where (rate-limited). */
 void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid);

@@ -371,6 +371,17 @@ size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*inste
 
 void sn_migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid) { fwd_drop(&sched->fwd, pid, 0, NULL, 0); }
 
+int sn_migrate_repoint(sn_sched_t *sched, sn_pid_t pid, uint32_t node)
+{
+    sn__fwd_t *f = &sched->fwd;
+    pthread_mutex_lock(&f->mu);
+    int rc = fwd_put(f, pid, node, 0);
+    /* release: pairs with the acquire in sn__forward_of */
+    atomic_store_explicit(&f->live, f->count, memory_order_release);
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
 int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);

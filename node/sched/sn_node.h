@@ -148,6 +148,10 @@ size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*inste
 /* Drops the forwarding entry for pid, whatever it points to (the process
  * was lost with the node it moved to since). */
 void sn_migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid);
+/* Points the forwarding entry for pid at node, making one if there is
+ * none: the home learned where a process lives whose old path ended (the
+ * relay's home table, relay/locate.c). Returns 0 or SN_ENOMEM. */
+int sn_migrate_repoint(sn_sched_t *sched, sn_pid_t pid, uint32_t node);
 /* New owner: the handover was aborted; the frozen copy goes. */
 void sn_migrate_discard(sn_sched_t *sched, void *handle);
 
