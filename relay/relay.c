@@ -631,7 +631,8 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         free_item(it);
         return;
     }
-    if ((it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR) && !it->forwarded)
+    if ((it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR) &&
+        (!it->forwarded || it->s.from.node == r->node))
         sn__watch(p, it->s.to, it->s.from, it->s.tag, it->s.kind == SN_RELAY_MONITOR); /* (the watcher's node keeps it) */
     batch_add(r, p, it);
 }
@@ -730,6 +731,12 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         return;
     }
     case SN_RELAY_MONITOR: /* the DOWN goes back through our relay_deliver */
+        /* our own request, come back (its path led through here again):
+         * the record of where it went is done with; what sn_monitor does
+         * now answers it (a monitor here, a DOWN here, or on again with a
+         * new record: sn__relay_route) */
+        if (s->from.node == r->node)
+            unwatch(r, s->to, s->from, s->tag);
         sn_monitor(r->sched, s->to, s->from, s->tag);
         if (s->from.node != r->node && sn_migrate_here(r->sched, s->to))
             /* held here: the watcher's node moves its record to us (it is
