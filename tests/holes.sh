@@ -168,11 +168,13 @@ stream() {
       SN_FAULT=stall-flush start "${name}3" 3 3 1 "${L[@]}" || { bad "$name: three nodes"; stop_all; return; }
     sleep 0.5
     for i in $(seq 8); do sinks+=("$(call spawn --connect "$(ep 1)" csink collect "3000")"); done
-    for i in 1 2; do srcs+=("$(call spawn --connect "$(ep 2)" csource send "300 0 ${sinks[*]}")"); done
+    for i in 1 2; do srcs+=("$(call spawn --connect "$(ep 2)" csource send "150 0 ${sinks[*]}")"); done
     fms=3500 rounds=0
   fi
   for s in "${sinks[@]}"; do echo "SINK $s" >>"$meta"; done
-  local w; w=$(call spawn --connect "$(ep 1)" cwatch watch "0 ${sinks[*]}")
+  # the watcher on a node with little to do, so that it monitors at once
+  local wnode=1; [ "$name" = flush ] && wnode=2
+  local w; w=$(call spawn --connect "$(ep $wnode)" cwatch watch "0 ${sinks[*]}")
   for k in $(seq $rounds); do # freeze: the test freezes node 3
     sleep 1.5
     echo "FAULT long-freeze $fnode $fms $(date +%s%6N)" >>"$meta"
@@ -188,10 +190,20 @@ stream() {
     done
   }
   while [ "$name" = flush ] && [ $SECONDS -lt $t_end ]; do resume_stalled; sleep 0.05; done # 15 s of stream
+  if [ "$name" = flush ]; then # from now on a node that stops itself is resumed at once, to the end
+    local p2 p3
+    p2=$(eval echo "\$pid_${name}2") p3=$(eval echo "\$pid_${name}3")
+    (while kill -CONT "$p2" "$p3" 2>/dev/null; do sleep 0.1; done) &
+    pids+=($!)
+  fi
   sleep 2
   for s in "${srcs[@]}"; do call send --connect "$(ep "${srcs[0]%%.*}")" "$s" stop >/dev/null 2>&1; done
+  # every message sent delivered or returned (at most 60 s), then quiet
+  # (no new line for 2 s, at most 30 s more)
+  settled() { [ "$(cat "$log"/*.log | grep -c "^[RE] ")" -ge "$(cat "$log"/*.log | grep -c "^S ")" ]; }
+  wait_for 600 settled
   local prev=-1 cur still=0
-  for _ in $(seq 60); do # quiet: no new line for 2 s (at most 30 s)
+  for _ in $(seq 60); do
     [ "$name" = flush ] && resume_stalled
     cur=$(cat "$log"/*.log | wc -l)
     if [ "$cur" = "$prev" ]; then still=$((still + 1)); [ $still -ge 4 ] && break; else still=0; fi
