@@ -418,8 +418,9 @@ void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves
     if (pid.node == r->node && moves) { /* one of ours, from the node it arrived at */
         home_set(r, pid, node, moves);
         /* no forwarding entry: it was dropped when the process seemed lost
-         * (its old path ended with a node's run), and it lives on after
-         * all: the old path is gone, the forward goes straight there */
+         * (seen last on a node whose run ended: sn__loc_peer_down), and it
+         * lives on after all (it had moved on, the notice came late): the
+         * old path is gone, the forward goes straight there */
         if (!sn_migrate_forward_of(r->sched, pid) && find(r->locs->home, pid) &&
             find(r->locs->home, pid)->node == node)
             sn_migrate_repoint(r->sched, pid, node);
@@ -505,27 +506,6 @@ void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at)
 {
     if (s->from.node != r->node && s->from.node != 0)
         send_ctl(r, s->from.node, s->to, SN_PID_NONE, at, SN_WIRE_FLUSHED, true, SN_ENODEDOWN);
-}
-
-void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t node)
-{
-    loc_t *h = find(r->locs->home, pid);
-    if (h && h->node != node && h->node != r->node && !node_down(r, h->node) &&
-        sn_migrate_repoint(r->sched, pid, h->node) == 0) {
-        /* the home heard of a later move (a newer owner's notice): the old
-         * path ended, so the forward may go straight there */
-        SNLOG_INFO("node=%" PRIu32 " %" PRIu32 ".%" PRIu64 ": node %" PRIu32
-                   " sent a message for it back; it went on to node %" PRIu32 " (move %" PRIu32 "): forwarding there",
-                   r->node, pid.node, pid.serial, node, h->node, h->moves);
-        return;
-    }
-    SNLOG_INFO("node=%" PRIu32 " %" PRIu32 ".%" PRIu64 " is lost: node %" PRIu32
-               ", where it went from here, sent a message for it back (its path on ended with a node's run)",
-               r->node, pid.node, pid.serial, node);
-    sn_migrate_drop_forward(r->sched, pid);
-    loc_t *l = find(r->locs, pid);
-    if (l && !l->pending)
-        drop(r->locs, l);
 }
 
 void sn__loc_notice_lost(sn_relay_t *r, sn_pid_t pid, uint32_t moves)

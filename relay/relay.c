@@ -682,8 +682,6 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         add(&r->msgs_in, 1);
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
-        if (from && s->hops >= 2 && s->to.node == r->node && sn_migrate_forward_of(r->sched, s->to) == from->node)
-            sn__loc_lost(r, s->to, from->node);
         rc = sn_deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
         if (rc == 0)
             sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */

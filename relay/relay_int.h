@@ -290,13 +290,6 @@ void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at);
 /* A FLUSH from another node cannot go on from here: its next hop `at` is
  * down. The node that started it hears so (sn__loc_stuck). */
 void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at);
-/* At pid's home: a send for it came back from `node`, where the home's
- * forwarding entry sends it, after going round (hops): that node has no
- * path on (it ended with a node's run that is gone) and the home has heard
- * of none later: the process is lost (the forwarding entry goes, sends
- * get noproc), or, if the home table names a later place, the forward
- * goes there. */
-void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t node);
 /* An arrival notice to pid's home (REDIRECT with move number `moves`)
  * came back: the home was down. It goes again when the home is up. */
 void sn__loc_notice_lost(sn_relay_t *r, sn_pid_t pid, uint32_t moves);
