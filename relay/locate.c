@@ -39,15 +39,21 @@
  * cut off, with our earlier sends in its socket: when it resumes they are
  * delivered (nodedown means "not confirmed", not "not run"), so anything
  * sent later by another path could overtake them. The path is released
- * when the node is gone for good (a new run of it, or it left), after
- * DOWN_RELEASE_NS down, or, for a node that is up, when a flush's answer
- * has not come in FLUSH_TIMEOUT_NS (a lost marker). A node further down
- * the path whose next hop is down to it cannot pass the marker on: it
- * says so (FLUSHED with error nodedown), and we hold on as for a hop of
- * our own that is down (our earlier sends may sit in its socket toward
- * that node), sending the marker again every STUCK_RETRY_NS until one
- * gets through, or DOWN_RELEASE_NS after the first such answer. A REDIRECT is a hint:
- * the flush's answer names the real owner.
+ * when the node is gone for good (a new run of it, or it left), or after
+ * DOWN_RELEASE_NS down. A node further down the path whose next hop is
+ * down to it cannot pass the marker on: it says so (FLUSHED with error
+ * nodedown), and we hold on as for a hop of our own that is down (our
+ * earlier sends may sit in its socket toward that node), sending the
+ * marker again every STUCK_RETRY_NS until one gets through, or
+ * DOWN_RELEASE_NS after the first such answer. A flush with no answer at
+ * all sends its marker again every FLUSH_RETRY_NS: a marker or answer can
+ * be lost (bounced by a node that went down, or its answer by one the
+ * origin could not reach) or only slow (a link that was cut and healed
+ * resends with TCP's backoff), and either way the held sends must not
+ * overtake what is still on the old path; only after DOWN_RELEASE_NS
+ * without an answer are they sent on (logged). Markers carry the flush's
+ * id: an answer to an earlier flush of the same process ends nothing.
+ * A REDIRECT is a hint: the flush's answer names the real owner.
  *
  * Ownership: all of it belongs to the relay's I/O thread.
  */
@@ -59,7 +65,7 @@
 #include "relay_int.h"
 #include "sn_node.h"
 
-#define FLUSH_TIMEOUT_NS (3000u * 1000000u)
+#define FLUSH_RETRY_NS (1000u * 1000000u) /* a FLUSH not answered in this long is sent again */
 #define DOWN_RELEASE_NS (15000ull * 1000000u) /* a path through a down node is given up after this */
 #define STUCK_RETRY_NS (500u * 1000000u)      /* a FLUSH stuck further down the path is sent again after this */
 #define MAX_ENTRIES 65536u /* past this, direct entries are dropped (they are only shortcuts) */
@@ -72,7 +78,9 @@ typedef struct loc {
     uint32_t node;     /* where it lives (pending: the hint, or this node when settling) */
     uint32_t hop;      /* pending: where the FLUSH went */
     bool pending;
-    uint64_t since_ns; /* pending: when the FLUSH went */
+    uint64_t since_ns; /* pending: when the FLUSH (or its last retry) went */
+    uint64_t started_ns; /* pending: when the flush began (retries keep it) */
+    uint64_t flush_id; /* pending: this flush's markers carry it; only an answer that does counts */
     uint64_t stuck_ns; /* pending: when a node down the path first said it could not pass the FLUSH on (0: none) */
     item_t **held;     /* pending: sends to it, oldest first */
     size_t nheld, cap;
@@ -242,30 +250,37 @@ static uint32_t default_hop(sn_relay_t *r, sn_pid_t pid)
 /* A control send of the relay's own (no payload), queued behind what is
  * already queued; `forwarded`: one that came from another node. */
 static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, bool forwarded,
-                     int error)
+                     int error, uint64_t id)
 {
     item_t *it = malloc(sizeof *it);
     if (!it)
-        return; /* a lost hint or marker: the 3 s timeout lets held sends go */
+        return; /* a lost hint or marker: the marker is sent again (sn__loc_tick) */
     it->kind = ITEM_SEND;
     it->dest = dest;
     it->diverted = false;
     it->forwarded = forwarded;
-    it->s = (sn_wire_send_t){to, from, tag, kind, error, NULL, 0, 0};
+    it->s = (sn_wire_send_t){to, from, tag, kind, error, NULL, 0, id};
     sn__relay_enqueue(r, it);
 }
 
 /* Starts the flush of the path to pid through `hop`; sends to it are held
- * until FLUSHED (or a failure) ends it. */
+ * until FLUSHED (or a failure) ends it. A flush that is pending already
+ * sends its marker again (a retry: same id, same clocks but since_ns):
+ * any of its markers coming back proves the old path empty, since nothing
+ * went down it after the first. */
 static void start_flush(sn_relay_t *r, loc_t *l, uint32_t node, uint32_t hop)
 {
+    uint64_t now = sn__relay_now_ns();
+    if (!l->pending || l->hop != hop) {
+        l->stuck_ns = 0;
+        l->started_ns = now;
+        l->flush_id = atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed);
+    }
     l->node = node;
     l->hop = hop;
-    if (!l->pending)
-        l->stuck_ns = 0;
     l->pending = true;
-    l->since_ns = sn__relay_now_ns();
-    send_ctl(r, hop, l->pid, (sn_pid_t){r->node, 0}, 0, SN_WIRE_FLUSH, false, 0);
+    l->since_ns = now;
+    send_ctl(r, hop, l->pid, (sn_pid_t){r->node, 0}, 0, SN_WIRE_FLUSH, false, 0, l->flush_id);
 }
 
 static bool node_down(sn_relay_t *r, uint32_t node)
@@ -385,7 +400,7 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
     /* the home node's route should follow it too (it learns from a node
      * that forwards for it otherwise) */
     if (pid.node != r->node && pid.node != victim) /* (the move number rides in `error`) */
-        send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(moves & INT32_MAX));
+        send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(moves & INT32_MAX), 0);
     if (l && l->pending) { /* a flush on its way already: its answer settles it */
         l->node = r->node;
         return;
@@ -470,27 +485,35 @@ void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
     uint32_t next = sn_migrate_here(r->sched, pid) ? 0 : sn_migrate_forward_of(r->sched, pid);
     if (next == 0 || next == r->node) { /* the end of the path: it lives here (or nowhere) */
         if (origin == r->node) {
-            sn__loc_flushed(r, pid, r->node);
+            sn__loc_flushed(r, pid, r->node, s->id);
         } else {
             stall_flush();
-            send_ctl(r, origin, pid, SN_PID_NONE, r->node, SN_WIRE_FLUSHED, true, 0);
+            send_ctl(r, origin, pid, SN_PID_NONE, r->node, SN_WIRE_FLUSHED, true, 0, s->id);
         }
         return;
     }
-    send_ctl(r, next, pid, s->from, 0, SN_WIRE_FLUSH, true, 0); /* on, behind what we forwarded */
+    send_ctl(r, next, pid, s->from, 0, SN_WIRE_FLUSH, true, 0, s->id); /* on, behind what we forwarded */
 }
 
-void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner)
+/* The pending flush of pid that a FLUSHED with this id answers; NULL for
+ * an answer to an earlier flush (it says nothing of the path now). */
+static loc_t *answered(sn_relay_t *r, sn_pid_t pid, uint64_t id)
 {
     loc_t *l = find(r->locs, pid);
-    if (l && l->pending)
+    return l && l->pending && l->flush_id == id ? l : NULL;
+}
+
+void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner, uint64_t id)
+{
+    loc_t *l = answered(r, pid, id);
+    if (l)
         finish(r, l, owner ? owner : l->node);
 }
 
-void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at)
+void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at, uint64_t id)
 {
-    loc_t *l = find(r->locs, pid);
-    if (!l || !l->pending)
+    loc_t *l = answered(r, pid, id);
+    if (!l)
         return;
     uint64_t now = sn__relay_now_ns();
     if (!l->stuck_ns) {
@@ -505,7 +528,7 @@ void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at)
 void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at)
 {
     if (s->from.node != r->node && s->from.node != 0)
-        send_ctl(r, s->from.node, s->to, SN_PID_NONE, at, SN_WIRE_FLUSHED, true, SN_ENODEDOWN);
+        send_ctl(r, s->from.node, s->to, SN_PID_NONE, at, SN_WIRE_FLUSHED, true, SN_ENODEDOWN, s->id);
 }
 
 void sn__loc_notice_lost(sn_relay_t *r, sn_pid_t pid, uint32_t moves)
@@ -548,7 +571,34 @@ void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid)
     c->said[k].peer = from->node;
     c->said[k].ns = now;
     atomic_fetch_add_explicit(&r->redirects, 1, memory_order_relaxed);
-    send_ctl(r, from->node, pid, SN_PID_NONE, now_at, SN_WIRE_REDIRECT, true, 0);
+    send_ctl(r, from->node, pid, SN_PID_NONE, now_at, SN_WIRE_REDIRECT, true, 0, 0);
+}
+
+void sn__loc_left_for_gone(sn_relay_t *r, sn_pid_t pid)
+{
+    send_ctl(r, pid.node, pid, SN_PID_NONE, 0, SN_WIRE_REDIRECT, false, 0, 0);
+}
+
+/* The home's side: if the last place this node knows pid arrived at is
+ * `from`, the move after it took pid to the run that ended (the new
+ * owner's notice never came: a cut hid it), and pid was lost with it.
+ * Else the news is old (a later arrival is known) and changes nothing.
+ * Lost: the forwarding entry goes (sends to it are noproc here, rather
+ * than sent to `from`, which would send them back here) and the record
+ * stays, one move on, with no node: a notice of a later move (it had
+ * moved on before that run ended) makes it reachable again
+ * (sn__loc_redirect), a late one of the move to the dead run does not. */
+void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from)
+{
+    loc_t *l = pid.node == r->node ? find(r->locs->home, pid) : NULL;
+    if (!l || l->node != from || sn_migrate_here(r->sched, pid))
+        return;
+    SNLOG_INFO("node=%" PRIu32 " %" PRIu32 ".%" PRIu64 " left node %" PRIu32
+               " (where it was seen last) for a run that ended: lost with it",
+               r->node, pid.node, pid.serial, from);
+    sn_migrate_drop_forward(r->sched, pid);
+    l->node = 0;
+    l->moves++;
 }
 
 /* Releases a pending entry's held sends (see the top of this file). */
@@ -583,12 +633,14 @@ static void give_up(sn_relay_t *r, uint32_t node, uint64_t now)
             bool stuck = node_down(r, l->hop);
             if (stuck && now - l->since_ns > DOWN_RELEASE_NS)
                 release(r, l, "the old path has been down for 15 s");
-            else if (!stuck && l->stuck_ns && now - l->stuck_ns > DOWN_RELEASE_NS)
+            else if (stuck)
+                continue; /* (peer_up sends the marker again) */
+            else if (l->stuck_ns && now - l->stuck_ns > DOWN_RELEASE_NS)
                 release(r, l, "the old path has been stuck behind a node that is down for 15 s");
-            else if (!stuck && l->stuck_ns && now - l->since_ns > STUCK_RETRY_NS)
-                start_flush(r, l, l->node, l->hop); /* (keeps stuck_ns) */
-            else if (!stuck && now - l->since_ns > FLUSH_TIMEOUT_NS)
-                release(r, l, "no flush answer within 3 s");
+            else if (!l->stuck_ns && now - l->started_ns > DOWN_RELEASE_NS)
+                release(r, l, "no flush answer within 15 s");
+            else if (now - l->since_ns > (l->stuck_ns ? STUCK_RETRY_NS : FLUSH_RETRY_NS))
+                start_flush(r, l, l->node, l->hop); /* again: the marker or its answer may be lost or slow */
         }
     }
 }
@@ -638,7 +690,7 @@ void sn__loc_peer_up(sn_relay_t *r, uint32_t node)
             continue;
         }
         if (sn_migrate_here(r->sched, e->pid))
-            send_ctl(r, node, e->pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(e->moves & INT32_MAX));
+            send_ctl(r, node, e->pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(e->moves & INT32_MAX), 0);
         *e = n->notices[--n->nnotices];
     }
     /* the marker sent before it went down was dropped: send it again,

@@ -387,6 +387,34 @@ static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error, 
     }
 }
 
+/* sn_migrate_forget_node's `instead` for a run that ended: where the
+ * process went from there as the home knows it (only a home does); the
+ * processes of other homes whose entries go are kept in lost[] (their
+ * homes hear: sn__loc_lost). */
+struct forget {
+    sn_relay_t *r;
+    sn_pid_t *lost;
+    size_t n, cap;
+};
+
+static uint32_t forget_instead(void *arg, sn_pid_t pid)
+{
+    struct forget *fg = arg;
+    uint32_t to = sn__loc_last_seen(fg->r, pid);
+    if (to || pid.node == fg->r->node)
+        return to;
+    if (fg->n == fg->cap) {
+        size_t cap = fg->cap ? fg->cap * 2 : 16;
+        sn_pid_t *l = realloc(fg->lost, cap * sizeof *l);
+        if (!l)
+            return 0; /* (no memory: its home does not hear; sends to it may go round until the hop bound) */
+        fg->lost = l;
+        fg->cap = cap;
+    }
+    fg->lost[fg->n++] = pid;
+    return 0;
+}
+
 void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
 {
     /* every process here watching one there learns its node is gone */
@@ -419,11 +447,15 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
     if (gone) { /* the path through it ended: a process that moved on from there is found by where it was
                  * seen last (locate.c); one seen last there is gone with it (its DOWNs came from the
                  * watches above) */
-        size_t moved = 0, n = sn_migrate_forget_node(r->sched, p->node, sn__loc_last_seen, r, &moved);
+        struct forget fg = {r, NULL, 0, 0};
+        size_t moved = 0, n = sn_migrate_forget_node(r->sched, p->node, forget_instead, &fg, &moved);
         if (n || moved)
             SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 "'s run ended: %zu forwarding entries through it dropped, "
                        "%zu point past it now",
                        r->node, p->node, n, moved);
+        for (size_t i = 0; i < fg.n; i++)
+            sn__loc_left_for_gone(r, fg.lost[i]);
+        free(fg.lost);
     }
     sn__loc_peer_down(r, p->node, gone);
 }
@@ -697,7 +729,10 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         return;
     }
     case SN_WIRE_REDIRECT:
-        sn__loc_redirect(r, s->to, (uint32_t)s->tag, s->error > 0 ? (uint32_t)s->error : 0);
+        if (s->tag == 0 && from) /* (to nowhere: one of ours went from `from` to a run that ended) */
+            sn__loc_lost(r, s->to, from->node);
+        else
+            sn__loc_redirect(r, s->to, (uint32_t)s->tag, s->error > 0 ? (uint32_t)s->error : 0);
         sn_payload_destroy(&s->payload);
         return;
     case SN_WIRE_FLUSH:
@@ -706,9 +741,9 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         return;
     case SN_WIRE_FLUSHED:
         if (s->error == SN_ENODEDOWN) /* stuck further down the path */
-            sn__loc_stuck(r, s->to, (uint32_t)s->tag);
+            sn__loc_stuck(r, s->to, (uint32_t)s->tag, s->id);
         else
-            sn__loc_flushed(r, s->to, (uint32_t)s->tag);
+            sn__loc_flushed(r, s->to, (uint32_t)s->tag, s->id);
         sn_payload_destroy(&s->payload);
         return;
     case SN_EV_YIELD_COMPLETE: /* our earlier send, returned with an error */

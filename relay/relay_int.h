@@ -282,11 +282,12 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
  * node it arrived at, to its home). */
 void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves);
 void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s);
-void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner);
+/* FLUSHED: the flush of pid whose markers carry `id` ended at owner. */
+void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner, uint64_t id);
 /* A FLUSH this node started for pid was stopped at a node further down the
  * path whose next hop (node `at`) is down to it: FLUSHED with error
  * nodedown. */
-void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at);
+void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at, uint64_t id);
 /* A FLUSH from another node cannot go on from here: its next hop `at` is
  * down. The node that started it hears so (sn__loc_stuck). */
 void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at);
@@ -296,6 +297,12 @@ void sn__loc_notice_lost(sn_relay_t *r, sn_pid_t pid, uint32_t moves);
 /* A message from `from` for pid was delivered: if it went on elsewhere,
  * `from` hears where (rate-limited). */
 void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid);
+/* pid (another node's) had left this node for a run that ended, and this
+ * node dropped its forwarding entry: its home hears (a REDIRECT to node
+ * 0), as it may not know the process went there. */
+void sn__loc_left_for_gone(sn_relay_t *r, sn_pid_t pid);
+/* Node `from` says pid, one of ours, left it for a run that ended (above). */
+void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from);
 /* node is down (gone false: it may come back, frozen or cut off) or gone
  * for good (restarted as a new run, or left). */
 void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone);
