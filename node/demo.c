@@ -5,6 +5,7 @@
 #include "demo.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -421,8 +422,9 @@ static const sn_type_t msink_type = {"msink", 1, sizeof(msink_t), msink_init, ms
  * counted once: a spin lost or run twice shows). */
 typedef struct spread {
     uint64_t n, ms, back, started;
-    uint32_t node[8];
-    uint64_t count[8];
+    uint32_t *node;    /* the nodes the children ran on, in the order they first reported */
+    uint64_t *count;   /* how many ran on node[k] */
+    size_t nnodes, capnodes;
     char type[16];     /* spin (can move) or burn (cannot) */
     uint64_t deadline_ms; /* 0, or finish after this long with what came back */
     int timed_out;
@@ -448,6 +450,33 @@ static void spread_close(sn_ctx_t *ctx, void *state)
 {
     spread_t *s = state;
     free(s->seen);
+    free(s->node);
+    free(s->count);
+}
+
+/* One more child ran on `node`; 0, or SN_ENOMEM. */
+static int spread_count(spread_t *s, uint32_t node)
+{
+    for (size_t k = 0; k < s->nnodes; k++)
+        if (s->node[k] == node) {
+            s->count[k]++;
+            return 0;
+        }
+    if (s->nnodes == s->capnodes) {
+        size_t cap = s->capnodes ? s->capnodes * 2 : 8;
+        uint32_t *nd = realloc(s->node, cap * sizeof *nd);
+        if (!nd)
+            return SN_ENOMEM;
+        s->node = nd;
+        uint64_t *c = realloc(s->count, cap * sizeof *c);
+        if (!c)
+            return SN_ENOMEM;
+        s->count = c;
+        s->capnodes = cap;
+    }
+    s->node[s->nnodes] = node;
+    s->count[s->nnodes++] = 1;
+    return 0;
 }
 
 static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
@@ -478,12 +507,10 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
             return;
         }
         s->back++;
-        for (int k = 0; k < 8; k++)
-            if (s->node[k] == node || !s->node[k]) {
-                s->node[k] = (uint32_t)node;
-                s->count[k]++;
-                break;
-            }
+        if (spread_count(s, (uint32_t)node) != 0) {
+            sn_out_fail(out, SN_ENOMEM, "out of memory counting where the spins ran");
+            return;
+        }
     }
     if (s->started < s->n) {
         out->status = SN_CONTINUE;
@@ -491,14 +518,25 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
     }
     if (s->back < s->n && !s->timed_out)
         return;
-    char text[512];
-    int off = snprintf(text, sizeof text, "%" PRIu64 " done:", s->back);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len); /* every node: a 100-node spread names 100 */
+    if (!f) {
+        sn_out_fail(out, SN_ENOMEM, "out of memory for the result");
+        return;
+    }
+    fprintf(f, "%" PRIu64 " done:", s->back);
     if (s->back < s->n)
-        off += snprintf(text + off, sizeof text - (size_t)off, " (%" PRIu64 " missing)", s->n - s->back);
-    for (int k = 0; k < 8 && s->node[k] && off < (int)sizeof text; k++)
-        off += snprintf(text + off, sizeof text - (size_t)off, "%s %" PRIu64 " on node %" PRIu32, k ? "," : "",
-                        s->count[k], s->node[k]);
-    sn_payload_t *r = sn_payload_text(text);
+        fprintf(f, " (%" PRIu64 " missing)", s->n - s->back);
+    for (size_t k = 0; k < s->nnodes; k++)
+        fprintf(f, "%s %" PRIu64 " on node %" PRIu32, k ? "," : "", s->count[k], s->node[k]);
+    bool ok = fclose(f) == 0;
+    sn_payload_t *r = ok ? sn_payload_text(text) : NULL;
+    free(text);
+    if (!r) {
+        sn_out_fail(out, SN_ENOMEM, "out of memory for the result");
+        return;
+    }
     sn_out_done(out, &r);
 }
 

@@ -48,7 +48,7 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
 {
     if (p->dealer && !strcmp(p->endpoint, endpoint) && !strcmp(p->public_key, key))
         return;
-    zsock_destroy(&p->dealer);
+    sn__relay_set_dealer(r, p, NULL);
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
     snprintf(p->public_key, sizeof p->public_key, "%s", key);
     if (r->cert && strlen(key) != 40) {
@@ -57,7 +57,7 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
                    r->node, p->node, endpoint);
         return;
     }
-    p->dealer = sn__relay_dealer_to(r, endpoint, key);
+    sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, endpoint, key));
     if (!p->dealer)
         SNLOG_ERROR("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s", r->node, p->node, endpoint);
 }
@@ -525,7 +525,7 @@ static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down)
         peer_t *p = &r->peers[i];
         if (p->state == SN_MEMBER_LEFT || (p->state == SN_MEMBER_DOWN && !to_down))
             continue;
-        (void)sn__relay_try_send(p, buf, len); /* one that does not fit is dropped: the next one comes */
+        (void)sn__relay_try_send(r, p, buf, len); /* one that does not fit is dropped: the next one comes */
     }
 }
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -290,13 +291,27 @@ void sn__relay_free_item(item_t *it)
     free(it);
 }
 
-bool sn__relay_try_send(peer_t *p, const void *buf, size_t len)
+/* Puts p on one of the I/O loop's lists (flag: its membership). */
+static void io_list(uint16_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p)
+{
+    if (*flag)
+        return;
+    *flag = true;
+    list[(*n)++] = (uint16_t)(p - r->peers);
+}
+
+/* p's dealer needs a look this turn: it woke us, or we sent on it (libzmq
+ * may have taken the wake-up of an inbound frame inside the send). */
+static void io_look(sn_relay_t *r, peer_t *p) { io_list(r->io_look, &r->nio_look, &p->io_look, r, p); }
+
+bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
 {
     if (!p->dealer)
         return false;
+    io_look(r, p);
     if (zmq_send(zsock_resolve(p->dealer), buf, len, ZMQ_DONTWAIT) >= 0)
         return true;
-    return false; /* EAGAIN: the pipe is full (or not yet connected) */
+    return false; /* EAGAIN: the pipe is full (or not yet connected): its POLLOUT wakes us */
 }
 
 /* Keeps a sent frame until the peer acknowledges it. */
@@ -330,14 +345,14 @@ static void acked(peer_t *p, uint64_t seq)
 static void flush_peer(sn_relay_t *r, peer_t *p)
 {
     if (p->pending) {
-        if (!try_send(p, p->pending, p->pending_len))
+        if (!try_send(r, p, p->pending, p->pending_len))
             return;
         keep(p, p->pending, p->pending_len, p->pending_seq);
         p->pending = NULL;
         add(&r->frames_out, 1);
     }
     while (p->nctl) { /* in order, behind the pending batch */
-        if (!try_send(p, p->ctl[0].buf, p->ctl[0].len))
+        if (!try_send(r, p, p->ctl[0].buf, p->ctl[0].len))
             return;
         free(p->ctl[0].buf);
         memmove(p->ctl, p->ctl + 1, --p->nctl * sizeof *p->ctl);
@@ -366,7 +381,7 @@ static void flush_peer(sn_relay_t *r, peer_t *p)
         free_item(p->batch[i]);
     p->nbatch = 0;
     p->bytes = 0;
-    if (try_send(p, buf, len)) {
+    if (try_send(r, p, buf, len)) {
         add(&r->frames_out, 1);
         keep(p, buf, len, seq);
     } else {
@@ -487,7 +502,7 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
 {
     if (p->nbatch)
         flush_peer(r, p); /* what was queued before goes first */
-    if (!p->pending && !p->nctl && try_send(p, buf, len)) {
+    if (!p->pending && !p->nctl && try_send(r, p, buf, len)) {
         add(&r->frames_out, 1);
         free(buf);
         return;
@@ -529,6 +544,7 @@ static void batch_add(sn_relay_t *r, peer_t *p, item_t *it)
     }
     p->batch[p->nbatch++] = it;
     p->bytes += 64 + (it->s.payload ? it->s.payload->len : 0);
+    io_list(r->io_batch, &r->nio_batch, &p->io_batch, r, p); /* sent at the end of the drain at the latest */
     if (!p->pending && !p->nctl && (p->nbatch >= BATCH_MAX || p->bytes >= r->max_frame / 2))
         flush_peer(r, p);
 }
@@ -567,9 +583,12 @@ bool sn__relay_drain(sn_relay_t *r)
         }
         sn__relay_route(r, it);
     }
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++)
-        flush_peer(r, &r->peers[i]);
+    for (size_t i = 0; i < r->nio_batch; i++) { /* the peers that got sends: each batch goes */
+        peer_t *p = &r->peers[r->io_batch[i]];
+        p->io_batch = false;
+        flush_peer(r, p);
+    }
+    r->nio_batch = 0;
     return done == DRAIN_BUDGET;
 }
 
@@ -950,6 +969,7 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
             p->recv_seq = f.seq; /* acknowledged soon (send_acks) */
             if (!p->ack_due_ns)
                 p->ack_due_ns = now_ns() + ACK_DELAY_NS;
+            io_list(r->io_ack, &r->nio_ack, &p->io_ack, r, p);
             memcpy(p->ident, ident, ident_len);
             p->ident_len = ident_len;
         }
@@ -999,8 +1019,9 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
 }
 
 /* Reads what is waiting on a socket: ROUTER frames come as [id, body],
- * DEALER frames as [body]. Anything else is a bad frame. */
-static void read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_seed)
+ * DEALER frames as [body]. Anything else is a bad frame. Returns true if
+ * it stopped on the budget (more may be waiting: look again). */
+static bool read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_seed)
 {
     for (int n = 0; n < INBOUND_BUDGET; n++) {
         zmq_msg_t id, body;
@@ -1010,7 +1031,7 @@ static void read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_se
         if (zmq_msg_recv(first, sock, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&id);
             zmq_msg_close(&body);
-            return;
+            return false;
         }
         bool ok = true;
         if (router) {
@@ -1044,6 +1065,7 @@ static void read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_se
         zmq_msg_close(&id);
         zmq_msg_close(&body);
     }
+    return true;
 }
 
 /* Acknowledges the batches received, one Ack per peer, on the connection
@@ -1057,11 +1079,14 @@ static void read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_se
 static void send_acks(sn_relay_t *r, uint64_t now)
 {
     void *router = zsock_resolve(r->router);
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
-        if (p->recv_seq <= p->acked_seq || p->ident_len == 0)
+    for (size_t i = 0; i < r->nio_ack;) { /* the peers with batches not yet acknowledged */
+        peer_t *p = &r->peers[r->io_ack[i]];
+        if (p->recv_seq <= p->acked_seq || p->ident_len == 0) { /* (done, or reset: sn__relay_reset_peer) */
+            p->io_ack = false;
+            r->io_ack[i] = r->io_ack[--r->nio_ack];
             continue;
+        }
+        i++;
         if (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns)
             continue;
         void *buf;
@@ -1070,8 +1095,58 @@ static void send_acks(sn_relay_t *r, uint64_t now)
             continue;
         if (zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
             zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0)
-            p->acked_seq = p->recv_seq, p->ack_due_ns = 0; /* else: again next turn */
+            p->acked_seq = p->recv_seq, p->ack_due_ns = 0; /* else: again next turn (it stays listed) */
         free(buf);
+    }
+}
+
+/* When the next acknowledgement is due (UINT64_MAX: none). */
+static uint64_t acks_due_ns(sn_relay_t *r)
+{
+    uint64_t next = UINT64_MAX;
+    for (size_t i = 0; i < r->nio_ack; i++) {
+        peer_t *p = &r->peers[r->io_ack[i]];
+        if (p->ack_due_ns && p->ack_due_ns < next)
+            next = p->ack_due_ns;
+    }
+    return next;
+}
+
+/* The I/O loop.
+ *
+ * One epoll set (r->epfd) holds the ZMQ_FD of every socket (the actor's
+ * pipe, the ROUTER and its monitor, each peer's DEALER, each seed's DEALER
+ * and monitor) and the eventfd that workers write. A turn costs what
+ * happened in it, not the number of members: of the peers, only those
+ * whose DEALER woke us or was sent on (io_look), got sends (io_batch) or
+ * owe acknowledgements (io_ack) are looked at. A ZMQ_FD only says "look at
+ * ZMQ_EVENTS", and libzmq may consume its wake-up inside any send or
+ * receive on that socket: so a socket we used in a turn is looked at again
+ * in the next one, before we sleep. Level-triggered: a socket whose
+ * events we have not read keeps waking us. */
+enum { IO_PIPE, IO_EFD, IO_ROUTER, IO_ROUTER_MON, IO_PEER, IO_SEED, IO_SEED_MON };
+
+static void io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bool on)
+{
+    int fd = kind == IO_EFD ? r->efd : s ? zsock_fd(s) : -1;
+    if (r->epfd < 0 || fd < 0)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)kind << 32 | i};
+    if (epoll_ctl(r->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &ev) != 0 && on)
+        SNLOG_ERROR("node=%" PRIu32 " epoll_ctl: %s: a socket is not watched", r->node, strerror(errno));
+}
+
+void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d)
+{
+    uint32_t i = (uint32_t)(p - r->peers);
+    if (p->dealer) {
+        io_watch(r, p->dealer, IO_PEER, i, false); /* (before the close: its fd number may be reused) */
+        zsock_destroy(&p->dealer);
+    }
+    p->dealer = d;
+    if (d) {
+        io_watch(r, d, IO_PEER, i, true);
+        io_look(r, p);
     }
 }
 
@@ -1123,6 +1198,8 @@ static void router_refused(sn_relay_t *r)
 static void drop_seeds(sn_relay_t *r)
 {
     for (size_t i = 0; i < r->nseeds; i++) {
+        io_watch(r, r->seeds[i].monitor, IO_SEED_MON, (uint32_t)i, false);
+        io_watch(r, r->seeds[i].dealer, IO_SEED, (uint32_t)i, false);
         sn_keys_unmonitor(r->seeds[i].dealer, &r->seeds[i].monitor);
         zsock_destroy(&r->seeds[i].dealer);
     }
@@ -1131,98 +1208,118 @@ static void drop_seeds(sn_relay_t *r)
     r->nseeds = 0;
 }
 
+/* The commands main sends the actor; true on $TERM. */
+static bool pipe_commands(sn_relay_t *r, zsock_t *pipe)
+{
+    while (zsock_events(pipe) & ZMQ_POLLIN) {
+        char *cmd = zstr_recv(pipe);
+        bool term = !cmd || streq(cmd, "$TERM");
+        if (cmd && streq(cmd, "LEAVE")) { /* members.c signals the pipe when done */
+            r->leave_deadline_ns = now_ns() + 1000000000u;
+            r->next_tick_ns = 0;
+        } else if (cmd && streq(cmd, "NOSTEAL")) {
+            sn__steal_stop(r);
+            r->no_steal = true;
+            zsock_signal(pipe, 0);
+        }
+        zstr_free(&cmd);
+        if (term)
+            return true;
+    }
+    return false;
+}
+
+/* The peers listed to look at: what their DEALERs received (acks, answers
+ * to us), and a frame a full pipe refused, once there is room. Returns
+ * true if one stopped on the inbound budget. */
+static bool look_at_peers(sn_relay_t *r)
+{
+    uint16_t look[SN_MAX_NODES];
+    size_t n = r->nio_look;
+    memcpy(look, r->io_look, n * sizeof *look);
+    r->nio_look = 0; /* a send from here on lists its peer for the next turn */
+    for (size_t i = 0; i < n; i++)
+        r->peers[look[i]].io_look = false;
+    bool more = false;
+    for (size_t i = 0; i < n; i++) {
+        peer_t *p = &r->peers[look[i]];
+        if (!p->dealer)
+            continue;
+        int ev = zsock_events(p->dealer);
+        if ((ev & ZMQ_POLLIN) && read_socket(r, zsock_resolve(p->dealer), false, NULL)) {
+            io_look(r, p);
+            more = true;
+        }
+        if ((ev & ZMQ_POLLOUT) && (p->pending || p->nctl))
+            flush_peer(r, p);
+    }
+    return more;
+}
+
+/* While joining: the seeds' answers and handshake failures. */
+static void look_at_seeds(sn_relay_t *r)
+{
+    for (size_t i = 0; i < r->nseeds; i++) {
+        seed_t *sd = &r->seeds[i];
+        while (sd->dealer && (zsock_events(sd->dealer) & ZMQ_POLLIN))
+            if (!read_socket(r, zsock_resolve(sd->dealer), false, sd->dealer))
+                break;
+        while (sd->monitor && (zsock_events(sd->monitor) & ZMQ_POLLIN))
+            seed_refused(r, sd);
+    }
+}
+
 static void actor(zsock_t *pipe, void *arg)
 {
     sn_relay_t *r = arg;
-    /* the pipe, the ROUTER, the eventfd, then one DEALER per peer and per
-     * seed; rebuilt each turn because members come and go */
-    size_t cap = 4 + SN_MAX_NODES + 2 * r->nseeds;
-    zmq_pollitem_t *items = calloc(cap, sizeof *items);
-    if (!items) {
-        drop_seeds(r); /* as at the end */
-        atomic_store_explicit(&r->actor_done, 1, memory_order_release);
-        zsock_signal(pipe, 1);
-        return;
-    }
     r->actor_pipe = pipe;
+    io_watch(r, pipe, IO_PIPE, 0, true);
     zsock_signal(pipe, 0);
     bool more = false, inflight = false;
+    struct epoll_event evs[64];
     for (;;) {
-        items[0] = (zmq_pollitem_t){zsock_resolve(pipe), 0, ZMQ_POLLIN, 0};
-        items[1] = (zmq_pollitem_t){zsock_resolve(r->router), 0, ZMQ_POLLIN, 0};
-        items[2] = (zmq_pollitem_t){NULL, r->efd, ZMQ_POLLIN, 0};
-        size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed), ns = r->nseeds;
-        for (size_t i = 0; i < np; i++) /* a member we cannot dial (no key) has no socket: fd -1 is skipped */
-            items[3 + i] = r->peers[i].dealer
-                               ? (zmq_pollitem_t){zsock_resolve(r->peers[i].dealer), 0,
-                                                  (short)(ZMQ_POLLIN | (r->peers[i].pending || r->peers[i].nctl ? ZMQ_POLLOUT : 0)), 0}
-                               : (zmq_pollitem_t){NULL, -1, 0, 0};
-        for (size_t i = 0; i < ns; i++) {
-            items[3 + np + 2 * i] = (zmq_pollitem_t){zsock_resolve(r->seeds[i].dealer), 0, ZMQ_POLLIN, 0};
-            items[3 + np + 2 * i + 1] = r->seeds[i].monitor
-                                            ? (zmq_pollitem_t){zsock_resolve(r->seeds[i].monitor), 0, ZMQ_POLLIN, 0}
-                                            : (zmq_pollitem_t){NULL, -1, 0, 0};
-        }
-        size_t nitems = 3 + np + 2 * ns;
-        items[nitems++] = r->router_monitor ? (zmq_pollitem_t){zsock_resolve(r->router_monitor), 0, ZMQ_POLLIN, 0}
-                                            : (zmq_pollitem_t){NULL, -1, 0, 0};
         uint64_t now = now_ns(), next = sn__members_next_ns(r), snext = r->no_steal ? UINT64_MAX : sn__steal_next_ns(r);
         if (snext < next)
             next = snext;
-        for (size_t i = 0; i < np; i++)
-            if (r->peers[i].ack_due_ns && r->peers[i].ack_due_ns < next)
-                next = r->peers[i].ack_due_ns;
-        long timeout = more ? 0 : (next > now ? (long)((next - now) / 1000000u) + 1 : 0);
+        uint64_t anext = acks_due_ns(r);
+        if (anext < next)
+            next = anext;
+        long timeout = more || r->nio_look || r->nio_batch ? 0 : (next > now ? (long)((next - now) / 1000000u) + 1 : 0);
         if (inflight && timeout > 1) /* a push not yet linked, which may not signal: look again soon */
             timeout = 1;
-        if (zmq_poll(items, (int)nitems, timeout) < 0) {
-            if (errno == EINTR)
-                continue;
+        int nev = epoll_wait(r->epfd, evs, (int)(sizeof evs / sizeof *evs), (int)(timeout > 60000 ? 60000 : timeout));
+        if (nev < 0 && errno != EINTR)
             break;
+        for (int k = 0; k < nev; k++) {
+            uint32_t kind = (uint32_t)(evs[k].data.u64 >> 32), i = (uint32_t)evs[k].data.u64;
+            if (kind == IO_PEER)
+                io_look(r, &r->peers[i]);
+            else if (kind == IO_EFD) {
+                uint64_t v;
+                ssize_t got = read(r->efd, &v, sizeof v);
+                (void)got;
+                atomic_store_explicit(&r->signaled, 0, memory_order_seq_cst);
+            } else if (kind == IO_ROUTER_MON) {
+                while (r->router_monitor && (zsock_events(r->router_monitor) & ZMQ_POLLIN))
+                    router_refused(r);
+            } /* (the pipe, the ROUTER and the seeds are looked at every turn) */
         }
-        if (items[0].revents & ZMQ_POLLIN) {
-            char *cmd = zstr_recv(pipe);
-            bool term = !cmd || streq(cmd, "$TERM");
-            if (cmd && streq(cmd, "LEAVE")) { /* members.c signals the pipe when done */
-                r->leave_deadline_ns = now_ns() + 1000000000u;
-                r->next_tick_ns = 0;
-            } else if (cmd && streq(cmd, "NOSTEAL")) {
-                sn__steal_stop(r);
-                r->no_steal = true;
-                zsock_signal(pipe, 0);
-            }
-            zstr_free(&cmd);
-            if (term)
-                break;
-        }
-        if (items[2].revents & ZMQ_POLLIN) {
-            uint64_t v;
-            ssize_t n = read(r->efd, &v, sizeof v);
-            (void)n;
-            atomic_store_explicit(&r->signaled, 0, memory_order_seq_cst);
-            more = true;
-        }
+        if (pipe_commands(r, pipe))
+            break;
         /* Every turn drains, not only a signalled one: a GONE is queued
          * without waking us (relay_deliver) and goes out with the next
          * send, or at the next tick (a heartbeat period at most). */
         more = drain(r);
         inflight = !more && sn__mpsc_maybe_nonempty(&r->outq);
-        if (items[1].revents & ZMQ_POLLIN)
-            read_socket(r, items[1].socket, true, NULL);
+        if ((zsock_events(r->router) & ZMQ_POLLIN) && read_socket(r, zsock_resolve(r->router), true, NULL))
+            more = true;
         send_acks(r, now_ns());
-        for (size_t i = 0; i < np; i++) {
-            if (items[3 + i].revents & ZMQ_POLLIN)
-                read_socket(r, items[3 + i].socket, false, NULL);
-            if (items[3 + i].revents & ZMQ_POLLOUT)
-                flush_peer(r, &r->peers[i]);
-        }
-        for (size_t i = 0; i < ns && i < r->nseeds; i++) {
-            if (items[3 + np + 2 * i].revents & ZMQ_POLLIN)
-                read_socket(r, items[3 + np + 2 * i].socket, false, r->seeds[i].dealer);
-            if (items[3 + np + 2 * i + 1].revents & ZMQ_POLLIN)
-                seed_refused(r, &r->seeds[i]);
-        }
-        if (items[nitems - 1].revents & ZMQ_POLLIN)
+        if (look_at_peers(r))
+            more = true;
+        look_at_seeds(r);
+        /* (every turn too: its ZMQ_FD did not always wake us for a refused
+         * handshake, cluster.sh; one getsockopt) */
+        while (r->router_monitor && (zsock_events(r->router_monitor) & ZMQ_POLLIN))
             router_refused(r);
         if (r->nseeds && atomic_load_explicit(&r->joined, memory_order_relaxed) != 0)
             drop_seeds(r);
@@ -1234,8 +1331,11 @@ static void actor(zsock_t *pipe, void *arg)
         if (!r->no_steal && (atomic_load_explicit(&r->want_work, memory_order_relaxed) ||
                              now_ns() >= sn__steal_next_ns(r)))
             sn__steal_tick(r, now_ns());
+        /* sends on the ROUTER (acks, answers) or the pipe may have taken
+         * their wake-ups: look again at once if something is waiting */
+        if ((zsock_events(r->router) & ZMQ_POLLIN) || (zsock_events(pipe) & ZMQ_POLLIN))
+            more = true;
     }
-    free(items);
     /* the seeds' sockets are ours: close them here */
     drop_seeds(r);
     /* release: everything this thread did happens-before what
@@ -1293,11 +1393,15 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     snprintf(r->cluster, sizeof r->cluster, "%s", cfg->cluster ? cfg->cluster : "schednode");
     sn__mpsc_init(&r->outq);
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (r->efd < 0) {
-        snprintf(err, errlen, "eventfd: %s", strerror(errno));
+    r->epfd = r->efd < 0 ? -1 : epoll_create1(EPOLL_CLOEXEC);
+    if (r->efd < 0 || r->epfd < 0) {
+        snprintf(err, errlen, "%s: %s", r->efd < 0 ? "eventfd" : "epoll_create1", strerror(errno));
+        if (r->efd >= 0)
+            close(r->efd);
         free(r);
         return NULL;
     }
+    io_watch(r, NULL, IO_EFD, 0, true);
     zsys_init();
     zsys_set_linger(0);
     r->peers = calloc(SN_MAX_NODES, sizeof *r->peers);
@@ -1344,6 +1448,8 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
         goto fail;
     }
     snprintf(r->endpoint, sizeof r->endpoint, "%s", zsock_endpoint(r->router));
+    io_watch(r, r->router, IO_ROUTER, 0, true);
+    io_watch(r, r->router_monitor, IO_ROUTER_MON, 0, true);
     const char *adv = cfg->advertise ? cfg->advertise : r->endpoint;
     if (wildcard(adv) && (cfg->nseeds || cfg->npeers)) {
         snprintf(err, errlen, "%s listens on every interface: say which address peers should use with --advertise "
@@ -1394,6 +1500,8 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
             goto fail;
         }
         zsock_set_immediate(sd->dealer, 1); /* no Hellos queued for a seed not there */
+        io_watch(r, sd->dealer, IO_SEED, (uint32_t)r->nseeds, true);
+        io_watch(r, sd->monitor, IO_SEED_MON, (uint32_t)r->nseeds, true);
         r->nseeds++;
         size_t off = strlen(r->seed_list);
         snprintf(r->seed_list + off, sizeof r->seed_list - off, " %s", cfg->seeds[i]);
@@ -1516,6 +1624,8 @@ void sn_relay_destroy(sn_relay_t **self_p)
     free(r->types);
     if (r->efd >= 0)
         close(r->efd);
+    if (r->epfd >= 0)
+        close(r->epfd);
     free(r);
     *self_p = NULL;
 }

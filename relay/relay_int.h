@@ -102,6 +102,10 @@ typedef struct peer {
     /* its last heartbeat's counters, for `status` */
     sn_wire_stats_t stats;
     bool has_stats;
+    /* the I/O loop's lists (I/O thread; see "The I/O loop" in relay.c):
+     * its dealer was sent on or woke us (look at its events this turn),
+     * it has a batch to send, it has batches of its to acknowledge */
+    bool io_look, io_batch, io_ack;
 } peer_t;
 
 /* A seed we are joining through (only until the first Welcome). */
@@ -173,6 +177,12 @@ struct sn_relay {
     char authorized[1024];
     zactor_t *actor;
     zsock_t *actor_pipe;        /* the actor's end, to signal a finished leave */
+    /* The I/O loop (I/O thread): one epoll set over every socket's ZMQ_FD
+     * and the eventfd, and the peers to look at this turn (indexes into
+     * peers, each on a list at most once: the io_* flags) */
+    int epfd;
+    uint16_t io_look[SN_MAX_NODES], io_batch[SN_MAX_NODES], io_ack[SN_MAX_NODES];
+    size_t nio_look, nio_batch, nio_ack;
     _Atomic int actor_done;     /* set (release) as the actor returns */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     uint64_t start_ns, hb_seq, bad_log_ns, bad_quiet;
@@ -229,7 +239,10 @@ bool sn__relay_drain(sn_relay_t *r);
 void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident,
                              size_t ident_len, zsock_t *from_seed);
 /* Sends a frame on p's connection without blocking; false if it would. */
-bool sn__relay_try_send(peer_t *p, const void *buf, size_t len);
+bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len);
+/* Gives p the dealer d (NULL: none), closing its old one; the I/O loop
+ * watches the new one. */
+void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d);
 /* Sends [ident, frame] on the ROUTER (an answer on an inbound connection). */
 void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len);
 /* A DEALER to endpoint with the relay's limits (a CurveZMQ client of

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# cluster-scale.sh - what a cluster of N nodes costs on this machine, as a
+# user would run it: N schednode processes with one worker each, all
+# joining through node 1 on 127.0.0.1. For each N it prints
+#   RESULT cluster-join-N <s> s          start of the joins until every node
+#                                        has logged every other as a member
+#   RESULT cluster-idle-cpu-N <pct> %    CPU of the whole cluster over
+#                                        SCALE_IDLE_S seconds idle, in % of
+#                                        one core (utime+stime of all nodes)
+#   RESULT cluster-spread-N <s> s        a spread of SCALE_SPREAD processes
+#                                        (5 ms each) from node 1, stealing on
+#   RESULT cluster-false-downs-N <n>     "is down" lines logged before any
+#                                        node was killed (join, idle, spread)
+#   RESULT cluster-detect-N <ms> ms      kill -9 of node N until every other
+#                                        node has logged it down
+# A benchmark, not a test: nothing is asserted; a step that does not finish
+# in its bound prints "timeout" as its value.
+# Usage: cluster-scale.sh SCHEDNODE [N...] (default: 10 20 50 100)
+# Env: SCALE_IDLE_S (10), SCALE_SPREAD (4000), SCALE_QUIET_S (0: seconds
+# more of idle before the kill, to count false downs over a longer time).
+set -u
+SN=$(realpath "$1")
+shift
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(10 20 50 100)
+IDLE=${SCALE_IDLE_S:-10} SPREAD=${SCALE_SPREAD:-4000} QUIET=${SCALE_QUIET_S:-0}
+dir=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# how many of the N logs name all N-1 others as members
+all_see_all() {
+  local n=$1
+  awk -v want=$((n - 1)) '
+    FNR == 1 { if (f != "") { if (c >= want) ok++ } f = FILENAME; c = 0; delete seen }
+    / is a member/ { for (i = 1; i < NF; i++) if ($i == "node" && $(i + 2) == "at") { if (!seen[$(i + 1)]++) c++; break } }
+    END { if (f != "" && c >= want) ok++; print ok + 0 }' "$dir"/n*.log
+}
+# how many logs other than node $2's say node $2 is down
+seen_down() { grep -l "node=[0-9]* node $2 at .* is down" "$dir"/n*.log 2>/dev/null | grep -vc "/n$2.log$"; }
+cpu_ticks() { # utime + stime of every node, in clock ticks
+  local t=0 p f
+  for p in "${pids[@]}"; do
+    f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
+    t=$((t + ${f% *} + ${f#* }))
+  done
+  echo $t
+}
+
+for n in "${sizes[@]}"; do
+  pids=()
+  rm -f "$dir"/n*.log
+  "$SN" -n 1 -w 1 --insecure --listen 'tcp://127.0.0.1:*' >"$dir/n1.log" 2>&1 &
+  pids+=($!)
+  ep=""
+  for _ in $(seq 100); do
+    ep=$(grep -o "listening on tcp://[0-9.:]*" "$dir/n1.log" | head -1 | cut -d' ' -f3)
+    [ -n "$ep" ] && break
+    sleep 0.1
+  done
+  [ -n "$ep" ] || { echo "node 1 did not start: $(cat "$dir/n1.log")"; exit 1; }
+  t0=$(now_ms)
+  for i in $(seq 2 "$n"); do
+    "$SN" -n "$i" -w 1 --insecure --listen 'tcp://127.0.0.1:*' --join "$ep" >"$dir/n$i.log" 2>&1 &
+    pids+=($!)
+  done
+  join="timeout"
+  while [ $(($(now_ms) - t0)) -lt 120000 ]; do
+    if [ "$(all_see_all "$n")" -ge "$n" ]; then
+      join=$(awk -v ms=$(($(now_ms) - t0)) 'BEGIN { printf "%.2f", ms / 1000 }')
+      break
+    fi
+    sleep 0.1
+  done
+  echo "RESULT cluster-join-$n $join s"
+  sleep 2 # the joins' gossip settles
+  c0=$(cpu_ticks) w0=$(now_ms)
+  sleep "$IDLE"
+  c1=$(cpu_ticks) w1=$(now_ms)
+  hz=$(getconf CLK_TCK)
+  awk -v c=$((c1 - c0)) -v hz="$hz" -v ms=$((w1 - w0)) 'BEGIN { printf "RESULT cluster-idle-cpu-'"$n"' %.1f %%\n", 100 * c / hz / (ms / 1000) }'
+  s0=$(now_ms)
+  out=$(timeout 300 "$SN" --insecure --timeout 240000 call --connect "$ep" spread run "$SPREAD 5" 2>&1)
+  if grep -q "^$SPREAD done:" <<<"$out" && ! grep -q missing <<<"$out"; then
+    awk -v ms=$(($(now_ms) - s0)) 'BEGIN { printf "RESULT cluster-spread-'"$n"' %.2f s\n", ms / 1000 }'
+    echo "    spread: $(grep -o "on node" <<<"$out" | wc -l) nodes ran spins"
+  else
+    echo "RESULT cluster-spread-$n failed s"
+    echo "    spread: $out" | head -3
+  fi
+  sleep "$QUIET"
+  false_downs=$(cat "$dir"/n*.log | grep -c " is down")
+  echo "RESULT cluster-false-downs-$n $false_downs"
+  kill -9 "${pids[$((n - 1))]}"
+  wait "${pids[$((n - 1))]}" 2>/dev/null
+  k0=$(now_ms)
+  detect="timeout"
+  while [ $(($(now_ms) - k0)) -lt 60000 ]; do
+    if [ "$(seen_down "$n" "$n")" -ge $((n - 1)) ]; then
+      detect=$(($(now_ms) - k0))
+      break
+    fi
+    sleep 0.05
+  done
+  echo "RESULT cluster-detect-$n $detect ms"
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  pids=()
+done
