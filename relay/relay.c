@@ -469,7 +469,8 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
                        "%zu point past it now",
                        r->node, p->node, n, moved);
         for (size_t i = 0; i < fg.n; i++)
-            sn__loc_left_for_gone(r, fg.lost[i]);
+            if (!sn_migrate_here(r->sched, fg.lost[i])) /* (an entry left from before it came back here) */
+                sn__loc_left_for_gone(r, fg.lost[i]);
         free(fg.lost);
     }
     sn__loc_peer_down(r, p->node, gone);
