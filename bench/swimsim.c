@@ -1,0 +1,404 @@
+/* swimsim.c - the membership protocol (relay/swim.c, the code the nodes
+ * run) at sizes one machine cannot start as processes: N members on a
+ * simulated network (each message lost with probability --loss, delayed
+ * uniformly in [--delay-min, --delay-max]) and a simulated clock.
+ *
+ * Phases: every member starts knowing every other (as after their joins);
+ * --warmup seconds of quiet (false suspicions and deaths are counted);
+ * --crash members are killed at once (they stop answering and sending);
+ * --settle seconds for the rest to see them dead; then one new member
+ * joins through member 1 (it gets the view; member 1 broadcasts it, as the
+ * relay does) and --settle seconds for everyone to know it.
+ *
+ * Prints, for a benchmark:
+ *   RESULT swimsim-N-detect-first <ms> ms   crash to the first live member holding each dead
+ *   RESULT swimsim-N-detect-all <ms> ms     crash to every live member holding every crashed one dead
+ *   RESULT swimsim-N-join-all <ms> ms       join to every member knowing the new one
+ *   RESULT swimsim-N-false-positives <n>    live members declared dead by anyone
+ *   RESULT swimsim-N-suspicions-live <n>    suspicions of live members (refuted)
+ *   RESULT swimsim-N-msgs-per-node-s <m>    messages each member sent per second, on average
+ *   RESULT swimsim-N-msgs-per-node-s-quiet <m>  the same over the warm-up only
+ * and exits 1 if a crash was not detected by everyone, a live member was
+ * declared dead, or the join did not reach everyone (--check, for CTest).
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "swim.h"
+
+enum { EV_TICK, EV_MSG, EV_BCAST };
+
+typedef struct ev {
+    uint64_t t;
+    uint32_t seq; /* ties: first in, first out */
+    uint8_t kind;
+    uint32_t to, from, gen;
+    union {
+        sn_swim_msg_t msg;
+        sn_swim_update_t u;
+    };
+} ev_t;
+
+typedef struct node {
+    sn_swim_t *swim;
+    bool dead;
+    uint64_t tick_at; /* the tick queued for it (0: none) */
+    uint32_t gen;     /* its live tick's number: older ones are stale */
+} node_t;
+
+static struct {
+    ev_t *h; /* a binary min-heap on (t, seq) */
+    size_t n, cap;
+    uint32_t seq;
+} heap;
+
+static node_t *nodes; /* 1..N (+1 for the joiner) */
+static uint32_t nn;   /* nodes in use */
+static uint64_t now, rng = 88172645463325252u;
+static double loss;
+static uint64_t dmin, dmax;
+static uint64_t sent, sent_quiet;
+static bool quiet; /* counting the warm-up's messages */
+/* verdicts */
+static uint32_t *crashed;
+static size_t ncrashed;
+static uint64_t crash_at, join_at, first_dead_at, all_dead_at, all_join_at;
+static uint32_t joiner;
+static uint64_t false_positives, live_suspicions;
+static uint32_t *dead_seen; /* per crashed member: live members that hold it dead */
+static uint32_t join_seen;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static bool before(const ev_t *a, const ev_t *b) { return a->t < b->t || (a->t == b->t && a->seq < b->seq); }
+
+static void push(ev_t *e)
+{
+    if (heap.n == heap.cap) {
+        heap.cap = heap.cap ? heap.cap * 2 : 4096;
+        heap.h = realloc(heap.h, heap.cap * sizeof *heap.h);
+        if (!heap.h) {
+            fprintf(stderr, "swimsim: out of memory\n");
+            exit(2);
+        }
+    }
+    e->seq = heap.seq++;
+    size_t i = heap.n++;
+    while (i && before(e, &heap.h[(i - 1) / 2])) {
+        heap.h[i] = heap.h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    heap.h[i] = *e;
+}
+
+static void pop(ev_t *out)
+{
+    *out = heap.h[0];
+    ev_t last = heap.h[--heap.n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= heap.n)
+            break;
+        if (c + 1 < heap.n && before(&heap.h[c + 1], &heap.h[c]))
+            c++;
+        if (!before(&heap.h[c], &last))
+            break;
+        heap.h[i] = heap.h[c];
+        i = c;
+    }
+    if (heap.n)
+        heap.h[i] = last;
+}
+
+static uint64_t delay(void) { return dmin + (dmax > dmin ? rnd() % (dmax - dmin + 1) : 0); }
+static bool lost(void) { return loss > 0 && (double)(rnd() % 1000000) < loss * 1e6; }
+
+static void io_send(void *arg, uint32_t to, const sn_swim_msg_t *m)
+{
+    uint32_t from = (uint32_t)(uintptr_t)arg;
+    sent++;
+    if (quiet)
+        sent_quiet++;
+    if (lost())
+        return;
+    ev_t e = {.t = now + delay(), .kind = EV_MSG, .to = to, .from = from};
+    e.msg = *m;
+    push(&e);
+}
+
+static void io_broadcast(void *arg, const sn_swim_update_t *u)
+{
+    uint32_t from = (uint32_t)(uintptr_t)arg;
+    for (uint32_t i = 1; i <= nn; i++) {
+        if (i == from)
+            continue;
+        sent++;
+        if (quiet)
+            sent_quiet++;
+        if (lost())
+            continue;
+        ev_t e = {.t = now + delay(), .kind = EV_BCAST, .to = i, .from = from};
+        e.u = *u;
+        push(&e);
+    }
+}
+
+static bool is_crashed(uint32_t node)
+{
+    for (size_t i = 0; i < ncrashed; i++)
+        if (crashed[i] == node)
+            return true;
+    return false;
+}
+
+static void io_changed(void *arg, uint32_t node, uint64_t run, int state, int was)
+{
+    uint32_t self = (uint32_t)(uintptr_t)arg;
+    (void)run;
+    if (nodes[self].dead)
+        return;
+    bool gone = is_crashed(node);
+    if (state == SN_SWIM_SUSPECT && !gone)
+        live_suspicions++;
+    if (state == SN_SWIM_DEAD && !gone)
+        false_positives++;
+    if (state == SN_SWIM_DEAD && gone && was != SN_SWIM_DEAD) {
+        for (size_t i = 0; i < ncrashed; i++)
+            if (crashed[i] == node && ++dead_seen[i] == 1 && !first_dead_at)
+                first_dead_at = now;
+    }
+    if (state == SN_SWIM_ALIVE && node == joiner && was == -1)
+        join_seen++;
+}
+
+static void schedule(uint32_t i)
+{
+    node_t *n = &nodes[i];
+    if (n->dead)
+        return;
+    uint64_t t = sn_swim_next_ns(n->swim);
+    if (t < now)
+        t = now;
+    if (n->tick_at && n->tick_at <= t)
+        return;
+    n->tick_at = t;
+    ev_t e = {.t = t, .kind = EV_TICK, .to = i, .gen = ++n->gen};
+    push(&e);
+}
+
+static void make(uint32_t i, uint64_t period_ns)
+{
+    sn_swim_config_t cfg = {.period_ns = period_ns};
+    sn_swim_io_t io = {io_send, io_broadcast, io_changed, (void *)(uintptr_t)i};
+    nodes[i].swim = sn_swim_new(i, 1, &cfg, &io, rnd() | 1);
+    if (!nodes[i].swim) {
+        fprintf(stderr, "swimsim: out of memory\n");
+        exit(2);
+    }
+}
+
+/* Runs events until time `until`; stops early when done() says so. */
+static void run(uint64_t until, bool (*done)(void))
+{
+    ev_t e;
+    while (heap.n && heap.h[0].t <= until) {
+        pop(&e);
+        now = e.t;
+        node_t *n = &nodes[e.to];
+        if (n->dead)
+            continue;
+        switch (e.kind) {
+        case EV_TICK:
+            if (e.gen != n->gen)
+                continue; /* replaced by an earlier one */
+            n->tick_at = 0;
+            sn_swim_tick(n->swim, now);
+            break;
+        case EV_MSG:
+            sn_swim_heard(n->swim, e.from, 1, now);
+            sn_swim_recv(n->swim, e.from, &e.msg, now);
+            break;
+        case EV_BCAST:
+            sn_swim_heard(n->swim, e.from, 1, now);
+            sn_swim_apply(n->swim, e.from, &e.u, now);
+            break;
+        }
+        schedule(e.to);
+        if (done && done())
+            return;
+    }
+    now = until;
+}
+
+static uint32_t live_count(void)
+{
+    uint32_t c = 0;
+    for (uint32_t i = 1; i <= nn; i++)
+        c += !nodes[i].dead;
+    return c;
+}
+
+static bool all_dead_seen(void)
+{
+    uint32_t live = live_count();
+    for (size_t i = 0; i < ncrashed; i++)
+        if (dead_seen[i] < live)
+            return false;
+    if (!all_dead_at)
+        all_dead_at = now;
+    return false; /* (keep running to the end of the phase: false positives still count) */
+}
+
+static bool all_join_seen(void)
+{
+    if (join_seen >= live_count() - 1 && !all_join_at)
+        all_join_at = now;
+    return false;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: swimsim [--members N] [--crash K] [--loss P] [--delay-min MS] [--delay-max MS]\n"
+               "               [--period MS] [--warmup S] [--settle S] [--seed X] [--check]\n");
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t n = 1000, ncrash = 1;
+    double warmup = 10, settle = 15, period_ms = 200, dmin_ms = 1, dmax_ms = 10;
+    bool check = false;
+    static const struct option opts[] = {{"members", 1, 0, 'n'}, {"crash", 1, 0, 'k'},    {"loss", 1, 0, 'l'},
+                                         {"delay-min", 1, 0, 'd'}, {"delay-max", 1, 0, 'D'}, {"period", 1, 0, 'p'},
+                                         {"warmup", 1, 0, 'w'},  {"settle", 1, 0, 's'},   {"seed", 1, 0, 'x'},
+                                         {"check", 0, 0, 'c'},   {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        double v = optarg ? strtod(optarg, &end) : 0;
+        if (optarg && (*end || v < 0)) {
+            fprintf(stderr, "swimsim: --%s: '%s' is not a number >= 0\n", opts[0].name, optarg);
+            for (const struct option *o = opts; o->name; o++)
+                if (o->val == c)
+                    fprintf(stderr, "swimsim: (that was --%s)\n", o->name);
+            return 2;
+        }
+        switch (c) {
+        case 'n': n = (uint32_t)v; break;
+        case 'k': ncrash = (uint32_t)v; break;
+        case 'l': loss = v; break;
+        case 'd': dmin_ms = v; break;
+        case 'D': dmax_ms = v; break;
+        case 'p': period_ms = v; break;
+        case 'w': warmup = v; break;
+        case 's': settle = v; break;
+        case 'x': rng = (uint64_t)v | 1; break;
+        case 'c': check = true; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc || n < 3 || ncrash >= n / 2 || loss >= 1 || dmax_ms < dmin_ms || period_ms < 1) {
+        usage(stderr);
+        fprintf(stderr, "swimsim: need --members >= 3, --crash < members / 2, --loss < 1, --delay-min <= --delay-max, --period >= 1\n");
+        return 2;
+    }
+    dmin = (uint64_t)(dmin_ms * 1e6);
+    dmax = (uint64_t)(dmax_ms * 1e6);
+    uint64_t period = (uint64_t)(period_ms * 1e6);
+    nodes = calloc(n + 2, sizeof *nodes);
+    crashed = calloc(ncrash + 1, sizeof *crashed);
+    dead_seen = calloc(ncrash + 1, sizeof *dead_seen);
+    if (!nodes || !crashed || !dead_seen)
+        return 2;
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    nn = n;
+    now = 1000000000u;
+    for (uint32_t i = 1; i <= n; i++) {
+        make(i, period);
+        for (uint32_t k = 1; k <= n; k++) /* everyone knows everyone: the cluster after its joins */
+            if (k != i)
+                sn_swim_apply(nodes[i].swim, 0, &(sn_swim_update_t){k, SN_SWIM_ALIVE, 1, 0}, now);
+    }
+    for (uint32_t i = 1; i <= n; i++) { /* start the periods spread over one period */
+        nodes[i].tick_at = now + rnd() % period;
+        ev_t e = {.t = nodes[i].tick_at, .kind = EV_TICK, .to = i, .gen = ++nodes[i].gen};
+        push(&e);
+    }
+    uint64_t t0 = now;
+    quiet = true;
+    run(t0 + (uint64_t)(warmup * 1e9), NULL);
+    quiet = false;
+    uint64_t fp_quiet = false_positives;
+    /* crash: the last ncrash members (never member 1, the join's seed) */
+    crash_at = now;
+    for (uint32_t k = 0; k < ncrash; k++) {
+        crashed[ncrashed++] = n - k;
+        nodes[n - k].dead = true;
+    }
+    run(crash_at + (uint64_t)(settle * 1e9), all_dead_seen);
+    /* join: a new member through member 1 */
+    joiner = n + 1;
+    nn = n + 1;
+    make(joiner, period);
+    join_at = now;
+    for (uint32_t k = 1; k <= n; k++) /* member 1's view (the Welcome) */
+        if (!nodes[k].dead)
+            sn_swim_apply(nodes[joiner].swim, 0, &(sn_swim_update_t){k, SN_SWIM_ALIVE, 1, 0}, now);
+    sn_swim_update_t u = {joiner, SN_SWIM_ALIVE, 1, 0};
+    sn_swim_apply(nodes[1].swim, 0, &u, now);
+    join_seen++; /* (member 1) */
+    io_broadcast((void *)(uintptr_t)1u, &u);
+    schedule(1);
+    schedule(joiner);
+    run(join_at + (uint64_t)(settle * 1e9), all_join_seen);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+
+    double secs = (double)(now - t0) / 1e9;
+    printf("swimsim: %" PRIu32 " members, %" PRIu32 " crashed, loss %.2f%%, delay %.1f-%.1f ms, period %.0f ms, "
+           "%.1f s simulated in %.1f s\n",
+           n, ncrash, loss * 100, dmin_ms, dmax_ms, period_ms, secs,
+           (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9);
+    printf("RESULT swimsim-%" PRIu32 "-detect-first %s%.0f ms\n", n, first_dead_at ? "" : "never ",
+           first_dead_at ? (double)(first_dead_at - crash_at) / 1e6 : 0);
+    printf("RESULT swimsim-%" PRIu32 "-detect-all %s%.0f ms\n", n, all_dead_at ? "" : "never ",
+           all_dead_at ? (double)(all_dead_at - crash_at) / 1e6 : 0);
+    printf("RESULT swimsim-%" PRIu32 "-join-all %s%.0f ms\n", n, all_join_at ? "" : "never ",
+           all_join_at ? (double)(all_join_at - join_at) / 1e6 : 0);
+    printf("RESULT swimsim-%" PRIu32 "-false-positives %" PRIu64 "\n", n, false_positives);
+    printf("RESULT swimsim-%" PRIu32 "-suspicions-live %" PRIu64 "\n", n, live_suspicions);
+    printf("RESULT swimsim-%" PRIu32 "-msgs-per-node-s %.1f\n", n, (double)sent / n / secs);
+    printf("RESULT swimsim-%" PRIu32 "-msgs-per-node-s-quiet %.1f\n", n, (double)sent_quiet / n / warmup);
+    (void)fp_quiet;
+    for (uint32_t i = 1; i <= nn; i++)
+        sn_swim_free(&nodes[i].swim);
+    free(nodes);
+    free(heap.h);
+    int bad = 0;
+    if (check && !all_dead_at) {
+        fprintf(stderr, "swimsim: FAIL not every live member saw the crash\n");
+        bad = 1;
+    }
+    if (check && false_positives) {
+        fprintf(stderr, "swimsim: FAIL %" PRIu64 " live members declared dead\n", false_positives);
+        bad = 1;
+    }
+    if (check && !all_join_at) {
+        fprintf(stderr, "swimsim: FAIL the join did not reach every member\n");
+        bad = 1;
+    }
+    free(crashed);
+    free(dead_seen);
+    return bad;
+}
