@@ -267,13 +267,72 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
     return copy_str(st->endpoint, sizeof st->endpoint, ns->endpoint);
 }
 
+/* Members in protobuf-c's form, pointing into `members` (borrowed). */
+typedef struct pb_members {
+    Schednode__Member *ms, **ptrs;
+    Schednode__TypeInfo *ts, **tps;
+} pb_members_t;
+
+static void pb_members_free(pb_members_t *o)
+{
+    free(o->ms);
+    free(o->ptrs);
+    free(o->ts);
+    free(o->tps);
+}
+
+static int members_to_pb(const sn_wire_member_t *members, size_t n, pb_members_t *o)
+{
+    size_t ntypes = 0;
+    for (size_t i = 0; i < n; i++)
+        ntypes += members[i].ntypes;
+    o->ms = calloc(n ? n : 1, sizeof *o->ms);
+    o->ptrs = calloc(n ? n : 1, sizeof *o->ptrs);
+    o->ts = calloc(ntypes ? ntypes : 1, sizeof *o->ts);
+    o->tps = calloc(ntypes ? ntypes : 1, sizeof *o->tps);
+    if (!o->ms || !o->ptrs || !o->ts || !o->tps) {
+        pb_members_free(o);
+        return SN_ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        Schednode__Member *m = &o->ms[i];
+        schednode__member__init(m);
+        m->node = members[i].node;
+        m->incarnation = members[i].incarnation;
+        m->endpoint = (char *)members[i].endpoint;
+        m->state = (Schednode__Member__State)members[i].state;
+        m->first_serial = members[i].first_serial;
+        m->public_key = (char *)members[i].public_key;
+        m->version = members[i].version;
+        m->types = &o->tps[k];
+        m->n_types = members[i].ntypes;
+        for (size_t t = 0; t < members[i].ntypes; t++, k++) {
+            schednode__type_info__init(&o->ts[k]);
+            o->ts[k].name = (char *)members[i].types[t].name;
+            o->ts[k].version = members[i].types[t].version;
+            o->ts[k].migratable = members[i].types[t].migratable;
+            o->tps[k] = &o->ts[k];
+        }
+        o->ptrs[i] = m;
+    }
+    return 0;
+}
+
 int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_stats_t *stats,
                               const char *cluster, void **buf, size_t *len)
+{
+    (void)seq; /* (the field stays on the wire; nothing reads it) */
+    return sn_codec_encode_probe(node, incarnation, NULL, stats, cluster, NULL, 0, buf, len);
+}
+
+int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_probe_t *probe,
+                          const sn_wire_stats_t *stats, const char *cluster, const sn_wire_member_t *updates,
+                          size_t n, void **buf, size_t *len)
 {
     Schednode__Heartbeat hb;
     Schednode__NodeStats ns;
     schednode__heartbeat__init(&hb);
-    hb.seq = seq;
     hb.cluster = (char *)(cluster ? cluster : "");
     if (stats) {
         stats_to_pb(stats, &ns);
@@ -282,11 +341,23 @@ int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq,
         hb.idle_workers = stats->idle_workers;
         hb.workers = stats->workers;
     }
+    if (probe) {
+        hb.probe = (uint32_t)probe->kind;
+        hb.probe_seq = probe->seq;
+        hb.target = probe->target;
+    }
+    pb_members_t pm = {0};
+    if (n && members_to_pb(updates, n, &pm) != 0)
+        return SN_ENOMEM;
+    hb.n_updates = n;
+    hb.updates = pm.ptrs;
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
-    return pack(&env, buf, len);
+    int rc = pack(&env, buf, len);
+    pb_members_free(&pm);
+    return rc;
 }
 
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
@@ -308,40 +379,9 @@ int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpo
 int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members,
                             size_t n, void **buf, size_t *len)
 {
-    Schednode__Member *ms = calloc(n ? n : 1, sizeof *ms);
-    Schednode__Member **ptrs = calloc(n ? n : 1, sizeof *ptrs);
-    size_t ntypes = 0;
-    for (size_t i = 0; i < n; i++)
-        ntypes += members[i].ntypes;
-    Schednode__TypeInfo *ts = calloc(ntypes ? ntypes : 1, sizeof *ts);
-    Schednode__TypeInfo **tps = calloc(ntypes ? ntypes : 1, sizeof *tps);
-    if (!ms || !ptrs || !ts || !tps) {
-        free(ms);
-        free(ptrs);
-        free(ts);
-        free(tps);
+    pb_members_t pm;
+    if (members_to_pb(members, n, &pm) != 0)
         return SN_ENOMEM;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        schednode__member__init(&ms[i]);
-        ms[i].node = members[i].node;
-        ms[i].incarnation = members[i].incarnation;
-        ms[i].endpoint = (char *)members[i].endpoint;
-        ms[i].state = (Schednode__Member__State)members[i].state;
-        ms[i].first_serial = members[i].first_serial;
-        ms[i].public_key = (char *)members[i].public_key;
-        ms[i].types = &tps[k];
-        ms[i].n_types = members[i].ntypes;
-        for (size_t t = 0; t < members[i].ntypes; t++, k++) {
-            schednode__type_info__init(&ts[k]);
-            ts[k].name = (char *)members[i].types[t].name;
-            ts[k].version = members[i].types[t].version;
-            ts[k].migratable = members[i].types[t].migratable;
-            tps[k] = &ts[k];
-        }
-        ptrs[i] = &ms[i];
-    }
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     Schednode__Welcome w;
@@ -349,21 +389,18 @@ int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, co
     if (welcome) {
         schednode__welcome__init(&w);
         w.n_members = n;
-        w.members = ptrs;
+        w.members = pm.ptrs;
         env.body_case = SCHEDNODE__ENVELOPE__BODY_WELCOME;
         env.welcome = &w;
     } else {
         schednode__members__init(&m);
         m.n_members = n;
-        m.members = ptrs;
+        m.members = pm.ptrs;
         env.body_case = SCHEDNODE__ENVELOPE__BODY_MEMBERS;
         env.members = &m;
     }
     int rc = pack(&env, buf, len);
-    free(ms);
-    free(ptrs);
-    free(ts);
-    free(tps);
+    pb_members_free(&pm);
     return rc;
 }
 
@@ -788,6 +825,7 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
         w->state = (int)m->state;
         w->incarnation = m->incarnation;
         w->first_serial = m->first_serial;
+        w->version = m->version;
     }
     return 0;
 }
@@ -933,11 +971,19 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
         if (!out->cluster) {
             rc = SN_ENOMEM;
             *why = "out of memory";
-        } else if (env->heartbeat && env->heartbeat->stats) {
-            rc = stats_from_pb(env->heartbeat->stats, &out->stats);
-            out->has_stats = rc == 0;
+        } else if (env->heartbeat) {
+            const Schednode__Heartbeat *hb = env->heartbeat;
+            if (hb->stats) {
+                rc = stats_from_pb(hb->stats, &out->stats);
+                out->has_stats = rc == 0;
+            }
+            if (rc == 0 && hb->probe > 3) /* (SN_SWIM_PING_REQ) */
+                rc = SN_EPROTO;
+            out->probe = (sn_wire_probe_t){(int)hb->probe, hb->probe_seq, hb->target};
+            if (rc == 0 && hb->n_updates)
+                rc = hb->n_updates > 64 ? SN_EPROTO : decode_members(hb->updates, hb->n_updates, out);
             if (rc != 0)
-                *why = "bad heartbeat";
+                *why = rc == SN_ENOMEM ? "out of memory" : "bad heartbeat";
         }
     } else if (out->kind == SN_FRAME_ERROR || out->kind == SN_FRAME_LEAVE) {
         const char *reason = out->kind == SN_FRAME_ERROR ? (env->error ? env->error->reason : NULL)

@@ -96,7 +96,15 @@ typedef struct sn_wire_member {
     char public_key[41]; /* Z85 CurveZMQ key, "" when insecure */
     sn_wire_type_t *types; /* decoding: owned by the frame; encoding: borrowed */
     size_t ntypes;
+    uint64_t version; /* raised by the member to refute a suspicion (relay/swim.c) */
 } sn_wire_member_t;
+
+/* A SWIM probe (relay/swim.c) riding on a heartbeat: kind 0 none. */
+typedef struct sn_wire_probe {
+    int kind; /* SN_SWIM_PING, _ACK, _PING_REQ */
+    uint64_t seq;
+    uint32_t target;
+} sn_wire_probe_t;
 
 /* A process on the move (StealOffer). */
 typedef struct sn_wire_migrant {
@@ -154,9 +162,10 @@ typedef struct sn_frame {
     /* SN_FRAME_WELCOME, SN_FRAME_MEMBERS */
     sn_wire_member_t *members;
     size_t nmembers;
-    /* SN_FRAME_HEARTBEAT */
+    /* SN_FRAME_HEARTBEAT (its piggybacked membership updates are in members) */
     sn_wire_stats_t stats;
     int has_stats;
+    sn_wire_probe_t probe;
     /* SN_FRAME_ERROR (a refusal), SN_FRAME_LEAVE */
     int code;
     char *reason;
@@ -186,6 +195,11 @@ int sn_codec_encode_sends_to(uint32_t node, uint64_t incarnation, uint64_t seq, 
  * reply. Same conventions as sn_codec_encode_sends. */
 int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_stats_t *stats,
                               const char *cluster, void **buf, size_t *len);
+/* A heartbeat carrying a SWIM probe (probe may be NULL) and piggybacked
+ * membership updates (n may be 0). */
+int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_probe_t *probe,
+                          const sn_wire_stats_t *stats, const char *cluster, const sn_wire_member_t *updates,
+                          size_t n, void **buf, size_t *len);
 /* Membership: a joining node's Hello to a seed; the seed's Welcome, or a
  * gossiped Members view (welcome = 0); a refusal (Error with code and
  * reason); a graceful Leave. */

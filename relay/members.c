@@ -6,18 +6,25 @@
  * seed adds the newcomer and gossips the view at once.
  *
  * The view: every member's id, endpoint, incarnation (its run: a restart
- * makes a new one) and first PID serial. Members gossip the whole view to
- * each other on every change and every ten heartbeats; a member takes
- * what is new to it (an unknown node, a newer incarnation, a departure).
- * Full mesh: each member connects to every other.
+ * makes a new one), first PID serial and SWIM version. The seed that
+ * admits a node sends its record to every member at once; besides, every
+ * GOSSIP_EVERY periods a member pushes its whole view to one other, chosen
+ * at random (every other push to a member it holds down, so that the two
+ * sides of a healed partition, or a node back from a freeze, find each
+ * other again). A member takes what is new to it (an unknown node, a newer
+ * run, a departure, a newer version). Each member connects to every other
+ * it sends to.
  *
- * Failure detection is direct: every member heartbeats every other (the
- * heartbeat carries its load and counters), and declares a member down when
- * nothing came from it for the down timeout; everything unconfirmed that
- * was sent to it goes back to its senders as nodedown. Every member watches
- * every other itself, so all of them reach the same verdict within one
- * timeout of each other. A member heard from again is up again. A member
- * that leaves (SIGTERM) says so, and is marked left, not down.
+ * Failure detection is SWIM's (swim.c: a probe of one member per period,
+ * through others when it does not answer, suspicion, refutation, death),
+ * so a member's cost per period does not grow with the cluster. A member
+ * declared dead is down here: everything unconfirmed that was sent to it
+ * goes back to its senders as nodedown. One that refutes (it was frozen or
+ * cut off from everyone) is up again. The probes carry the sender's load
+ * and counters (for `status` and stealing); a member with work to give
+ * sends its load to every other when that starts, about once a second
+ * while it lasts, and when it ends. A member that leaves (SIGTERM) says
+ * so, and is marked left, not down.
  *
  * Old PIDs: a node's PID serials start at its first_serial, which is
  * larger than any serial its earlier runs handed out (main.c), so a PID of
@@ -31,11 +38,15 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "swim.h"
 
 #define HELLO_EVERY_NS 500000000u
-#define GOSSIP_EVERY_HB 10
+#define GOSSIP_EVERY 10 /* periods between anti-entropy pushes */
+#define LOAD_EVERY 5    /* periods between load broadcasts while there is work to give */
 #define LEAVE_TICK_NS 10000000u
 #define EARLY_HB_GAP_NS 5000000u /* an early heartbeat (work appeared) comes this long after the last at the soonest */
+
+static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down);
 
 static void set_down(peer_t *p, int state)
 {
@@ -73,6 +84,7 @@ static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
     }
     sn__relay_reset_peer(p, inc);
+    sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_ALIVE, inc, 0}, sn__relay_now_ns());
     r->gossip_due = true;
 }
 
@@ -106,10 +118,11 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         /* release: the slot is complete before workers can find it */
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
         SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
-        r->gossip_due = true;
-        /* a heartbeat now: the newcomer learns our load at once (an idle
-         * one comes for our work without waiting a heartbeat period) */
-        r->next_hb_ns = now;
+        sn_swim_apply(r->swim, 0, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version}, now);
+        /* our load now: the newcomer knows at once whether we have work
+         * for it (an idle one comes for it without waiting) */
+        r->next_load_ns = now;
+        r->said_loaded = true; /* (so that an idle node says so too, once) */
         return p;
     }
     if (m->incarnation > p->incarnation) {
@@ -127,7 +140,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
         SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node, p->endpoint,
                   how);
-        r->gossip_due = true;
+        sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, m->version}, now);
     }
     if (m->first_serial > atomic_load_explicit(&p->first_serial, memory_order_relaxed) &&
         m->incarnation == p->incarnation)
@@ -160,7 +173,6 @@ void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
          * this node (endpoint, id), and no live member holds that key or
          * endpoint (a client's key, another node's, never speaks as one) */
         char why[512] = "", msg[1024];
-        uint64_t now = sn__relay_now_ns();
         size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
         if (!r->in_key)
             snprintf(why, sizeof why, "it came with no key");
@@ -168,8 +180,7 @@ void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
             snprintf(why, sizeof why, "its key or endpoint is this node's");
         for (size_t i = 0; i < np && !why[0]; i++) {
             const peer_t *q = &r->peers[i];
-            if (q->state == SN_MEMBER_UP && now - q->last_heard_ns < (uint64_t)r->down_ms * 1000000u &&
-                (!strcmp(q->public_key, r->in_key) || !strcmp(q->endpoint, m.endpoint)))
+            if (q->state == SN_MEMBER_UP && (!strcmp(q->public_key, r->in_key) || !strcmp(q->endpoint, m.endpoint)))
                 snprintf(why, sizeof why, "its %s is node %" PRIu32 "'s (at %s), which is up",
                          strcmp(q->public_key, r->in_key) ? "endpoint" : "key", q->node, q->endpoint);
         }
@@ -243,16 +254,15 @@ void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
     if (inc > p->incarnation) {
         restarted(r, p, inc);
-        if (p->state == SN_MEMBER_LEFT)
+        if (p->state != SN_MEMBER_UP) {
             set_down(p, SN_MEMBER_UP);
+            sn__loc_peer_up(r, p->node);
+        }
     }
     p->last_heard_ns = sn__relay_now_ns();
-    if (p->state == SN_MEMBER_DOWN) {
-        set_down(p, SN_MEMBER_UP);
-        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
-        sn__loc_peer_up(r, p->node);
-        r->gossip_due = true;
-    }
+    /* it runs: an outstanding probe of it is answered, and a member held
+     * dead here is told so, to refute (then it is up again: swim_changed) */
+    sn_swim_heard(r->swim, p->node, inc, p->last_heard_ns);
 }
 
 /* The view: ourselves first, then every member we know. */
@@ -270,10 +280,14 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
                               .ntypes = r->ntypes};
     snprintf(v[0].endpoint, sizeof v[0].endpoint, "%s", r->advertise);
     snprintf(v[0].public_key, sizeof v[0].public_key, "%s", r->public_key);
+    v[0].version = sn_swim_version(r->swim);
     for (size_t i = 0; i < np; i++) {
         peer_t *p = &r->peers[i];
+        uint64_t run, version = 0;
+        int st = sn_swim_state(r->swim, p->node, &run, &version);
         v[i + 1] = (sn_wire_member_t){.node = p->node,
-                                      .state = p->state,
+                                      .state = st >= 0 && run == p->incarnation ? st : p->state,
+                                      .version = version,
                                       .incarnation = p->incarnation,
                                       .first_serial = atomic_load_explicit(&p->first_serial, memory_order_relaxed),
                                       .types = p->types,
@@ -309,11 +323,10 @@ static bool held_by_another(sn_relay_t *r, uint32_t node, const char *key, const
                  strcmp(key, r->public_key) ? "endpoint" : "key", r->node, r->advertise);
         return true;
     }
-    uint64_t now = sn__relay_now_ns();
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
     for (size_t i = 0; i < np; i++) {
         const peer_t *q = &r->peers[i];
-        if (q->state != SN_MEMBER_UP || now - q->last_heard_ns >= (uint64_t)r->down_ms * 1000000u || !q->public_key[0])
+        if (q->state != SN_MEMBER_UP || !q->public_key[0])
             continue;
         if (q->node == node && strcmp(q->public_key, key) != 0) {
             snprintf(why, whylen, "node %" PRIu32 " is up at %s with another key", node, q->endpoint);
@@ -333,7 +346,6 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
 {
     char why[512];
     peer_t *p = sn__relay_find_peer(r, f->node);
-    uint64_t now = sn__relay_now_ns();
     if (strcmp(f->cluster, r->cluster) != 0) {
         snprintf(why, sizeof why, "it belongs to cluster '%s', this is cluster '%s'", f->cluster, r->cluster);
         refuse(r, ident, ident_len, f, why);
@@ -355,8 +367,7 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         refuse(r, ident, ident_len, f, why);
         return;
     }
-    if (p && f->incarnation != p->incarnation && p->state == SN_MEMBER_UP && strcmp(p->endpoint, f->endpoint) != 0 &&
-        now - p->last_heard_ns < (uint64_t)r->down_ms * 1000000u) {
+    if (p && f->incarnation != p->incarnation && p->state == SN_MEMBER_UP && strcmp(p->endpoint, f->endpoint) != 0) {
         snprintf(why, sizeof why, "node id %" PRIu32 " is taken by %s, which is up; give every node its own id",
                  f->node, p->endpoint);
         refuse(r, ident, ident_len, f, why);
@@ -387,8 +398,29 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         sn__relay_answer(r, ident, ident_len, buf, len);
         free(buf);
     }
+    /* and every member hears of it now: its row of the view (with its
+     * process types), to each */
+    for (size_t i = 1; v && i < n; i++)
+        if (v[i].node == p->node && sn_codec_encode_members(r->node, r->incarnation, 0, &v[i], 1, &buf, &len) == 0) {
+            send_all(r, buf, len, false);
+            free(buf);
+        }
     free(v);
-    r->gossip_due = true;
+}
+
+/* Our own record, process types included, to every member: a node that
+ * just joined (the seed told them of it, but not of its types). */
+static void announce(sn_relay_t *r)
+{
+    size_t n;
+    sn_wire_member_t *v = view(r, &n);
+    void *buf;
+    size_t len;
+    if (v && sn_codec_encode_members(r->node, r->incarnation, 0, v, 1, &buf, &len) == 0) {
+        send_all(r, buf, len, false);
+        free(buf);
+    }
+    free(v);
 }
 
 void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed)
@@ -415,6 +447,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         SNLOG_INFO("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
                   f->node, f->nmembers); /* the seed's view includes us */
         atomic_store_explicit(&r->joined, 1, memory_order_release);
+        announce(r);
         break;
     case SN_FRAME_MEMBERS:
         if (!p && joined == 0)
@@ -425,10 +458,15 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         }
         for (size_t i = 0; i < f->nmembers; i++) {
             const sn_wire_member_t *m = &f->members[i];
-            if (m->node != r->node)
-                sn__members_upsert(r, m, "gossip");
-            else if (m->incarnation > r->incarnation && joined == 1)
+            if (m->node == r->node && m->incarnation > r->incarnation && joined == 1) {
                 put_out(r, "node %" PRIu32 " knows a newer run of this node, at %s", f->node, m->endpoint);
+                continue;
+            }
+            if (m->node != r->node && !sn__members_upsert(r, m, "gossip"))
+                continue;
+            /* its state and version (a suspicion, a death, a refutation) */
+            sn_swim_apply(r->swim, f->node, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version},
+                          sn__relay_now_ns());
         }
         break;
     case SN_FRAME_ERROR:
@@ -455,7 +493,8 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
             sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
             SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node,
                       p->endpoint, f->reason);
-            r->gossip_due = true;
+            sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, 0},
+                          sn__relay_now_ns());
         }
         break;
     default:
@@ -493,7 +532,9 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
 
 int sn__members_state(sn_relay_t *r, const peer_t *p)
 {
-    if (p->state == SN_MEMBER_UP && sn__relay_now_ns() - p->last_heard_ns > (uint64_t)r->down_ms * 500000u)
+    uint64_t run;
+    if (p->state == SN_MEMBER_UP && sn_swim_state(r->swim, p->node, &run, NULL) == SN_SWIM_SUSPECT &&
+        run == p->incarnation)
         return SN_MEMBER_SUSPECT;
     return p->state;
 }
@@ -529,19 +570,154 @@ static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down)
     }
 }
 
-static void heartbeats(sn_relay_t *r, uint64_t now)
+/* ---- failure detection: swim.c's I/O */
+
+/* The wire's record of the member an update is about (its endpoint, key
+ * and first serial from our table: a member that did not know it can add
+ * it); false if we do not know it. */
+static bool member_of(sn_relay_t *r, const sn_swim_update_t *u, sn_wire_member_t *m)
+{
+    *m = (sn_wire_member_t){.node = u->node, .state = u->state, .incarnation = u->run, .version = u->version};
+    if (u->node == r->node) {
+        m->first_serial = r->first_serial;
+        snprintf(m->endpoint, sizeof m->endpoint, "%s", r->advertise);
+        snprintf(m->public_key, sizeof m->public_key, "%s", r->public_key);
+        return true;
+    }
+    const peer_t *p = sn__relay_find_peer(r, u->node);
+    if (!p)
+        return false;
+    m->first_serial = atomic_load_explicit(&p->first_serial, memory_order_relaxed);
+    snprintf(m->endpoint, sizeof m->endpoint, "%s", p->endpoint);
+    snprintf(m->public_key, sizeof m->public_key, "%s", p->public_key);
+    return true;
+}
+
+static void swim_send(void *arg, uint32_t to, const sn_swim_msg_t *msg)
+{
+    sn_relay_t *r = arg;
+    peer_t *p = sn__relay_find_peer(r, to);
+    if (!p || p->state == SN_MEMBER_LEFT)
+        return;
+    sn_wire_member_t up[SN_SWIM_PIGGYBACK];
+    size_t n = 0;
+    for (size_t i = 0; i < msg->nupdates && i < SN_SWIM_PIGGYBACK; i++)
+        if (member_of(r, &msg->updates[i], &up[n]))
+            n++;
+    sn_wire_stats_t row;
+    own_row(r, &row);
+    sn_wire_probe_t probe = {msg->kind, msg->seq, msg->target};
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_probe(r->node, r->incarnation, &probe, &row, r->cluster, up, n, &buf, &len) == 0) {
+        (void)sn__relay_try_send(r, p, buf, len); /* (lost when the pipe is full: the protocol expects losses) */
+        free(buf);
+    }
+}
+
+static void swim_broadcast(void *arg, const sn_swim_update_t *u)
+{
+    sn_relay_t *r = arg;
+    sn_wire_member_t m;
+    void *buf;
+    size_t len;
+    if (member_of(r, u, &m) && sn_codec_encode_members(r->node, r->incarnation, 0, &m, 1, &buf, &len) == 0) {
+        send_all(r, buf, len, u->node == r->node); /* (a refutation of ours: to those that hold us down too) */
+        free(buf);
+    }
+}
+
+/* swim.c's verdicts, acted on: a dead member is down (what it had not
+ * confirmed goes back as nodedown), a refuted death is up again. */
+static void swim_changed(void *arg, uint32_t node, uint64_t run, int state, int was)
+{
+    sn_relay_t *r = arg;
+    peer_t *p = sn__relay_find_peer(r, node);
+    if (!p || run != p->incarnation || atomic_load_explicit(&r->out, memory_order_relaxed))
+        return;
+    if (state == SN_SWIM_DEAD && p->state == SN_MEMBER_UP) {
+        set_down(p, SN_MEMBER_DOWN);
+        SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " at %s is down: it answered no probe, direct or through "
+                   "others, nor its suspicion",
+                   r->node, p->node, p->endpoint);
+        sn__relay_bounce_peer(r, p, SN_ENODEDOWN, false);
+    } else if (state == SN_SWIM_ALIVE && p->state == SN_MEMBER_DOWN) {
+        set_down(p, SN_MEMBER_UP);
+        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
+        sn__loc_peer_up(r, p->node);
+    } else if (state == SN_SWIM_LEFT && p->state != SN_MEMBER_LEFT) {
+        set_down(p, SN_MEMBER_LEFT);
+        sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
+        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (gossip)", r->node, p->node,
+                   p->endpoint);
+    } else if (state == SN_SWIM_SUSPECT) {
+        SNLOG_DEBUG("node=%" PRIu32 " node %" PRIu32 " at %s is suspect", r->node, p->node, p->endpoint);
+    }
+    (void)was;
+}
+
+int sn__members_init(sn_relay_t *r)
+{
+    uint64_t ms = 1000000u;
+    /* --down-after-ms: the suspicion timeout of a cluster of up to ten
+     * members when no other member confirms it; a third of it when three
+     * do; both grow with log10 of the size past ten (swim.h) */
+    sn_swim_config_t cfg = {.period_ns = (uint64_t)r->hb_ms * ms,
+                            .suspect_min_ns = (uint64_t)r->down_ms * ms / 3,
+                            .suspect_max_mult = 3};
+    sn_swim_io_t io = {swim_send, swim_broadcast, swim_changed, r};
+    r->swim = sn_swim_new(r->node, r->incarnation, &cfg, &io, r->incarnation ^ ((uint64_t)r->node << 32));
+    return r->swim ? 0 : SN_ENOMEM;
+}
+
+void sn__members_fini(sn_relay_t *r) { sn_swim_free(&r->swim); }
+
+void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f)
+{
+    if (f->has_stats) {
+        bool loaded = f->stats.ready >= 2 && (!p->has_stats || p->stats.ready < 2);
+        p->stats = f->stats;
+        p->has_stats = true;
+        if (loaded)
+            sn__steal_loaded(r, p);
+    }
+    if (!f->probe.kind)
+        return;
+    sn_swim_msg_t msg = {.kind = f->probe.kind, .seq = f->probe.seq, .target = f->probe.target};
+    for (size_t i = 0; i < f->nmembers && msg.nupdates < SN_SWIM_PIGGYBACK; i++) {
+        const sn_wire_member_t *m = &f->members[i];
+        if (m->node == r->node && m->incarnation > r->incarnation) {
+            put_out(r, "node %" PRIu32 " knows a newer run of this node, at %s", f->node, m->endpoint);
+            return;
+        }
+        if (m->node != r->node && !sn__members_upsert(r, m, "gossip"))
+            continue; /* (one swim could not add: we cannot reach it) */
+        msg.updates[msg.nupdates++] = (sn_swim_update_t){m->node, m->state, m->incarnation, m->version};
+    }
+    sn_swim_recv(r->swim, p->node, &msg, sn__relay_now_ns());
+}
+
+/* Our load to every member that is up: when we get work to give (an idle
+ * member comes for it), about once a second while we have it, and once
+ * when it is gone. */
+static void load_news(sn_relay_t *r, uint64_t now)
 {
     sn_wire_stats_t row;
     own_row(r, &row);
-    void *buf;
-    size_t len;
-    /* to down members too: a member that was only cut off finds us again */
-    r->last_hb_ns = now;
-    if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) == 0) {
-        send_all(r, buf, len, true);
-        free(buf);
+    bool loaded = row.ready >= 2;
+    if ((loaded && now >= r->next_load_ns) || (!loaded && r->said_loaded)) {
+        void *buf;
+        size_t len;
+        r->last_hb_ns = now;
+        if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) == 0) {
+            send_all(r, buf, len, false);
+            free(buf);
+        }
+        r->said_loaded = loaded;
+        r->next_load_ns = now + (uint64_t)r->hb_ms * 1000000u * LOAD_EVERY;
     }
-    if (row.ready < 2) {
+    if (!loaded) {
+        r->next_load_ns = UINT64_MAX; /* (the hook below, or a newcomer, brings it forward) */
         /* nothing to give, said so: hear from the scheduler when that
          * changes. Armed, then looked again (seq_cst, see load_news in
          * worker.c): work queued in between is seen one way or the other */
@@ -551,26 +727,31 @@ static void heartbeats(sn_relay_t *r, uint64_t now)
         if (st.ready >= 2)
             atomic_store_explicit(&r->load_news, 1, memory_order_relaxed);
     }
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
-        if (p->state == SN_MEMBER_UP && now - p->last_heard_ns > (uint64_t)r->down_ms * 1000000u) {
-            set_down(p, SN_MEMBER_DOWN);
-            SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " at %s is down: nothing heard for %d ms", r->node,
-                         p->node, p->endpoint, r->down_ms);
-            sn__relay_bounce_peer(r, p, SN_ENODEDOWN, false);
-        }
-    }
 }
 
-static void gossip(sn_relay_t *r)
+/* Anti-entropy: the whole view to one member, at random; every other
+ * time to one we hold down (it may be back: a healed partition, a node
+ * resumed from a freeze), so that the views meet again. */
+static void push_view(sn_relay_t *r)
 {
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    if (np == 0)
+        return;
+    bool to_down = r->push_round++ % 2;
+    peer_t *cand[SN_MAX_NODES];
+    size_t nc = 0;
+    for (size_t i = 0; i < np; i++)
+        if (r->peers[i].state == (to_down ? SN_MEMBER_DOWN : SN_MEMBER_UP) && r->peers[i].dealer)
+            cand[nc++] = &r->peers[i];
+    if (nc == 0)
+        return;
+    peer_t *p = cand[(size_t)rand() % nc];
     size_t n;
     sn_wire_member_t *v = view(r, &n);
     void *buf;
     size_t len;
     if (v && sn_codec_encode_members(r->node, r->incarnation, 0, v, n, &buf, &len) == 0) {
-        send_all(r, buf, len, false);
+        (void)sn__relay_try_send(r, p, buf, len);
         free(buf);
     }
     free(v);
@@ -610,25 +791,17 @@ static void leaving(sn_relay_t *r, uint64_t now)
     zsock_signal(r->actor_pipe, 0);
 }
 
-/* A heartbeat more than one period late means this node did not run for
- * that long (stopped, as by SIGSTOP, or starved of CPU): the members were
- * not heard because we were not listening, not because they stopped. Each
- * gets that time back before it can be declared down, as SWIM's Lifeguard
- * does: a node that resumes from a freeze hears them again (their frames
- * wait in its sockets) instead of declaring everyone down and returning
- * what it was passing on as nodedown. */
+/* A tick more than one period late means this node did not run for that
+ * long (stopped, as by SIGSTOP, or starved of CPU): swim.c gives its
+ * timers that time back (a probe then unanswered is no verdict; a
+ * suspicion's clock stops), as Lifeguard does, so that a node resumed
+ * from a freeze does not declare everyone down. Logged here. */
 static void stalled(sn_relay_t *r, uint64_t now)
 {
     uint64_t period = (uint64_t)r->hb_ms * 1000000u;
-    if (!r->next_hb_ns || now - r->next_hb_ns <= period)
+    if (!r->next_tick_ns || now <= r->next_tick_ns || now - r->next_tick_ns <= period)
         return;
-    uint64_t late = now - r->next_hb_ns;
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
-        if (p->state == SN_MEMBER_UP)
-            p->last_heard_ns = p->last_heard_ns + late < now ? p->last_heard_ns + late : now;
-    }
+    uint64_t late = now - r->next_tick_ns;
     if (late >= (uint64_t)r->down_ms * 500000u)
         SNLOG_WARN("node=%" PRIu32 " this node did not run for %" PRIu64 " ms (stopped or starved of CPU): "
                    "members get that time back before any is declared down",
@@ -638,6 +811,7 @@ static void stalled(sn_relay_t *r, uint64_t now)
 void sn__members_tick(sn_relay_t *r)
 {
     uint64_t now = sn__relay_now_ns();
+    uint64_t period = (uint64_t)r->hb_ms * 1000000u;
     int joined = atomic_load_explicit(&r->joined, memory_order_relaxed);
     if (joined == 0 && r->found_by_ns && now >= r->found_by_ns) {
         SNLOG_INFO("node=%" PRIu32 " no other seed answered: starting cluster '%s' (this node is its first seed)",
@@ -649,35 +823,42 @@ void sn__members_tick(sn_relay_t *r)
         hellos(r);
         r->next_hello_ns = now + HELLO_EVERY_NS;
     }
+    stalled(r, now);
     if (atomic_exchange_explicit(&r->load_news, 0, memory_order_acq_rel)) {
-        /* Work piled up here since the last heartbeat said there was none
-         * (the scheduler's `loaded` hook, armed in heartbeats()): tell the
-         * members now, idle ones will come for it. At most one early
-         * heartbeat per EARLY_HB_GAP_NS, for a load that comes and goes. */
+        /* Work piled up here since our load said there was none (the
+         * scheduler's `loaded` hook, armed in load_news()): tell the
+         * members now, idle ones will come for it. At most once per
+         * EARLY_HB_GAP_NS, for a load that comes and goes. */
         uint64_t at = r->last_hb_ns + EARLY_HB_GAP_NS > now ? r->last_hb_ns + EARLY_HB_GAP_NS : now;
-        if (at < r->next_hb_ns)
-            r->next_hb_ns = at;
+        if (at < r->next_load_ns)
+            r->next_load_ns = at;
     }
-    if (now >= r->next_hb_ns) {
-        stalled(r, now);
-        heartbeats(r, now);
-        r->next_hb_ns = now + (uint64_t)r->hb_ms * 1000000u;
-        if (r->hb_seq % GOSSIP_EVERY_HB == 0) /* anti-entropy: the whole view now and then */
-            r->gossip_due = true;
-    }
-    if (r->gossip_due && joined == 1) {
-        gossip(r);
-        r->gossip_due = false;
+    if (joined == 1) {
+        if (now >= r->next_load_ns || r->said_loaded || now >= sn_swim_next_ns(r->swim))
+            load_news(r, now); /* (and, with nothing to give, the scheduler's hook armed again) */
+        if (now >= sn_swim_next_ns(r->swim))
+            sn_swim_tick(r->swim, now);
+        if (r->gossip_due || now >= r->next_push_ns) {
+            push_view(r);
+            r->gossip_due = false;
+            r->next_push_ns = now + period * GOSSIP_EVERY;
+        }
     }
     if (r->leave_deadline_ns)
         leaving(r, now);
-    uint64_t next = r->next_hb_ns;
+    uint64_t next = joined == 1 ? sn_swim_next_ns(r->swim) : now + period;
+    if (joined == 1 && r->next_push_ns < next)
+        next = r->next_push_ns;
+    if (joined == 1 && r->next_load_ns < next)
+        next = r->next_load_ns;
     if (joined == 0 && r->next_hello_ns < next)
         next = r->next_hello_ns;
     if (joined == 0 && r->found_by_ns && r->found_by_ns < next)
         next = r->found_by_ns;
     if (r->leave_deadline_ns && now + LEAVE_TICK_NS < next)
         next = now + LEAVE_TICK_NS;
+    if (next < now + 1000000u) /* (at most a tick a millisecond) */
+        next = now + 1000000u;
     r->next_tick_ns = next;
 }
 

@@ -982,13 +982,8 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
     case SN_FRAME_HEARTBEAT:
         if (!p && f.has_stats)
             sn__members_stranger(r, &f);
-        else if (p && f.has_stats) {
-            bool loaded = f.stats.ready >= 2 && (!p->has_stats || p->stats.ready < 2);
-            p->stats = f.stats;
-            p->has_stats = true;
-            if (loaded)
-                sn__steal_loaded(r, p);
-        }
+        else if (p)
+            sn__members_heartbeat(r, p, &f);
         break;
     case SN_FRAME_STEAL_REQUEST:
     case SN_FRAME_STEAL_OFFER:
@@ -1406,7 +1401,7 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     zsys_init();
     zsys_set_linger(0);
     r->peers = calloc(SN_MAX_NODES, sizeof *r->peers);
-    if (!r->peers)
+    if (!r->peers || sn__members_init(r) != 0)
         goto fail_sock;
     if (cfg->security.cert) {
         if (sn_keys_check(&cfg->security, err, errlen) != 0 ||
@@ -1621,6 +1616,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     zcert_destroy(&r->cert);
     sn__steal_fini(r);
     sn__loc_fini(r);
+    sn__members_fini(r);
     free(r->errs);
     free(r->types);
     if (r->efd >= 0)

@@ -137,8 +137,12 @@ struct sn_relay {
     _Atomic int out;            /* any thread: 1 once this run was told it is out of the cluster */
     char out_reason[640];       /* why (written before `out` is set, release) */
     char join_error[1024];      /* set before joined = -1 (release) */
-    bool gossip_due;
-    uint64_t next_gossip_ns;
+    bool gossip_due;            /* push the view to a member soon (anti-entropy) */
+    uint64_t next_push_ns;      /* the next anti-entropy push (members.c) */
+    unsigned push_round;
+    struct sn_swim *swim;       /* failure detection (swim.c, driven by members.c) */
+    uint64_t next_load_ns;      /* when this node's load goes to every member again while it has work to give */
+    bool said_loaded;           /* the last load it sent said it had work to give */
     uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
     sn_wire_type_t *types;      /* our process types, for the view */
     size_t ntypes;
@@ -358,6 +362,12 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
 /* A heartbeat from a node that is not a member here (members.c). */
 void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc);
+/* A heartbeat from member p: its counters, and the SWIM probe and
+ * membership updates it carries. */
+void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f);
+/* Starts failure detection (swim.c); 0 or SN_ENOMEM. */
+int sn__members_init(sn_relay_t *r);
+void sn__members_fini(sn_relay_t *r);
 /* A frame came from an earlier run of member p (its id was taken over by
  * a newer run): that run is told it is out (rate-limited). ident: the
  * frame came on the ROUTER, answer there. */
