@@ -17,7 +17,8 @@
 # in its bound prints "timeout" as its value.
 # Usage: cluster-scale.sh SCHEDNODE [N...] (default: 10 20 50 100)
 # Env: SCALE_IDLE_S (10), SCALE_SPREAD (4000), SCALE_QUIET_S (0: seconds
-# more of idle before the kill, to count false downs over a longer time).
+# more of idle before the kill, to count false downs over a longer time),
+# SCALE_KEEP (a directory to keep the last size's node logs in).
 set -u
 SN=$(realpath "$1")
 shift
@@ -26,7 +27,7 @@ sizes=("$@")
 IDLE=${SCALE_IDLE_S:-10} SPREAD=${SCALE_SPREAD:-4000} QUIET=${SCALE_QUIET_S:-0}
 dir=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; if [ -n "${SCALE_KEEP:-}" ]; then rm -rf "$SCALE_KEEP"; mv "$dir" "$SCALE_KEEP"; else rm -rf "$dir"; fi; }
 trap cleanup EXIT
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # how many of the N logs name all N-1 others as members
@@ -51,7 +52,7 @@ cpu_ticks() { # utime + stime of every node, in clock ticks
 for n in "${sizes[@]}"; do
   pids=()
   rm -f "$dir"/n*.log
-  "$SN" -n 1 -w 1 --insecure --listen 'tcp://127.0.0.1:*' >"$dir/n1.log" 2>&1 &
+  "$SN" ${SCALE_FLAGS:-} -n 1 -w 1 --insecure --listen 'tcp://127.0.0.1:*' >"$dir/n1.log" 2>&1 &
   pids+=($!)
   ep=""
   for _ in $(seq 100); do
@@ -62,7 +63,7 @@ for n in "${sizes[@]}"; do
   [ -n "$ep" ] || { echo "node 1 did not start: $(cat "$dir/n1.log")"; exit 1; }
   t0=$(now_ms)
   for i in $(seq 2 "$n"); do
-    "$SN" -n "$i" -w 1 --insecure --listen 'tcp://127.0.0.1:*' --join "$ep" >"$dir/n$i.log" 2>&1 &
+    "$SN" ${SCALE_FLAGS:-} -n "$i" -w 1 --insecure --listen 'tcp://127.0.0.1:*' --join "$ep" >"$dir/n$i.log" 2>&1 &
     pids+=($!)
   done
   join="timeout"
@@ -75,11 +76,13 @@ for n in "${sizes[@]}"; do
   done
   echo "RESULT cluster-join-$n $join s"
   sleep 2 # the joins' gossip settles
+  fd_join=$(cat "$dir"/n*.log | grep -c " is down")
   c0=$(cpu_ticks) w0=$(now_ms)
   sleep "$IDLE"
   c1=$(cpu_ticks) w1=$(now_ms)
   hz=$(getconf CLK_TCK)
   awk -v c=$((c1 - c0)) -v hz="$hz" -v ms=$((w1 - w0)) 'BEGIN { printf "RESULT cluster-idle-cpu-'"$n"' %.1f %%\n", 100 * c / hz / (ms / 1000) }'
+  fd_idle=$(cat "$dir"/n*.log | grep -c " is down")
   s0=$(now_ms)
   out=$(timeout 300 "$SN" --insecure --timeout 240000 call --connect "$ep" spread run "$SPREAD 5" 2>&1)
   if grep -q "^$SPREAD done:" <<<"$out" && ! grep -q missing <<<"$out"; then
@@ -92,6 +95,7 @@ for n in "${sizes[@]}"; do
   sleep "$QUIET"
   false_downs=$(cat "$dir"/n*.log | grep -c " is down")
   echo "RESULT cluster-false-downs-$n $false_downs"
+  [ "$false_downs" -gt 0 ] && echo "    false downs: $fd_join by the end of the joins, $((fd_idle - fd_join)) idle, $((false_downs - fd_idle)) in the spread; first: $(grep -h " is down" "$dir"/n*.log | head -1)"
   kill -9 "${pids[$((n - 1))]}"
   wait "${pids[$((n - 1))]}" 2>/dev/null
   k0=$(now_ms)

@@ -361,7 +361,8 @@ int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_pro
 }
 
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
-                          uint64_t first_serial, const char *public_key, void **buf, size_t *len)
+                          uint64_t first_serial, const char *public_key, const sn_wire_type_t *types,
+                          size_t ntypes, void **buf, size_t *len)
 {
     Schednode__Hello h;
     schednode__hello__init(&h);
@@ -369,11 +370,19 @@ int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpo
     h.endpoint = (char *)endpoint;
     h.cluster = (char *)cluster;
     h.first_serial = first_serial;
+    sn_wire_member_t self = {.node = node, .types = (sn_wire_type_t *)types, .ntypes = ntypes};
+    pb_members_t pm;
+    if (members_to_pb(&self, 1, &pm) != 0)
+        return SN_ENOMEM;
+    h.types = pm.ms[0].types;
+    h.n_types = pm.ms[0].n_types;
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_HELLO;
     env.hello = &h;
-    return pack(&env, buf, len);
+    int rc = pack(&env, buf, len);
+    pb_members_free(&pm);
+    return rc;
 }
 
 int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members,
@@ -780,6 +789,26 @@ bool sn_wire_endpoint_ok(const char *ep)
     return strspn(ep + 6, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:-_[]*%") == strlen(ep + 6);
 }
 
+static int decode_types(Schednode__TypeInfo **ts, size_t n, sn_wire_member_t *w)
+{
+    if (n > SN_WIRE_TYPES_MAX)
+        return SN_EPROTO;
+    if (n == 0)
+        return 0;
+    w->types = calloc(n, sizeof *w->types);
+    if (!w->types)
+        return SN_ENOMEM;
+    for (size_t t = 0; t < n; t++) {
+        if (!ts[t] || copy_str(w->types[t].name, sizeof w->types[t].name, ts[t]->name) != 0)
+            return SN_EPROTO;
+        w->types[t].version = ts[t]->version;
+        w->types[t].migratable = ts[t]->migratable;
+        w->ntypes = t + 1;
+    }
+    return 0;
+}
+
+/* A Hello: its fields, and the joining node's process types as members[0]. */
 static int decode_hello(const Schednode__Hello *h, sn_frame_t *out)
 {
     if (!h || !sn_wire_endpoint_ok(h->endpoint))
@@ -789,7 +818,11 @@ static int decode_hello(const Schednode__Hello *h, sn_frame_t *out)
     out->endpoint = strdup(h->endpoint);
     out->cluster = strdup(h->cluster ? h->cluster : "");
     out->first_serial = h->first_serial;
-    return out->endpoint && out->cluster ? 0 : SN_ENOMEM;
+    out->members = calloc(1, sizeof *out->members);
+    if (!out->endpoint || !out->cluster || !out->members)
+        return SN_ENOMEM;
+    out->nmembers = 1;
+    return decode_types(h->types, h->n_types, &out->members[0]);
 }
 
 static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
@@ -807,20 +840,9 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
             copy_str(w->public_key, sizeof w->public_key, m->public_key) != 0)
             return SN_EPROTO;
         out->nmembers = i + 1; /* so sn_frame_clear frees what we made */
-        if (m->n_types > SN_WIRE_TYPES_MAX)
-            return SN_EPROTO;
-        if (m->n_types) {
-            w->types = calloc(m->n_types, sizeof *w->types);
-            if (!w->types)
-                return SN_ENOMEM;
-            for (size_t t = 0; t < m->n_types; t++) {
-                if (!m->types[t] || copy_str(w->types[t].name, sizeof w->types[t].name, m->types[t]->name) != 0)
-                    return SN_EPROTO;
-                w->types[t].version = m->types[t]->version;
-                w->types[t].migratable = m->types[t]->migratable;
-                w->ntypes = t + 1;
-            }
-        }
+        int rc = decode_types(m->types, m->n_types, w);
+        if (rc != 0)
+            return rc;
         w->node = m->node;
         w->state = (int)m->state;
         w->incarnation = m->incarnation;

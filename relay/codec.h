@@ -204,7 +204,8 @@ int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_pro
  * gossiped Members view (welcome = 0); a refusal (Error with code and
  * reason); a graceful Leave. */
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
-                          uint64_t first_serial, const char *public_key, void **buf, size_t *len);
+                          uint64_t first_serial, const char *public_key, const sn_wire_type_t *types,
+                          size_t ntypes, void **buf, size_t *len);
 int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members,
                             size_t n, void **buf, size_t *len);
 int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf,

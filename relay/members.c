@@ -55,11 +55,15 @@ static void set_down(peer_t *p, int state)
     atomic_store_explicit(&p->down, state != SN_MEMBER_UP, memory_order_release);
 }
 
+/* Where p is (and its key): the connection is made when we first send to
+ * it (sn__relay_try_send), so that a node joining a large cluster does not
+ * open a connection to every member at once (nor all of them to it). */
 static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const char *key)
 {
-    if (p->dealer && !strcmp(p->endpoint, endpoint) && !strcmp(p->public_key, key))
+    if (p->dial && !strcmp(p->endpoint, endpoint) && !strcmp(p->public_key, key))
         return;
     sn__relay_set_dealer(r, p, NULL);
+    p->dial = false;
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
     snprintf(p->public_key, sizeof p->public_key, "%s", key);
     if (r->cert && strlen(key) != 40) {
@@ -68,9 +72,11 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
                    r->node, p->node, endpoint);
         return;
     }
-    sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, endpoint, key));
-    if (!p->dealer)
+    if (!sn_wire_endpoint_ok(endpoint)) {
         SNLOG_ERROR("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s", r->node, p->node, endpoint);
+        return;
+    }
+    p->dial = true;
 }
 
 /* p restarted as incarnation inc: what its earlier run had not confirmed
@@ -111,7 +117,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         p->last_heard_ns = now; /* a grace period of one timeout to hear from it */
         set_down(p, SN_MEMBER_UP);
         connect_to(r, p, m->endpoint, m->public_key);
-        if (!p->dealer && !r->cert)
+        if (!p->dial && !r->cert)
             return NULL;
         if (m->ntypes)
             sn__steal_types(r, p, m->types, m->ntypes);
@@ -150,21 +156,22 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
     return p;
 }
 
-/* A heartbeat from a node we do not know. Members heartbeat those they
- * hold down too, so this is a member of the cluster an earlier run of ours
- * belonged to: we restarted with no seed that answered (a lone seed does)
- * and started a cluster of our own. It becomes a member here; our
- * heartbeats tell it we are back (a new run), and gossip brings the rest
- * of its view. In a secure cluster its key must be the one its endpoint's
- * certificate names. */
-void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
+/* A heartbeat (or probe) from a node we do not know: one that joined
+ * through another seed a moment ago (its record is on its way to us), or
+ * a member of the cluster an earlier run of ours belonged to (we restarted
+ * with no seed that answered, as a lone seed does, and started a cluster
+ * of our own; anti-entropy pushes to members held down reach us). It
+ * becomes a member here (returned; NULL if not), and gossip brings the
+ * rest of its view. In a secure cluster its key must be the one its
+ * endpoint's certificate names. */
+peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
 {
     if (atomic_load_explicit(&r->joined, memory_order_relaxed) != 1 || f->node == r->node || !f->stats.endpoint[0] ||
         f->stats.node != f->node)
-        return;
+        return NULL;
     if (!f->cluster || strcmp(f->cluster, r->cluster) != 0) {
         sn__relay_bad(r, "heartbeat from a node of another cluster", f->node);
-        return;
+        return NULL;
     }
     sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->stats.endpoint);
@@ -190,11 +197,11 @@ void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
             snprintf(msg, sizeof msg, "heartbeat from node %" PRIu32 " at %s (key %.40s), not a member: %s", f->node,
                      m.endpoint, r->in_key ? r->in_key : "none", why);
             sn__relay_bad(r, msg, f->node);
-            return;
+            return NULL;
         }
         snprintf(m.public_key, sizeof m.public_key, "%s", r->in_key);
     }
-    sn__members_upsert(r, &m, "it knew an earlier run of this node");
+    return sn__members_upsert(r, &m, "heard from it first");
 }
 
 /* This run is out of the cluster (sn_relay_out): it stops sending (every
@@ -381,7 +388,9 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         return;
     }
     sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation,
-                          .first_serial = f->first_serial};
+                          .first_serial = f->first_serial,
+                          .types = f->nmembers ? f->members[0].types : NULL,
+                          .ntypes = f->nmembers ? f->members[0].ntypes : 0};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->endpoint);
     snprintf(m.public_key, sizeof m.public_key, "%s", f->public_key);
     p = sn__members_upsert(r, &m, "joined here");
@@ -405,21 +414,6 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
             send_all(r, buf, len, false);
             free(buf);
         }
-    free(v);
-}
-
-/* Our own record, process types included, to every member: a node that
- * just joined (the seed told them of it, but not of its types). */
-static void announce(sn_relay_t *r)
-{
-    size_t n;
-    sn_wire_member_t *v = view(r, &n);
-    void *buf;
-    size_t len;
-    if (v && sn_codec_encode_members(r->node, r->incarnation, 0, v, 1, &buf, &len) == 0) {
-        send_all(r, buf, len, false);
-        free(buf);
-    }
     free(v);
 }
 
@@ -447,7 +441,6 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         SNLOG_INFO("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
                   f->node, f->nmembers); /* the seed's view includes us */
         atomic_store_explicit(&r->joined, 1, memory_order_release);
-        announce(r);
         break;
     case SN_FRAME_MEMBERS:
         if (!p && joined == 0)
@@ -741,7 +734,7 @@ static void push_view(sn_relay_t *r)
     peer_t *cand[SN_MAX_NODES];
     size_t nc = 0;
     for (size_t i = 0; i < np; i++)
-        if (r->peers[i].state == (to_down ? SN_MEMBER_DOWN : SN_MEMBER_UP) && r->peers[i].dealer)
+        if (r->peers[i].state == (to_down ? SN_MEMBER_DOWN : SN_MEMBER_UP) && r->peers[i].dial)
             cand[nc++] = &r->peers[i];
     if (nc == 0)
         return;
@@ -761,7 +754,8 @@ static void hellos(sn_relay_t *r)
 {
     void *buf;
     size_t len;
-    if (sn_codec_encode_hello(r->node, r->incarnation, r->advertise, r->cluster, r->first_serial, r->public_key, &buf,
+    if (sn_codec_encode_hello(r->node, r->incarnation, r->advertise, r->cluster, r->first_serial, r->public_key,
+                              r->types, r->ntypes, &buf,
                               &len) != 0)
         return;
     for (size_t i = 0; i < r->nseeds; i++)

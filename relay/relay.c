@@ -306,6 +306,14 @@ static void io_look(sn_relay_t *r, peer_t *p) { io_list(r->io_look, &r->nio_look
 
 bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
 {
+    if (!p->dealer && p->dial) { /* the first send to it: connect now (members.c, connect_to) */
+        sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, p->endpoint, p->public_key));
+        if (!p->dealer) {
+            p->dial = false;
+            SNLOG_ERROR("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s: %s", r->node, p->node,
+                        p->endpoint, zmq_strerror(zmq_errno()));
+        }
+    }
     if (!p->dealer)
         return false;
     io_look(r, p);
@@ -553,6 +561,7 @@ static void batch_add(sn_relay_t *r, peer_t *p, item_t *it)
 void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len)
 {
     void *router = zsock_resolve(r->router);
+    r->router_look = true; /* (a send may take the wake-up of an inbound frame) */
     /* ROUTER_MANDATORY: an unknown client id fails here instead of vanishing */
     if (zmq_send(router, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
         zmq_send(router, buf, len, ZMQ_DONTWAIT);
@@ -980,9 +989,9 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
             acked(p, f.seq);
         break;
     case SN_FRAME_HEARTBEAT:
-        if (!p && f.has_stats)
-            sn__members_stranger(r, &f);
-        else if (p)
+        if (!p && f.has_stats && (p = sn__members_stranger(r, &f)) != NULL)
+            sn__members_heard(r, p, f.incarnation);
+        if (p) /* (a probe from a node we just learned of is answered too) */
             sn__members_heartbeat(r, p, &f);
         break;
     case SN_FRAME_STEAL_REQUEST:
@@ -1089,6 +1098,7 @@ static void send_acks(sn_relay_t *r, uint64_t now)
         size_t len;
         if (sn_codec_encode_ack(r->node, r->incarnation, p->recv_seq, &buf, &len) != 0)
             continue;
+        r->router_look = true;
         if (zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
             zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0)
             p->acked_seq = p->recv_seq, p->ack_due_ns = 0; /* else: again next turn (it stays listed) */
@@ -1271,7 +1281,8 @@ static void actor(zsock_t *pipe, void *arg)
     r->actor_pipe = pipe;
     io_watch(r, pipe, IO_PIPE, 0, true);
     zsock_signal(pipe, 0);
-    bool more = false, inflight = false;
+    bool more = false, inflight = false, pipe_look = true;
+    r->router_look = true;
     struct epoll_event evs[64];
     for (;;) {
         uint64_t now = now_ns(), next = sn__members_next_ns(r), snext = r->no_steal ? UINT64_MAX : sn__steal_next_ns(r);
@@ -1290,6 +1301,10 @@ static void actor(zsock_t *pipe, void *arg)
             uint32_t kind = (uint32_t)(evs[k].data.u64 >> 32), i = (uint32_t)evs[k].data.u64;
             if (kind == IO_PEER)
                 io_look(r, &r->peers[i]);
+            else if (kind == IO_ROUTER)
+                r->router_look = true;
+            else if (kind == IO_PIPE)
+                pipe_look = true;
             else if (kind == IO_EFD) {
                 uint64_t v;
                 ssize_t got = read(r->efd, &v, sizeof v);
@@ -1300,22 +1315,31 @@ static void actor(zsock_t *pipe, void *arg)
                     router_refused(r);
             } /* (the pipe, the ROUTER and the seeds are looked at every turn) */
         }
-        if (pipe_commands(r, pipe))
+        /* the pipe, the ROUTER: when they woke us, were used, or at each
+         * tick (a wake-up libzmq took inside one of our own calls) */
+        bool tick = now_ns() >= sn__members_next_ns(r);
+        if (tick)
+            r->router_look = true;
+        if ((pipe_look || tick) && pipe_commands(r, pipe))
             break;
+        pipe_look = false;
         /* Every turn drains, not only a signalled one: a GONE is queued
          * without waking us (relay_deliver) and goes out with the next
          * send, or at the next tick (a heartbeat period at most). */
         more = drain(r);
         inflight = !more && sn__mpsc_maybe_nonempty(&r->outq);
-        if ((zsock_events(r->router) & ZMQ_POLLIN) && read_socket(r, zsock_resolve(r->router), true, NULL))
-            more = true;
+        if (r->router_look) {
+            r->router_look = false;
+            if ((zsock_events(r->router) & ZMQ_POLLIN) && read_socket(r, zsock_resolve(r->router), true, NULL))
+                r->router_look = more = true;
+        }
         send_acks(r, now_ns());
         if (look_at_peers(r))
             more = true;
         look_at_seeds(r);
-        /* (every turn too: its ZMQ_FD did not always wake us for a refused
-         * handshake, cluster.sh; one getsockopt) */
-        while (r->router_monitor && (zsock_events(r->router_monitor) & ZMQ_POLLIN))
+        /* (at every tick too: its ZMQ_FD did not always wake us for a
+         * refused handshake, cluster.sh) */
+        while (tick && r->router_monitor && (zsock_events(r->router_monitor) & ZMQ_POLLIN))
             router_refused(r);
         if (r->nseeds && atomic_load_explicit(&r->joined, memory_order_relaxed) != 0)
             drop_seeds(r);
@@ -1329,7 +1353,7 @@ static void actor(zsock_t *pipe, void *arg)
             sn__steal_tick(r, now_ns());
         /* sends on the ROUTER (acks, answers) or the pipe may have taken
          * their wake-ups: look again at once if something is waiting */
-        if ((zsock_events(r->router) & ZMQ_POLLIN) || (zsock_events(pipe) & ZMQ_POLLIN))
+        if (r->router_look || (tick && (zsock_events(pipe) & ZMQ_POLLIN)))
             more = true;
     }
     /* the seeds' sockets are ours: close them here */

@@ -71,7 +71,8 @@ typedef struct peer {
     int state;                      /* SN_MEMBER_UP, _DOWN or _LEFT (suspect is derived) */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     char public_key[41];            /* its CurveZMQ key ("" when insecure) */
-    zsock_t *dealer;
+    zsock_t *dealer;                /* NULL until the first send to it (sn__relay_try_send) */
+    bool dial;                      /* endpoint and key known and usable: a dealer may be made */
     uint64_t last_heard_ns;
     /* outbound: the batch being filled, a frame the socket refused (full
      * pipe), and frames sent but not yet acknowledged, oldest first */
@@ -185,6 +186,7 @@ struct sn_relay {
      * and the eventfd, and the peers to look at this turn (indexes into
      * peers, each on a list at most once: the io_* flags) */
     int epfd;
+    bool router_look; /* the ROUTER woke us, was sent on or stopped on the budget: look at it */
     uint16_t io_look[SN_MAX_NODES], io_batch[SN_MAX_NODES], io_ack[SN_MAX_NODES];
     size_t nio_look, nio_batch, nio_ack;
     _Atomic int actor_done;     /* set (release) as the actor returns */
@@ -360,7 +362,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
                        zsock_t *from_seed);
 /* A frame of incarnation `inc` came from member p: restart, up again. */
 /* A heartbeat from a node that is not a member here (members.c). */
-void sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);
+peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc);
 /* A heartbeat from member p: its counters, and the SWIM probe and
  * membership updates it carries. */

@@ -19,8 +19,15 @@ typedef struct member {
     uint32_t node;
     int32_t state;
     uint32_t told_ms; /* (ms, wrapping) when we last told it we hold it suspect or dead */
+    uint32_t new_ms;  /* (ms, wrapping) when this run of it became known here */
     uint64_t run, version;
 } member_t;
+
+/* A member new here (joined, or restarted, this long ago) gets the longest
+ * suspicion timeout, unconfirmable: a node that just started shares the
+ * machine with its own start-up (and in a join storm with everyone's), and
+ * is slow to answer for a moment. */
+#define NEW_PERIODS 25
 
 /* A member held suspect: its clock and who else suspects it. */
 typedef struct suspicion {
@@ -63,6 +70,7 @@ struct sn_swim {
     uint64_t sent_ns, period_end_ns;
     bool acked, asked;
     unsigned health;
+    uint64_t first_tick_ns; /* this node's start: for NEW_PERIODS it accuses no one (its own start-up) */
     relay_t relays[RELAYS];
     size_t relay_next;
     /* members held suspect */
@@ -187,10 +195,12 @@ static unsigned gossip_limit(const sn_swim_t *s)
     return 3 * (unsigned)ceil(log2((double)(s->n + 2)));
 }
 
-/* The suspicion timeout after c independent confirmations (Lifeguard). */
+/* The suspicion timeout after c independent confirmations (Lifeguard),
+ * longer while this node doubts its own health (it missed answers: it may
+ * be the slow one, as every node is when the machine is overloaded). */
 static uint64_t suspicion_ns(const sn_swim_t *s, unsigned c)
 {
-    double min = (double)s->cfg.suspect_min_ns * scale(s), max = min * s->cfg.suspect_max_mult;
+    double min = (double)s->cfg.suspect_min_ns * scale(s) * (1 + s->health), max = min * s->cfg.suspect_max_mult;
     double k = s->cfg.confirmations;
     double t = max - (max - min) * log(c + 1.0) / log(k + 1.0);
     return (uint64_t)(t < min ? min : t);
@@ -298,6 +308,8 @@ static void suspect(sn_swim_t *s, member_t *m, uint32_t by, uint64_t now)
     }
     *sp = (suspicion_t){.node = m->node, .nconfirm = 1, .confirm = {by}, .since_ns = now,
                         .deadline_ns = now + suspicion_ns(s, 0)};
+    if ((uint32_t)(ms_of(now) - m->new_ms) < ms_of(s->cfg.period_ns * NEW_PERIODS))
+        sp->nconfirm = MAX_CONFIRM; /* (new: confirmations do not shorten it) */
     s->st.suspicions++;
     set_state(s, m, SN_SWIM_SUSPECT);
     sn_swim_update_t u = update_of(m);
@@ -308,8 +320,12 @@ static void suspect(sn_swim_t *s, member_t *m, uint32_t by, uint64_t now)
     m->told_ms = ms_of(now);
     sn_swim_msg_t msg = {.kind = SN_SWIM_PING, .seq = ++s->seq, .target = 0};
     send(s, m->node, &msg);
-    /* and the members: each confirmation shortens the timeout (Lifeguard) */
-    broadcast(s, &u);
+    /* and the members: each confirmation shortens the timeout (Lifeguard);
+     * but not from a node that has just missed answers before this one (it
+     * may be the slow one, or the whole machine is overloaded, and a
+     * broadcast to every member would feed the overload): it gossips */
+    if (s->health <= 1)
+        broadcast(s, &u);
 }
 
 /* `by` suspects m too: returns true if that is news. */
@@ -358,6 +374,7 @@ static void apply(sn_swim_t *s, const sn_swim_update_t *u, uint32_t from, uint64
             return;
         m->run = u->run;
         m->version = u->version;
+        m->new_ms = ms_of(now);
         m->state = -1;
         set_state(s, m, SN_SWIM_ALIVE);
         if (from) /* (what the relay knows, the others were told by whoever told it) */
@@ -370,6 +387,7 @@ static void apply(sn_swim_t *s, const sn_swim_update_t *u, uint32_t from, uint64
     if (u->run > m->run) { /* a new run: what we held of the old one ends */
         m->run = u->run;
         m->version = u->version;
+        m->new_ms = ms_of(now);
         if (u->state == SN_SWIM_SUSPECT) {
             m->state = SN_SWIM_ALIVE;
             suspect(s, m, from, now);
@@ -523,6 +541,13 @@ static void ask_others(sn_swim_t *s, uint64_t now)
 
 void sn_swim_tick(sn_swim_t *s, uint64_t now)
 {
+    /* we did not run for a while: no verdict on the probe, and the
+     * suspicions' clocks get that time back (before they are looked at:
+     * their refutations may wait unread in our socket) */
+    if (s->period_end_ns && now > s->period_end_ns && now - s->period_end_ns > s->cfg.period_ns / 2) {
+        sn_swim_stalled(s, now - s->period_end_ns);
+        s->period_end_ns = now;
+    }
     /* suspicions that ran out */
     for (size_t i = 0; i < s->nsuspects;) {
         member_t *m = find(s, s->suspects[i].node);
@@ -546,16 +571,20 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
     }
     if (now < s->period_end_ns)
         return;
-    if (s->period_end_ns && now - s->period_end_ns > s->cfg.period_ns) /* we did not run: no verdict */
-        sn_swim_stalled(s, now - s->period_end_ns);
+    if (!s->first_tick_ns)
+        s->first_tick_ns = now;
+    bool starting = now - s->first_tick_ns < s->cfg.period_ns * NEW_PERIODS;
     if (s->target) {
         member_t *t = find(s, s->target);
         if (!s->acked && t && (t->state == SN_SWIM_ALIVE || t->state == SN_SWIM_SUSPECT)) {
             if (s->health < MAX_HEALTH) /* no answer, even through others: perhaps we are slow */
                 s->health++;
-            if (t->state == SN_SWIM_ALIVE) {
+            if (starting) {
+                /* (just started: our connections are new, the machine
+                 * busy with our start-up; no verdict yet) */
+            } else if (t->state == SN_SWIM_ALIVE) {
                 suspect(s, t, s->self, now);
-            } else if (confirm(s, t, s->self)) { /* suspected already: ours confirms it, for everyone */
+            } else if (confirm(s, t, s->self) && s->health <= 1) { /* suspected already: ours confirms it */
                 sn_swim_update_t u = update_of(t);
                 broadcast(s, &u);
             }

@@ -94,6 +94,7 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         break;
     case SN_FRAME_HELLO:
         rc = sn_codec_encode_hello(f->node, f->incarnation, f->endpoint, f->cluster, f->first_serial, f->public_key,
+                                   f->nmembers ? f->members[0].types : NULL, f->nmembers ? f->members[0].ntypes : 0,
                                    buf, len);
         break;
     case SN_FRAME_WELCOME:

@@ -200,7 +200,7 @@ static frame_t sends(uint32_t from_node, uint64_t inc, uint64_t seq, const sn_wi
 static frame_t hello(uint32_t node, uint64_t inc, const char *ep, const char *cluster, const char *key)
 {
     frame_t f;
-    must(sn_codec_encode_hello(node, inc, ep, cluster, 5000, key, &f.buf, &f.len));
+    must(sn_codec_encode_hello(node, inc, ep, cluster, 5000, key, NULL, 0, &f.buf, &f.len));
     return f;
 }
 
