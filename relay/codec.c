@@ -6,6 +6,7 @@
 #include "codec.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -822,6 +823,8 @@ static int decode_hello(const Schednode__Hello *h, sn_frame_t *out)
     if (!out->endpoint || !out->cluster || !out->members)
         return SN_ENOMEM;
     out->nmembers = 1;
+    out->members[0].node = out->node;
+    snprintf(out->members[0].endpoint, sizeof out->members[0].endpoint, "%s", out->endpoint);
     return decode_types(h->types, h->n_types, &out->members[0]);
 }
 

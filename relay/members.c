@@ -66,7 +66,8 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
     p->dial = false;
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
     snprintf(p->public_key, sizeof p->public_key, "%s", key);
-    if (r->cert && strlen(key) != 40) {
+    uint8_t raw[32];
+    if (r->cert && (strlen(key) != 40 || !zmq_z85_decode(raw, key))) { /* (czmq asserts on a bad one) */
         SNLOG_ERROR("node=%" PRIu32 " node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
                    "cannot be reached",
                    r->node, p->node, endpoint);

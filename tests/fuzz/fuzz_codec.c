@@ -89,8 +89,8 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         rc = sn_codec_encode_ack(f->node, f->incarnation, f->seq, buf, len);
         break;
     case SN_FRAME_HEARTBEAT:
-        rc = sn_codec_encode_heartbeat(f->node, f->incarnation, 0, f->has_stats ? &f->stats : NULL, f->cluster, buf,
-                                       len);
+        rc = sn_codec_encode_probe(f->node, f->incarnation, &f->probe, f->has_stats ? &f->stats : NULL, f->cluster,
+                                   f->members, f->nmembers, buf, len);
         break;
     case SN_FRAME_HELLO:
         rc = sn_codec_encode_hello(f->node, f->incarnation, f->endpoint, f->cluster, f->first_serial, f->public_key,
@@ -148,7 +148,8 @@ static bool same(const sn_frame_t *a, const sn_frame_t *b)
         return a->seq == b->seq;
     case SN_FRAME_HEARTBEAT:
         return a->has_stats == b->has_stats && (!a->has_stats || stats_eq(&a->stats, &b->stats)) &&
-               str_eq(a->cluster, b->cluster);
+               str_eq(a->cluster, b->cluster) && a->probe.kind == b->probe.kind && a->probe.seq == b->probe.seq &&
+               a->probe.target == b->probe.target && a->nmembers == b->nmembers;
     case SN_FRAME_HELLO:
         return str_eq(a->endpoint, b->endpoint) && str_eq(a->cluster, b->cluster) &&
                a->first_serial == b->first_serial && !strcmp(a->public_key, b->public_key);
