@@ -130,7 +130,9 @@ void sn_swim_free(sn_swim_t **self_p)
     *self_p = NULL;
 }
 
-static member_t *find(const sn_swim_t *s, uint32_t node)
+/* Where node is in the sorted member array, or would go: the first member
+ * with an id not below it. */
+static size_t lower_bound(const sn_swim_t *s, uint32_t node)
 {
     size_t lo = 0, hi = s->n;
     while (lo < hi) {
@@ -140,7 +142,13 @@ static member_t *find(const sn_swim_t *s, uint32_t node)
         else
             hi = mid;
     }
-    return lo < s->n && s->m[lo].node == node ? &s->m[lo] : NULL;
+    return lo;
+}
+
+static member_t *find(const sn_swim_t *s, uint32_t node)
+{
+    size_t i = lower_bound(s, node);
+    return i < s->n && s->m[i].node == node ? &s->m[i] : NULL;
 }
 
 static member_t *add(sn_swim_t *s, uint32_t node)
@@ -158,15 +166,7 @@ static member_t *add(sn_swim_t *s, uint32_t node)
         s->order = o;
         s->caporder = cap;
     }
-    size_t lo = 0, hi = s->n; /* where it goes: the first larger id */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->m[mid].node < node)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t i = lo;
+    size_t i = lower_bound(s, node);
     memmove(&s->m[i + 1], &s->m[i], (s->n - i) * sizeof *s->m);
     s->n++;
     memset(&s->m[i], 0, sizeof s->m[i]);
@@ -524,9 +524,8 @@ static member_t *next_target(sn_swim_t *s)
 
 /* Asks up to cfg.indirect random live members other than the target to
  * probe it for us. */
-static void ask_others(sn_swim_t *s, uint64_t now)
+static void ask_others(sn_swim_t *s)
 {
-    (void)now;
     unsigned asked = 0;
     for (size_t tries = 0; tries < 4 * s->cfg.indirect + 8 && asked < s->cfg.indirect && s->n > 1; tries++) {
         member_t *h = &s->m[rnd(s) % s->n];
@@ -567,7 +566,7 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
     if (s->target && !s->acked && !s->asked &&
         now >= s->sent_ns + s->cfg.probe_timeout_ns * (1 + (uint64_t)s->health)) {
         s->asked = true;
-        ask_others(s, now);
+        ask_others(s);
     }
     if (now < s->period_end_ns)
         return;
