@@ -8,6 +8,7 @@
  * short without a word).
  */
 #include "config.h"
+#include "log.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -386,9 +387,10 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
             return -1;
         o->shutdown_ms = (int)n;
     } else if (!strcmp(key, "log-level")) {
-        if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))
-            return fail(c, path, nth, "'%s' is not one of error, warn, info, debug", v);
-        o->log_level = v;
+        int level = sn__log_level_parse(v);
+        if (level < 0)
+            return fail(c, path, nth, "'%s' is not one of %s", v, sn__log_level_names());
+        o->log_level = level;
     } else {
         return fail(c, path, nth, "unknown key (node takes id, name, workers, listen, advertise, "
                                   "plugin, shutdown-timeout-ms, log-level)");
@@ -457,6 +459,7 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
 {
     memset(o, 0, sizeof *o);
     o->shutdown_ms = -1;
+    o->log_level = -1;
     o->insecure = -1;
     o->steal = -1;
     own_t *own = calloc(1, sizeof *own);

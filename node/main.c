@@ -20,6 +20,7 @@
 #include "codec.h"
 #include "config.h"
 #include "demo.h"
+#include "log.h"
 #include "relay.h"
 #include "schednode/schednode.h"
 
@@ -27,36 +28,12 @@
 #define EXIT_OUT 3 /* this run was put out of its cluster (sn_relay_out) */
 
 static const char *progname = "schednode";
-static int log_level = 2; /* 0 error, 1 warn, 2 info, 3 debug */
-static uint32_t log_node = 1;
+static uint32_t log_node = 1; /* the node every line names: set once, before any line */
 
-/* One log facility for the whole program, czmq's zsys (the relay logs
- * through it too): one line per event, with the node id. */
-static void logf_(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(int level, const char *fmt, ...)
-{
-    if (level > log_level)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    switch (level) {
-    case 0:
-        zsys_error("node=%u %s", log_node, msg);
-        break;
-    case 1:
-        zsys_warning("node=%u %s", log_node, msg);
-        break;
-    case 2:
-        zsys_info("node=%u %s", log_node, msg);
-        break;
-    default:
-        zsys_debug("node=%u %s", log_node, msg);
-        break;
-    }
-}
+/* The program's lines go through the one logging layer (log.h, czmq's
+ * zsys, which the relay logs through too): one line per event, naming the
+ * node once. */
+#define logf_(level, ...) sn__logf(log_node, (level), __VA_ARGS__)
 
 static void usage(FILE *f)
 {
@@ -227,8 +204,9 @@ static void exit_off_main(int status, void *arg)
     if (pthread_equal(pthread_self(), main_thread))
         return; /* main's own exit: the node has shut down in order */
     fflush(stdout);
-    logf_(0, "exit(%d) called by a process or command (not by schednode) while the node ran: it ends now, "
-             "without its orderly shutdown; its processes are lost",
+    logf_(SN__LOG_ERROR,
+          "exit(%d) called by a process or command (not by schednode) while the node ran: it ends now, "
+          "without its orderly shutdown; its processes are lost",
           status);
     _exit(status);
 }
@@ -358,7 +336,7 @@ int main(int argc, char **argv)
     sn_relay_config_t rcfg = {.steal = 1, .on_out = raise_term};
     sn_peer_config_t *peers = calloc((size_t)argc, sizeof *peers);
     const char **seeds = calloc((size_t)argc, sizeof *seeds);
-    int join_timeout_ms = 10000, insecure = 0;
+    int join_timeout_ms = 10000, insecure = 0, log_level = SN__LOG_INFO;
     const char *key_name = NULL, *key_endpoint = NULL;
     /* The config file first (found before the other flags), so that flags
      * override it; a flag that can repeat (--join, --load) replaces the
@@ -384,9 +362,8 @@ int main(int argc, char **argv)
             cfg.workers = config_file.workers;
         if (config_file.shutdown_ms >= 0)
             shutdown_ms = config_file.shutdown_ms;
-        if (config_file.log_level)
-            log_level = !strcmp(config_file.log_level, "error") ? 0 : !strcmp(config_file.log_level, "warn") ? 1
-                        : !strcmp(config_file.log_level, "info") ? 2 : 3;
+        if (config_file.log_level >= 0)
+            log_level = config_file.log_level;
         rcfg.listen = config_file.listen;
         rcfg.advertise = config_file.advertise;
         rcfg.cluster = config_file.cluster;
@@ -518,16 +495,9 @@ int main(int argc, char **argv)
             json = 1;
             break;
         case OPT_LOGLEVEL:
-            if (!strcmp(optarg, "error"))
-                log_level = 0;
-            else if (!strcmp(optarg, "warn"))
-                log_level = 1;
-            else if (!strcmp(optarg, "info"))
-                log_level = 2;
-            else if (!strcmp(optarg, "debug"))
-                log_level = 3;
-            else
-                die_usage("--log-level: '%s' is not one of error, warn, info, debug", optarg);
+            log_level = sn__log_level_parse(optarg);
+            if (log_level < 0)
+                die_usage("--log-level: '%s' is not one of %s", optarg, sn__log_level_names());
             break;
         case 'h':
             usage(stdout);
@@ -609,6 +579,7 @@ int main(int argc, char **argv)
     if (cmd && !strcmp(cmd, "run") && (argc - optind < 3 || argc - optind > 4))
         die_usage("usage: run TYPE METHOD [ARG]");
     log_node = cfg.node_id;
+    sn__log_set_level(log_level);
     sn_relay_set_log_level(log_level);
 
     /* Signals are taken synchronously by the main thread (sigwait); every
@@ -664,7 +635,7 @@ int main(int argc, char **argv)
             free(seeds);
             return EXIT_USAGE;
         }
-        logf_(2, "loaded plugin %s", plugins[i]);
+        logf_(SN__LOG_INFO, "loaded plugin %s", plugins[i]);
     }
     free(plugins);
 
@@ -681,7 +652,7 @@ int main(int argc, char **argv)
             free(seeds);
             return 1;
         }
-        logf_(2, "listening on %s%s%s", sn_relay_endpoint(relay), rcfg.advertise ? ", advertised as " : "",
+        logf_(SN__LOG_INFO, "listening on %s%s%s", sn_relay_endpoint(relay), rcfg.advertise ? ", advertised as " : "",
               rcfg.advertise ? rcfg.advertise : "");
         rc = sn_relay_join_wait(relay, join_timeout_ms, err, sizeof err);
         if (rc != 0) {
@@ -707,7 +678,7 @@ int main(int argc, char **argv)
         sn_payload_destroy(&res);
         exit_code = rc == 0 ? 0 : 1;
     } else {
-        logf_(2, "up: %d workers; stop with SIGINT or SIGTERM", sn_sched_workers(sched));
+        logf_(SN__LOG_INFO, "up: %d workers; stop with SIGINT or SIGTERM", sn_sched_workers(sched));
         int sig = 0;
         sigwait(&sigs, &sig);
         char why[1024];
@@ -715,14 +686,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: %s\n", progname, why);
             exit_code = EXIT_OUT;
         }
-        logf_(2, "%s: shutting down (processes get %d ms)", sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_ms);
+        logf_(SN__LOG_INFO, "%s: shutting down (processes get %d ms)", sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_ms);
     }
     sn_relay_stop_stealing(relay); /* handovers end: nothing is half-moved at shutdown */
     int forced = sn_sched_shutdown(sched, shutdown_ms);
     sn_relay_leave(relay); /* the members hear we left, not that we failed */
     sn_stats_t st;
     sn_sched_stats(sched, &st);
-    logf_(cmd ? 3 : 2, "stopped: %" PRIu64 " processes run, %" PRIu64 " messages, %d force-closed", st.completed,
+    logf_(cmd ? SN__LOG_DEBUG : SN__LOG_INFO, "stopped: %" PRIu64 " processes run, %" PRIu64 " messages, %d force-closed", st.completed,
           st.messages, forced);
     sn_relay_destroy(&relay);
     sn_sched_destroy(&sched);

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "fuzz.h"
+#include "log.h"
 
 static char dir[64], path[128];
 static FILE *devnull;
@@ -70,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         FUZZ_CHECK(c.own != NULL);
         FUZZ_CHECK(c.workers >= 0 && c.workers <= 1024);
+        FUZZ_CHECK(c.log_level >= -1 && c.log_level <= SN__LOG_DEBUG);
         FUZZ_CHECK(!c.listen || endpoint_ok(c.listen));
         FUZZ_CHECK(!c.advertise || endpoint_ok(c.advertise));
         for (size_t i = 0; i < c.nseeds; i++)

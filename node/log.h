@@ -1,0 +1,38 @@
+/* log.h - the program's logging layer: czmq's zsys, filtered by one
+ * level, each line naming its node once ("node=N ..."); and the one table
+ * of level names that the flags and the configuration file both read.
+ */
+#ifndef SN_LOG_H
+#define SN_LOG_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+/* The levels, most severe first, with the names users write for them. */
+#define SN__LOG_LEVELS(X)                                                                                              \
+    X(ERROR, "error")                                                                                                  \
+    X(WARN, "warn")                                                                                                    \
+    X(INFO, "info")                                                                                                    \
+    X(DEBUG, "debug")
+
+enum {
+#define SN__LOG_ENUM(id, name) SN__LOG_##id,
+    SN__LOG_LEVELS(SN__LOG_ENUM)
+#undef SN__LOG_ENUM
+};
+
+/* The level named `name`, or -1 if it names none. */
+int sn__log_level_parse(const char *name);
+/* The names, for messages: "error, warn, info, debug". */
+const char *sn__log_level_names(void);
+
+/* Lines above `level` are dropped (default SN__LOG_INFO). Any thread. */
+void sn__log_set_level(int level);
+int sn__log_level(void);
+
+/* One line at `level`, "node=NODE " then the formatted text (cut at about
+ * 1 KiB), through zsys_error / _warning / _info / _debug. Any thread. */
+void sn__logf(uint32_t node, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void sn__vlogf(uint32_t node, int level, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+
+#endif
