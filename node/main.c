@@ -224,35 +224,408 @@ static void raise_term(void *arg)
 static sn_node_config_t config_file;
 static void free_config_file(void) { sn_config_free(&config_file); }
 
-/* The client commands: one request to the node at `connect`, one reply. */
-static int client(const char *cmd, int argc, char **argv, const char *connect, const sn_security_t *sec,
-                  int timeout_ms, int json)
+/* What the command line (and the configuration file under it) asks for.
+ * The lists have room for every argument and the file's entries; their
+ * strings are argv's or the file's (which lives until the program ends). */
+typedef struct options {
+    sn_sched_config_t sched;
+    sn_relay_config_t relay; /* peers and seeds point at the arrays below once it starts */
+    sn_peer_config_t *peers; /* relay.npeers of them */
+    const char **seeds;      /* relay.nseeds of them */
+    const char **plugins;
+    int nplugins;
+    int joins_from_flags, loads_from_flags; /* a repeatable flag replaces the file's list */
+    int shutdown_ms, timeout_ms, join_timeout_ms;
+    int log_level; /* SN__LOG_* */
+    int insecure, json;
+    const char *connect, *key_name, *key_endpoint;
+    const char *cmd; /* the command, or NULL: run a node */
+    char **args;     /* its arguments (after it), nargs of them */
+    int nargs;
+    int argc; /* the whole command line (keygen looks at it again) */
+    char **argv;
+} options_t;
+
+enum {
+    OPT_SHUTDOWN = 256,
+    OPT_TIMEOUT,
+    OPT_LOGLEVEL,
+    OPT_LISTEN,
+    OPT_PEER,
+    OPT_MAXFRAME,
+    OPT_HB,
+    OPT_DOWN,
+    OPT_JSON,
+    OPT_JOIN,
+    OPT_ADVERTISE,
+    OPT_CLUSTER,
+    OPT_JOIN_TIMEOUT,
+    OPT_CERT,
+    OPT_AUTHORIZED,
+    OPT_INSECURE,
+    OPT_NAME,
+    OPT_ENDPOINT,
+    OPT_CONFIG,
+    OPT_NO_STEAL,
+    OPT_STEAL_BATCH
+};
+static const struct option long_opts[] = {{"workers", required_argument, NULL, 'w'},
+                                          {"load", required_argument, NULL, 'l'},
+                                          {"node-id", required_argument, NULL, 'n'},
+                                          {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
+                                          {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                          {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+                                          {"listen", required_argument, NULL, OPT_LISTEN},
+                                          {"peer", required_argument, NULL, OPT_PEER},
+                                          {"join", required_argument, NULL, OPT_JOIN},
+                                          {"advertise", required_argument, NULL, OPT_ADVERTISE},
+                                          {"cluster", required_argument, NULL, OPT_CLUSTER},
+                                          {"join-timeout", required_argument, NULL, OPT_JOIN_TIMEOUT},
+                                          {"cert", required_argument, NULL, OPT_CERT},
+                                          {"authorized-keys", required_argument, NULL, OPT_AUTHORIZED},
+                                          {"insecure", no_argument, NULL, OPT_INSECURE},
+                                          {"name", required_argument, NULL, OPT_NAME},
+                                          {"endpoint", required_argument, NULL, OPT_ENDPOINT},
+                                          {"config", required_argument, NULL, OPT_CONFIG},
+                                          {"no-steal", no_argument, NULL, OPT_NO_STEAL},
+                                          {"steal-batch", required_argument, NULL, OPT_STEAL_BATCH},
+                                          {"max-frame", required_argument, NULL, OPT_MAXFRAME},
+                                          {"heartbeat-ms", required_argument, NULL, OPT_HB},
+                                          {"down-after-ms", required_argument, NULL, OPT_DOWN},
+                                          {"connect", required_argument, NULL, 'c'},
+                                          {"json", no_argument, NULL, OPT_JSON},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {"version", no_argument, NULL, 'V'},
+                                          {0, 0, 0, 0}};
+
+static void options_init(options_t *o, int argc, char **argv)
 {
-    if (!connect)
-        die_usage("%s needs --connect ENDPOINT (the node to talk to)", cmd);
+    *o = (options_t){.sched = {1, 0, 1},
+                     .relay = {.steal = 1, .on_out = raise_term},
+                     .shutdown_ms = 2000,
+                     .timeout_ms = -1,
+                     .join_timeout_ms = 10000,
+                     .log_level = SN__LOG_INFO,
+                     .argc = argc,
+                     .argv = argv};
+    o->plugins = calloc((size_t)argc, sizeof *o->plugins);
+    o->peers = calloc((size_t)argc, sizeof *o->peers);
+    o->seeds = calloc((size_t)argc, sizeof *o->seeds);
+    if (!o->plugins || !o->peers || !o->seeds)
+        die_usage("out of memory");
+}
+
+static void options_free(options_t *o)
+{
+    free(o->plugins);
+    free(o->peers);
+    free(o->seeds);
+}
+
+/* Appends n strings to *list (which holds *len and has room for argc
+ * more): the file may name more than argv could. */
+static void append(const char ***list, int argc, size_t *len, const char **add, size_t n)
+{
+    const char **more = realloc(*list, ((size_t)argc + n) * sizeof *more);
+    if (!more)
+        die_usage("out of memory");
+    *list = more;
+    for (size_t k = 0; k < n; k++)
+        more[(*len)++] = add[k];
+}
+
+/* The file's settings, which the flags then override. */
+static void apply_config_file(options_t *o, const sn_node_config_t *f)
+{
+    if (f->node_id)
+        o->sched.node_id = f->node_id;
+    if (f->workers)
+        o->sched.workers = f->workers;
+    if (f->shutdown_ms >= 0)
+        o->shutdown_ms = f->shutdown_ms;
+    if (f->log_level >= 0)
+        o->log_level = f->log_level;
+    o->relay.listen = f->listen;
+    o->relay.advertise = f->advertise;
+    o->relay.cluster = f->cluster;
+    o->relay.security = (sn_security_t){f->cert, f->authorized};
+    o->insecure = f->insecure == 1;
+    o->relay.heartbeat_ms = f->heartbeat_ms;
+    o->relay.down_after_ms = f->down_after_ms;
+    o->relay.max_frame = (size_t)f->max_frame;
+    if (f->steal >= 0)
+        o->relay.steal = f->steal;
+    o->relay.steal_batch = f->steal_batch;
+    if (f->join_timeout_ms)
+        o->join_timeout_ms = f->join_timeout_ms;
+    if (f->nseeds)
+        append(&o->seeds, o->argc, &o->relay.nseeds, f->seeds, f->nseeds);
+    if (f->nplugins) {
+        size_t n = (size_t)o->nplugins;
+        append(&o->plugins, o->argc, &n, f->plugins, f->nplugins);
+        o->nplugins = (int)n;
+    }
+}
+
+/* The config file first (found before the other flags), so that flags
+ * override it; a flag that can repeat (--join, --load) replaces the file's
+ * list. */
+static void load_config_file(options_t *o)
+{
+    for (int i = 1; i < o->argc; i++) {
+        char **argv = o->argv;
+        const char *path = !strcmp(argv[i], "--config") && i + 1 < o->argc ? argv[i + 1]
+                           : !strncmp(argv[i], "--config=", 9)             ? argv[i] + 9
+                                                                           : NULL;
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!path)
+            continue;
+        char err[1024];
+        if (sn_config_load(path, &config_file, err, sizeof err) != 0) {
+            sn_config_free(&config_file);
+            die_usage("%s", err);
+        }
+        atexit(free_config_file); /* its strings live until the program ends */
+        apply_config_file(o, &config_file);
+        break;
+    }
+}
+
+/* A flag of the node itself or of the commands: 0 if c is none of them. */
+static int node_flag(options_t *o, int c, char *arg)
+{
+    switch (c) {
+    case 'w':
+        o->sched.workers = (int)parse_num("--workers", arg, 1, 1024);
+        return 1;
+    case 'l':
+        if (!o->loads_from_flags++)
+            o->nplugins = 0;
+        o->plugins[o->nplugins++] = arg;
+        return 1;
+    case OPT_CONFIG:
+        return 1; /* read before the flags */
+    case 'n':
+        o->sched.node_id = (uint32_t)parse_num("--node-id", arg, 1, UINT32_MAX);
+        return 1;
+    case OPT_SHUTDOWN:
+        o->shutdown_ms = (int)parse_num("--shutdown-timeout", arg, 0, INT_MAX);
+        return 1;
+    case OPT_TIMEOUT:
+        o->timeout_ms = (int)parse_num("--timeout", arg, 0, INT_MAX);
+        return 1;
+    case OPT_LOGLEVEL:
+        o->log_level = sn__log_level_parse(arg);
+        if (o->log_level < 0)
+            die_usage("--log-level: '%s' is not one of %s", arg, sn__log_level_names());
+        return 1;
+    case OPT_NAME:
+        o->key_name = arg;
+        return 1;
+    case OPT_ENDPOINT:
+        if (strncmp(arg, "tcp://", 6) != 0)
+            die_usage("--endpoint: '%s' is not tcp://HOST:PORT", arg);
+        o->key_endpoint = arg;
+        return 1;
+    case 'c':
+        check_endpoint("--connect", arg, 0);
+        o->connect = arg;
+        return 1;
+    case OPT_JSON:
+        o->json = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* --peer N=ENDPOINT */
+static void add_peer(options_t *o, char *arg)
+{
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || strncmp(eq + 1, "tcp://", 6) != 0)
+        die_usage("--peer: '%s' is not N=tcp://HOST:PORT", arg);
+    check_endpoint("--peer", eq + 1, 0);
+    *eq = 0;
+    o->peers[o->relay.npeers].node = (uint32_t)parse_num("--peer", arg, 1, UINT32_MAX);
+    o->peers[o->relay.npeers++].endpoint = eq + 1;
+}
+
+/* A flag of the cluster (the relay's configuration): 0 if c is none. */
+static int cluster_flag(options_t *o, int c, char *arg)
+{
+    sn_relay_config_t *r = &o->relay;
+    switch (c) {
+    case OPT_LISTEN:
+        check_endpoint("--listen", arg, SN_ENDPOINT_BIND);
+        r->listen = arg;
+        return 1;
+    case OPT_PEER:
+        add_peer(o, arg);
+        return 1;
+    case OPT_JOIN:
+        check_endpoint("--join", arg, 0);
+        if (!o->joins_from_flags++)
+            r->nseeds = 0;
+        o->seeds[r->nseeds++] = arg;
+        return 1;
+    case OPT_ADVERTISE:
+        check_endpoint("--advertise", arg, 0);
+        r->advertise = arg;
+        return 1;
+    case OPT_CLUSTER:
+        if (!*arg || strlen(arg) >= 64)
+            die_usage("--cluster: the name must have 1 to 63 characters");
+        r->cluster = arg;
+        return 1;
+    case OPT_CERT:
+        r->security.cert = arg;
+        o->insecure = 0; /* overrides the file's insecure = true */
+        return 1;
+    case OPT_AUTHORIZED:
+        r->security.authorized = arg;
+        return 1;
+    case OPT_INSECURE:
+        if (r->security.cert && r->security.cert == config_file.cert) /* the file's keys, overridden */
+            r->security = (sn_security_t){NULL, NULL};
+        o->insecure = 1;
+        return 1;
+    case OPT_JOIN_TIMEOUT:
+        o->join_timeout_ms = (int)parse_num("--join-timeout", arg, 100, INT_MAX);
+        return 1;
+    case OPT_MAXFRAME:
+        r->max_frame = (size_t)parse_num("--max-frame", arg, 1024, 1LL << 30);
+        return 1;
+    case OPT_HB:
+        r->heartbeat_ms = (int)parse_num("--heartbeat-ms", arg, 10, 60000);
+        return 1;
+    case OPT_DOWN:
+        r->down_after_ms = (int)parse_num("--down-after-ms", arg, 50, 600000);
+        return 1;
+    case OPT_NO_STEAL:
+        r->steal = 0;
+        return 1;
+    case OPT_STEAL_BATCH:
+        r->steal_batch = (int)parse_num("--steal-batch", arg, 1, 4096);
+        return 1;
+    }
+    return 0;
+}
+
+/* Fills *o from the configuration file and the flags, checking what every
+ * command needs (a bad flag or file exits 2 naming it). Returns 1 to go on
+ * with o->cmd, 0 if --help or --version was answered. Free *o with
+ * options_free either way. */
+static int parse_options(options_t *o, int argc, char **argv)
+{
+    options_init(o, argc, argv);
+    load_config_file(o);
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "w:l:n:c:hV", long_opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        }
+        if (c == 'V') {
+            printf("schednode %s (API %u)\n", SN_VERSION_STRING, SN_API_VERSION);
+            return 0;
+        }
+        if (c == ':')
+            die_usage("option '%s' needs a value", argv[optind - 1]);
+        if (node_flag(o, c, optarg) || cluster_flag(o, c, optarg))
+            continue;
+        if (optopt)
+            die_usage("unknown option '-%c'", optopt);
+        die_usage("unknown option '%s'", argv[optind - 1]);
+    }
+    if (optind < argc) {
+        o->cmd = argv[optind];
+        o->args = argv + optind + 1;
+        o->nargs = argc - optind - 1;
+    }
+    if ((o->key_name || o->key_endpoint) && (!o->cmd || strcmp(o->cmd, "keygen") != 0))
+        die_usage("--name and --endpoint belong to keygen");
+    if (o->insecure && o->relay.security.cert)
+        die_usage("--insecure and --cert contradict each other: choose one");
+    if (!o->insecure) {
+        char err[1024];
+        if (sn_keys_check(&o->relay.security, err, sizeof err) != 0)
+            die_usage("%s", err);
+    }
+    return 1;
+}
+
+/* `keygen DIR`: writes a certificate (sn_keys_generate). */
+static int keygen(const options_t *o)
+{
+    if (o->nargs != 1)
+        die_usage("usage: keygen DIR [--name NAME] [--endpoint tcp://HOST:PORT [--node-id N]]");
+    /* -n/--node-id, if given here (not the default 1): the node id the
+     * certificate names, which members then hold it to */
+    uint32_t key_node = 0;
+    for (int i = 1; i < o->argc && strcmp(o->argv[i], "--") != 0; i++) {
+        const char *a = o->argv[i];
+        size_t n = strcspn(a, "=");
+        if ((a[0] == '-' && a[1] == 'n') || (n >= 5 && !strncmp(a, "--node-id", n)))
+            key_node = o->sched.node_id;
+    }
+    if (key_node && !o->key_endpoint)
+        die_usage("keygen: --node-id needs --endpoint: a node's certificate names where it listens as well as "
+                  "its id (a certificate without either is a client's)");
+    const char *dir = o->args[0], *name = o->key_name ? o->key_name : "node";
+    char err[1024], key[41];
+    if (sn_keys_generate(dir, name, o->key_endpoint, key_node, key, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", progname, err);
+        return 1;
+    }
+    printf("%s/%s.cert %s\n", dir, name, key);
+    return 0;
+}
+
+static int is_client_command(const char *cmd)
+{
+    return cmd && (!strcmp(cmd, "spawn") || !strcmp(cmd, "send") || !strcmp(cmd, "call") || !strcmp(cmd, "status"));
+}
+
+/* The client command's request (it exits 2 if the arguments are wrong). */
+static sn_wire_request_t client_request(const options_t *o)
+{
+    const char *cmd = o->cmd;
     sn_wire_request_t req = {.id = (uint64_t)getpid()};
     if (!strcmp(cmd, "status")) {
-        if (argc != 0)
+        if (o->nargs != 0)
             die_usage("usage: status [--json] --connect ENDPOINT");
         req.op = SN_OP_STATUS;
     } else if (!strcmp(cmd, "send")) {
-        if (argc != 2)
+        if (o->nargs != 2)
             die_usage("usage: send PID DATA --connect ENDPOINT");
-        if (sn_pid_parse(argv[0], &req.to) != 0)
-            die_usage("send: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", argv[0]);
+        if (sn_pid_parse(o->args[0], &req.to) != 0)
+            die_usage("send: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", o->args[0]);
         req.op = SN_OP_SEND;
-        req.arg = sn_payload_text(argv[1]);
+        req.arg = sn_payload_text(o->args[1]);
     } else {
-        if (argc < 2 || argc > 3)
+        if (o->nargs < 2 || o->nargs > 3)
             die_usage("usage: %s TYPE METHOD [ARG] --connect ENDPOINT", cmd);
         req.op = !strcmp(cmd, "spawn") ? SN_OP_SPAWN : SN_OP_CALL;
-        req.type = argv[0];
-        req.method = argv[1];
-        req.arg = argc == 3 ? sn_payload_text(argv[2]) : NULL;
+        req.type = o->args[0];
+        req.method = o->args[1];
+        req.arg = o->nargs == 3 ? sn_payload_text(o->args[2]) : NULL;
     }
+    return req;
+}
+
+/* The client commands: one request to the node at --connect, one reply. */
+static int client(const options_t *o)
+{
+    const char *cmd = o->cmd;
+    if (!o->connect)
+        die_usage("%s needs --connect ENDPOINT (the node to talk to)", cmd);
+    sn_wire_request_t req = client_request(o);
     sn_wire_reply_t rep;
     char err[512];
-    int rc = sn_client_call(connect, sec, &req, timeout_ms < 0 ? 30000 : timeout_ms, &rep, err, sizeof err);
+    int rc = sn_client_call(o->connect, &o->relay.security, &req, o->timeout_ms < 0 ? 30000 : o->timeout_ms, &rep, err,
+                            sizeof err);
     sn_payload_destroy(&req.arg);
     if (rc != 0) {
         fprintf(stderr, "%s: %s\n", progname, err);
@@ -270,434 +643,197 @@ static int client(const char *cmd, int argc, char **argv, const char *connect, c
     } else if (!strcmp(cmd, "call")) {
         print_result(0, rep.result);
     } else if (!strcmp(cmd, "status")) {
-        print_status(rep.rows, rep.nrows, json);
+        print_status(rep.rows, rep.nrows, o->json);
     }
     sn_client_reply_clear(&rep);
     return exit_code;
 }
 
-int main(int argc, char **argv)
+/* What running a node (or demo, or run) needs beyond parse_options. */
+static void check_node_options(const options_t *o)
 {
-    enum {
-        OPT_SHUTDOWN = 256,
-        OPT_TIMEOUT,
-        OPT_LOGLEVEL,
-        OPT_LISTEN,
-        OPT_PEER,
-        OPT_MAXFRAME,
-        OPT_HB,
-        OPT_DOWN,
-        OPT_JSON,
-        OPT_JOIN,
-        OPT_ADVERTISE,
-        OPT_CLUSTER,
-        OPT_JOIN_TIMEOUT,
-        OPT_CERT,
-        OPT_AUTHORIZED,
-        OPT_INSECURE,
-        OPT_NAME,
-        OPT_ENDPOINT,
-        OPT_CONFIG,
-        OPT_NO_STEAL,
-        OPT_STEAL_BATCH
-    };
-    static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
-                                         {"load", required_argument, NULL, 'l'},
-                                         {"node-id", required_argument, NULL, 'n'},
-                                         {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
-                                         {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                                         {"log-level", required_argument, NULL, OPT_LOGLEVEL},
-                                         {"listen", required_argument, NULL, OPT_LISTEN},
-                                         {"peer", required_argument, NULL, OPT_PEER},
-                                         {"join", required_argument, NULL, OPT_JOIN},
-                                         {"advertise", required_argument, NULL, OPT_ADVERTISE},
-                                         {"cluster", required_argument, NULL, OPT_CLUSTER},
-                                         {"join-timeout", required_argument, NULL, OPT_JOIN_TIMEOUT},
-                                         {"cert", required_argument, NULL, OPT_CERT},
-                                         {"authorized-keys", required_argument, NULL, OPT_AUTHORIZED},
-                                         {"insecure", no_argument, NULL, OPT_INSECURE},
-                                         {"name", required_argument, NULL, OPT_NAME},
-                                         {"endpoint", required_argument, NULL, OPT_ENDPOINT},
-                                         {"config", required_argument, NULL, OPT_CONFIG},
-                                         {"no-steal", no_argument, NULL, OPT_NO_STEAL},
-                                         {"steal-batch", required_argument, NULL, OPT_STEAL_BATCH},
-                                         {"max-frame", required_argument, NULL, OPT_MAXFRAME},
-                                         {"heartbeat-ms", required_argument, NULL, OPT_HB},
-                                         {"down-after-ms", required_argument, NULL, OPT_DOWN},
-                                         {"connect", required_argument, NULL, 'c'},
-                                         {"json", no_argument, NULL, OPT_JSON},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {"version", no_argument, NULL, 'V'},
-                                         {0, 0, 0, 0}};
-    sn_sched_config_t cfg = {1, 0, 1};
-    int shutdown_ms = 2000, timeout_ms = -1;
-    const char **plugins = calloc((size_t)argc, sizeof *plugins);
-    int nplugins = 0;
-    sn_relay_config_t rcfg = {.steal = 1, .on_out = raise_term};
-    sn_peer_config_t *peers = calloc((size_t)argc, sizeof *peers);
-    const char **seeds = calloc((size_t)argc, sizeof *seeds);
-    int join_timeout_ms = 10000, insecure = 0, log_level = SN__LOG_INFO;
-    const char *key_name = NULL, *key_endpoint = NULL;
-    /* The config file first (found before the other flags), so that flags
-     * override it; a flag that can repeat (--join, --load) replaces the
-     * file's list. */
-    int joins_from_flags = 0, loads_from_flags = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
-                           : !strncmp(argv[i], "--config=", 9)        ? argv[i] + 9
-                                                                      : NULL;
-        if (!strcmp(argv[i], "--"))
-            break;
-        if (!path)
-            continue;
-        char err[1024];
-        if (sn_config_load(path, &config_file, err, sizeof err) != 0) {
-            sn_config_free(&config_file);
-            die_usage("%s", err);
-        }
-        atexit(free_config_file); /* its strings live until the program ends */
-        if (config_file.node_id)
-            cfg.node_id = config_file.node_id;
-        if (config_file.workers)
-            cfg.workers = config_file.workers;
-        if (config_file.shutdown_ms >= 0)
-            shutdown_ms = config_file.shutdown_ms;
-        if (config_file.log_level >= 0)
-            log_level = config_file.log_level;
-        rcfg.listen = config_file.listen;
-        rcfg.advertise = config_file.advertise;
-        rcfg.cluster = config_file.cluster;
-        rcfg.security = (sn_security_t){config_file.cert, config_file.authorized};
-        insecure = config_file.insecure == 1;
-        rcfg.heartbeat_ms = config_file.heartbeat_ms;
-        rcfg.down_after_ms = config_file.down_after_ms;
-        rcfg.max_frame = (size_t)config_file.max_frame;
-        if (config_file.steal >= 0)
-            rcfg.steal = config_file.steal;
-        rcfg.steal_batch = config_file.steal_batch;
-        if (config_file.join_timeout_ms)
-            join_timeout_ms = config_file.join_timeout_ms;
-        if (config_file.nseeds) {
-            const char **more = realloc(seeds, ((size_t)argc + config_file.nseeds) * sizeof *more);
-            if (!more)
-                die_usage("out of memory");
-            seeds = more;
-            for (size_t k = 0; k < config_file.nseeds; k++)
-                seeds[rcfg.nseeds++] = config_file.seeds[k];
-        }
-        if (config_file.nplugins) { /* more room: the file may name more than argv could */
-            const char **more = realloc(plugins, ((size_t)argc + config_file.nplugins) * sizeof *more);
-            if (!more)
-                die_usage("out of memory");
-            plugins = more;
-            for (size_t k = 0; k < config_file.nplugins; k++)
-                plugins[nplugins++] = config_file.plugins[k];
-        }
-        break;
-    }
-    const char *connect = NULL;
-    int json = 0;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "w:l:n:c:hV", opts, NULL)) != -1) {
-        switch (c) {
-        case 'w':
-            cfg.workers = (int)parse_num("--workers", optarg, 1, 1024);
-            break;
-        case 'l':
-            if (!loads_from_flags++)
-                nplugins = 0;
-            plugins[nplugins++] = optarg;
-            break;
-        case OPT_CONFIG:
-            break; /* read above */
-        case OPT_NO_STEAL:
-            rcfg.steal = 0;
-            break;
-        case OPT_STEAL_BATCH:
-            rcfg.steal_batch = (int)parse_num("--steal-batch", optarg, 1, 4096);
-            break;
-        case 'n':
-            cfg.node_id = (uint32_t)parse_num("--node-id", optarg, 1, UINT32_MAX);
-            break;
-        case OPT_SHUTDOWN:
-            shutdown_ms = (int)parse_num("--shutdown-timeout", optarg, 0, INT_MAX);
-            break;
-        case OPT_TIMEOUT:
-            timeout_ms = (int)parse_num("--timeout", optarg, 0, INT_MAX);
-            break;
-        case OPT_LISTEN:
-            check_endpoint("--listen", optarg, SN_ENDPOINT_BIND);
-            rcfg.listen = optarg;
-            break;
-        case OPT_PEER: {
-            char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || strncmp(eq + 1, "tcp://", 6) != 0)
-                die_usage("--peer: '%s' is not N=tcp://HOST:PORT", optarg);
-            check_endpoint("--peer", eq + 1, 0);
-            *eq = 0;
-            peers[rcfg.npeers].node = (uint32_t)parse_num("--peer", optarg, 1, UINT32_MAX);
-            peers[rcfg.npeers++].endpoint = eq + 1;
-            break;
-        }
-        case OPT_JOIN:
-            check_endpoint("--join", optarg, 0);
-            if (!joins_from_flags++)
-                rcfg.nseeds = 0;
-            seeds[rcfg.nseeds++] = optarg;
-            break;
-        case OPT_ADVERTISE:
-            check_endpoint("--advertise", optarg, 0);
-            rcfg.advertise = optarg;
-            break;
-        case OPT_CLUSTER:
-            if (!*optarg || strlen(optarg) >= 64)
-                die_usage("--cluster: the name must have 1 to 63 characters");
-            rcfg.cluster = optarg;
-            break;
-        case OPT_CERT:
-            rcfg.security.cert = optarg;
-            insecure = 0; /* overrides the file's insecure = true */
-            break;
-        case OPT_AUTHORIZED:
-            rcfg.security.authorized = optarg;
-            break;
-        case OPT_INSECURE:
-            if (rcfg.security.cert && rcfg.security.cert == config_file.cert) /* the file's keys, overridden */
-                rcfg.security = (sn_security_t){NULL, NULL};
-            insecure = 1;
-            break;
-        case OPT_NAME:
-            key_name = optarg;
-            break;
-        case OPT_ENDPOINT:
-            if (strncmp(optarg, "tcp://", 6) != 0)
-                die_usage("--endpoint: '%s' is not tcp://HOST:PORT", optarg);
-            key_endpoint = optarg;
-            break;
-        case OPT_JOIN_TIMEOUT:
-            join_timeout_ms = (int)parse_num("--join-timeout", optarg, 100, INT_MAX);
-            break;
-        case OPT_MAXFRAME:
-            rcfg.max_frame = (size_t)parse_num("--max-frame", optarg, 1024, 1LL << 30);
-            break;
-        case OPT_HB:
-            rcfg.heartbeat_ms = (int)parse_num("--heartbeat-ms", optarg, 10, 60000);
-            break;
-        case OPT_DOWN:
-            rcfg.down_after_ms = (int)parse_num("--down-after-ms", optarg, 50, 600000);
-            break;
-        case 'c':
-            check_endpoint("--connect", optarg, 0);
-            connect = optarg;
-            break;
-        case OPT_JSON:
-            json = 1;
-            break;
-        case OPT_LOGLEVEL:
-            log_level = sn__log_level_parse(optarg);
-            if (log_level < 0)
-                die_usage("--log-level: '%s' is not one of %s", optarg, sn__log_level_names());
-            break;
-        case 'h':
-            usage(stdout);
-            free(plugins);
-            free(peers);
-            free(seeds);
-            return 0;
-        case 'V':
-            printf("schednode %s (API %u)\n", SN_VERSION_STRING, SN_API_VERSION);
-            free(plugins);
-            free(peers);
-            free(seeds);
-            return 0;
-        case ':':
-            die_usage("option '%s' needs a value", argv[optind - 1]);
-        default:
-            if (optopt)
-                die_usage("unknown option '-%c'", optopt);
-            die_usage("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    const char *cmd = optind < argc ? argv[optind] : NULL;
-    if ((key_name || key_endpoint) && (!cmd || strcmp(cmd, "keygen") != 0))
-        die_usage("--name and --endpoint belong to keygen");
-    if (insecure && rcfg.security.cert)
-        die_usage("--insecure and --cert contradict each other: choose one");
-    if (!insecure) {
-        char err[1024];
-        if (sn_keys_check(&rcfg.security, err, sizeof err) != 0)
-            die_usage("%s", err);
-    }
-    if (cmd && !strcmp(cmd, "keygen")) {
-        free(plugins);
-        free(peers);
-        free(seeds);
-        if (argc - optind != 2)
-            die_usage("usage: keygen DIR [--name NAME] [--endpoint tcp://HOST:PORT [--node-id N]]");
-        /* -n/--node-id, if given here (not the default 1): the node id the
-         * certificate names, which members then hold it to */
-        uint32_t key_node = 0;
-        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-            const char *a = argv[i];
-            size_t n = strcspn(a, "=");
-            if ((a[0] == '-' && a[1] == 'n') || (n >= 5 && !strncmp(a, "--node-id", n)))
-                key_node = cfg.node_id;
-        }
-        if (key_node && !key_endpoint)
-            die_usage("keygen: --node-id needs --endpoint: a node's certificate names where it listens as well as "
-                      "its id (a certificate without either is a client's)");
-        char err[1024], key[41];
-        if (sn_keys_generate(argv[optind + 1], key_name ? key_name : "node", key_endpoint, key_node, key, err,
-                             sizeof err) != 0) {
-            fprintf(stderr, "%s: %s\n", progname, err);
-            return 1;
-        }
-        printf("%s/%s.cert %s\n", argv[optind + 1], key_name ? key_name : "node", key);
-        return 0;
-    }
-    if (cmd && (!strcmp(cmd, "spawn") || !strcmp(cmd, "send") || !strcmp(cmd, "call") || !strcmp(cmd, "status"))) {
-        free(plugins);
-        free(peers);
-        free(seeds);
-        return client(cmd, argc - optind - 1, argv + optind + 1, connect, &rcfg.security, timeout_ms, json);
-    }
+    const char *cmd = o->cmd;
+    const sn_relay_config_t *r = &o->relay;
     if (cmd && strcmp(cmd, "demo") != 0 && strcmp(cmd, "run") != 0)
         die_usage("unknown command '%s'", cmd);
-    if (rcfg.npeers && !rcfg.listen)
+    if (r->npeers && !r->listen)
         die_usage("--peer needs --listen (peers must be able to answer)");
-    if (rcfg.nseeds && !rcfg.listen)
+    if (r->nseeds && !r->listen)
         die_usage("--join needs --listen (members must be able to reach this node)");
-    if (rcfg.nseeds && rcfg.npeers)
+    if (r->nseeds && r->npeers)
         die_usage("--join and --peer do not mix: either join a cluster or name a fixed one");
-    if (rcfg.listen && !rcfg.security.cert && !insecure)
+    if (r->listen && !r->security.cert && !o->insecure)
         die_usage("a listening node talks CurveZMQ: give --cert FILE and --authorized-keys DIR (make keys with "
                   "'%s keygen DIR'), or --insecure for plain TCP",
                   progname);
-    if (cmd && !strcmp(cmd, "demo") && argc - optind != 1)
+    if (cmd && !strcmp(cmd, "demo") && o->nargs != 0)
         die_usage("demo takes no arguments");
-    if (cmd && !strcmp(cmd, "run") && (argc - optind < 3 || argc - optind > 4))
+    if (cmd && !strcmp(cmd, "run") && (o->nargs < 2 || o->nargs > 3))
         die_usage("usage: run TYPE METHOD [ARG]");
-    log_node = cfg.node_id;
-    sn__log_set_level(log_level);
-    sn_relay_set_log_level(log_level);
+}
 
-    /* Signals are taken synchronously by the main thread (sigwait); every
-     * thread the scheduler starts inherits this mask. */
+/* Logging (to stderr; stdout carries results) and signals: SIGINT and
+ * SIGTERM are taken synchronously by the main thread (sigwait); every
+ * thread the scheduler starts inherits the mask that blocks them. */
+static void start_process(const options_t *o, sigset_t *sigs)
+{
+    log_node = o->sched.node_id;
+    sn__log_set_level(o->log_level);
+    sn_relay_set_log_level(o->log_level);
     zsys_init();
     main_thread = pthread_self();
     on_exit(exit_off_main, NULL);
     char ident[64];
-    snprintf(ident, sizeof ident, "schednode%s%s", config_file.name ? " " : "", config_file.name ? config_file.name : "");
+    snprintf(ident, sizeof ident, "schednode%s%s", config_file.name ? " " : "",
+             config_file.name ? config_file.name : "");
     zsys_set_logident(ident);
-    zsys_set_logstream(stderr); /* logs to stderr; stdout carries results */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    zsys_set_logstream(stderr);
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+}
 
-    /* This run of the node: its incarnation (realtime ns, larger for every
-     * later run) and its first PID serial, the start time in microseconds
-     * times 1024. A run hands out fewer than 1024 serials per microsecond
-     * it lives (4 M spawns/s is 4 per microsecond), so every serial of a
-     * later run is above every serial of an earlier one: an old PID can
-     * never name a new process. Good until the year 2255. */
+/* This run of the node: its incarnation (realtime ns, larger for every
+ * later run) and its first PID serial, the start time in microseconds
+ * times 1024. A run hands out fewer than 1024 serials per microsecond
+ * it lives (4 M spawns/s is 4 per microsecond), so every serial of a
+ * later run is above every serial of an earlier one: an old PID can
+ * never name a new process. Good until the year 2255. */
+static void number_this_run(options_t *o)
+{
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    rcfg.incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    cfg.first_serial = rcfg.incarnation / 1000u * 1024u;
-    rcfg.first_serial = cfg.first_serial;
-    sn_sched_t *sched = sn_sched_new(&cfg);
+    o->relay.incarnation = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    o->sched.first_serial = o->relay.incarnation / 1000u * 1024u;
+    o->relay.first_serial = o->sched.first_serial;
+}
+
+static int load_plugins(const options_t *o, sn_sched_t *sched)
+{
+    for (int i = 0; i < o->nplugins; i++) {
+        char err[512];
+        if (sn_plugin_load(sched, o->plugins[i], err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s\n", progname, err);
+            return -1;
+        }
+        logf_(SN__LOG_INFO, "loaded plugin %s", o->plugins[i]);
+    }
+    return 0;
+}
+
+/* Starts the relay (*relay, set as soon as it exists) and joins the
+ * cluster. Returns 0, or -1 having said why. */
+static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay)
+{
+    char err[512];
+    o->relay.peers = o->peers;
+    o->relay.seeds = o->seeds;
+    *relay = sn_relay_new(sched, &o->relay, err, sizeof err);
+    if (!*relay) {
+        fprintf(stderr, "%s: %s\n", progname, err);
+        return -1;
+    }
+    logf_(SN__LOG_INFO, "listening on %s%s%s", sn_relay_endpoint(*relay), o->relay.advertise ? ", advertised as " : "",
+          o->relay.advertise ? o->relay.advertise : "");
+    if (sn_relay_join_wait(*relay, o->join_timeout_ms, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: cannot join the cluster: %s\n", progname, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* No command: the node runs until SIGINT or SIGTERM (raise_term's, when
+ * this run was put out of its cluster: then EXIT_OUT). */
+static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, const sigset_t *sigs)
+{
+    int exit_code = 0;
+    logf_(SN__LOG_INFO, "up: %d workers; stop with SIGINT or SIGTERM", sn_sched_workers(sched));
+    int sig = 0;
+    sigwait(sigs, &sig);
+    char why[1024];
+    if (sn_relay_out(relay, why, sizeof why)) { /* raise_term raised the SIGTERM */
+        fprintf(stderr, "%s: %s\n", progname, why);
+        exit_code = EXIT_OUT;
+    }
+    logf_(SN__LOG_INFO, "%s: shutting down (processes get %d ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+          o->shutdown_ms);
+    return exit_code;
+}
+
+/* demo, run, or (none) the node itself; returns the exit status. */
+static int run_command(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, const sigset_t *sigs)
+{
+    if (!o->cmd)
+        return wait_for_signal(o, sched, relay, sigs);
+    if (!strcmp(o->cmd, "demo"))
+        return sn_demo_run(sched);
+    /* run TYPE METHOD [ARG] */
+    sn_payload_t *in = o->nargs == 3 ? sn_payload_text(o->args[2]) : NULL;
+    sn_payload_t *res = NULL;
+    int rc = sn_call(sched, o->args[0], o->args[1], &in, o->timeout_ms, &res);
+    print_result(rc, res);
+    sn_payload_destroy(&res);
+    return rc == 0 ? 0 : 1;
+}
+
+/* The node (with no command, demo or run): the scheduler, the demo types
+ * and plugins, the relay if it listens; the command; an orderly shutdown. */
+static int run_node(options_t *o)
+{
+    check_node_options(o);
+    sigset_t sigs;
+    start_process(o, &sigs);
+    number_this_run(o);
+    int exit_code = 1, rc;
+    sn_relay_t *relay = NULL;
+    sn_sched_t *sched = sn_sched_new(&o->sched);
     if (!sched) {
         fprintf(stderr, "%s: cannot start the scheduler (out of memory or threads)\n", progname);
-        free(plugins);
-        free(peers);
-        free(seeds);
-        return 1;
+        goto out;
     }
-    int rc = sn_demo_register(sched);
-    if (rc != 0) {
+    if ((rc = sn_demo_register(sched)) != 0) {
         fprintf(stderr, "%s: cannot register the demo types: %s\n", progname, sn_strerror(rc));
-        sn_sched_destroy(&sched);
-        free(plugins);
-        free(peers);
-        free(seeds);
-        return 1;
+        goto out;
     }
-    for (int i = 0; i < nplugins; i++) {
-        char err[512];
-        if (sn_plugin_load(sched, plugins[i], err, sizeof err) != 0) {
-            fprintf(stderr, "%s: %s\n", progname, err);
-            sn_sched_destroy(&sched);
-            free(plugins);
-            free(peers);
-            free(seeds);
-            return EXIT_USAGE;
-        }
-        logf_(SN__LOG_INFO, "loaded plugin %s", plugins[i]);
+    if (load_plugins(o, sched) != 0) {
+        exit_code = EXIT_USAGE;
+        goto out;
     }
-    free(plugins);
+    if (o->relay.listen && start_relay(o, sched, &relay) != 0)
+        goto out;
 
-    sn_relay_t *relay = NULL;
-    if (rcfg.listen) {
-        char err[512];
-        rcfg.peers = peers;
-        rcfg.seeds = seeds;
-        relay = sn_relay_new(sched, &rcfg, err, sizeof err);
-        if (!relay) {
-            fprintf(stderr, "%s: %s\n", progname, err);
-            sn_sched_destroy(&sched);
-            free(peers);
-            free(seeds);
-            return 1;
-        }
-        logf_(SN__LOG_INFO, "listening on %s%s%s", sn_relay_endpoint(relay), rcfg.advertise ? ", advertised as " : "",
-              rcfg.advertise ? rcfg.advertise : "");
-        rc = sn_relay_join_wait(relay, join_timeout_ms, err, sizeof err);
-        if (rc != 0) {
-            fprintf(stderr, "%s: cannot join the cluster: %s\n", progname, err);
-            sn_sched_shutdown(sched, 0);
-            sn_relay_destroy(&relay);
-            sn_sched_destroy(&sched);
-            free(peers);
-            free(seeds);
-            return 1;
-        }
-    }
-
-    int exit_code = 0;
-    if (cmd && !strcmp(cmd, "demo")) {
-        exit_code = sn_demo_run(sched);
-    } else if (cmd && !strcmp(cmd, "run")) {
-        const char *arg = argc - optind == 4 ? argv[optind + 3] : NULL;
-        sn_payload_t *in = arg ? sn_payload_text(arg) : NULL;
-        sn_payload_t *res = NULL;
-        rc = sn_call(sched, argv[optind + 1], argv[optind + 2], &in, timeout_ms, &res);
-        print_result(rc, res);
-        sn_payload_destroy(&res);
-        exit_code = rc == 0 ? 0 : 1;
-    } else {
-        logf_(SN__LOG_INFO, "up: %d workers; stop with SIGINT or SIGTERM", sn_sched_workers(sched));
-        int sig = 0;
-        sigwait(&sigs, &sig);
-        char why[1024];
-        if (sn_relay_out(relay, why, sizeof why)) { /* raise_term raised the SIGTERM */
-            fprintf(stderr, "%s: %s\n", progname, why);
-            exit_code = EXIT_OUT;
-        }
-        logf_(SN__LOG_INFO, "%s: shutting down (processes get %d ms)", sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_ms);
-    }
+    exit_code = run_command(o, sched, relay, &sigs);
     sn_relay_stop_stealing(relay); /* handovers end: nothing is half-moved at shutdown */
-    int forced = sn_sched_shutdown(sched, shutdown_ms);
+    int forced = sn_sched_shutdown(sched, o->shutdown_ms);
     sn_relay_leave(relay); /* the members hear we left, not that we failed */
     sn_stats_t st;
     sn_sched_stats(sched, &st);
-    logf_(cmd ? SN__LOG_DEBUG : SN__LOG_INFO, "stopped: %" PRIu64 " processes run, %" PRIu64 " messages, %d force-closed", st.completed,
-          st.messages, forced);
+    logf_(o->cmd ? SN__LOG_DEBUG : SN__LOG_INFO,
+          "stopped: %" PRIu64 " processes run, %" PRIu64 " messages, %d force-closed", st.completed, st.messages,
+          forced);
+out:
+    /* The relay goes after the scheduler has shut down (no more sends): it
+     * has, unless joining failed (then at once: it never ran anything). */
+    if (relay)
+        sn_sched_shutdown(sched, 0);
     sn_relay_destroy(&relay);
     sn_sched_destroy(&sched);
-    free(peers);
-    free(seeds);
+    return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    options_t o;
+    int exit_code = 0;
+    if (parse_options(&o, argc, argv)) {
+        if (o.cmd && !strcmp(o.cmd, "keygen"))
+            exit_code = keygen(&o);
+        else if (is_client_command(o.cmd))
+            exit_code = client(&o);
+        else
+            exit_code = run_node(&o);
+    }
+    options_free(&o);
     return exit_code;
 }
