@@ -21,7 +21,7 @@
  *      answers FLUSHED with its id; everything sent on the old path has
  *      been delivered by then. The held sends go to that node, and the
  *      entry says *direct* from then on.
- * The same flush runs when a process arrives here (sn_migrate_activate with
+ * The same flush runs when a process arrives here (sn__migrate_activate with
  * `settle`): senders here may have messages for it on the network still,
  * so their new messages come through the relay (dest = this node) and are
  * held until the marker, sent down the path they used, comes back.
@@ -243,7 +243,7 @@ static loc_t *add(struct sn_locs *c, sn_pid_t pid)
  * here, or its home. */
 static uint32_t default_hop(sn_relay_t *r, sn_pid_t pid)
 {
-    uint32_t via = sn_migrate_forward_of(r->sched, pid);
+    uint32_t via = sn__migrate_forward_of(r->sched, pid);
     return via ? via : pid.node;
 }
 
@@ -309,7 +309,7 @@ static void finish(sn_relay_t *r, loc_t *l, uint32_t owner)
     if (here) {
         sn_pid_t pid = l->pid;
         drop(r->locs, l);
-        sn_migrate_settled(r->sched, pid);
+        sn__migrate_settled(r->sched, pid);
     }
 }
 
@@ -415,11 +415,11 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
          * down is waited for: see the top of this file) */
         if (l)
             drop(c, l);
-        sn_migrate_settled(r->sched, pid);
+        sn__migrate_settled(r->sched, pid);
         return;
     }
     if (!l && !(l = add(c, pid))) {
-        sn_migrate_settled(r->sched, pid);
+        sn__migrate_settled(r->sched, pid);
         return;
     }
     start_flush(r, l, r->node, hop);
@@ -428,7 +428,7 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
 void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves)
 {
     struct sn_locs *c = r->locs;
-    if (node == r->node || node == 0 || sn_migrate_here(r->sched, pid))
+    if (node == r->node || node == 0 || sn__migrate_here(r->sched, pid))
         return; /* it is here, or coming here: the arrival flushes (a stale hint would send our senders away) */
     if (pid.node == r->node && moves) { /* one of ours, from the node it arrived at */
         home_set(r, pid, node, moves);
@@ -436,9 +436,9 @@ void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves
          * (seen last on a node whose run ended: sn__loc_peer_down), and it
          * lives on after all (it had moved on, the notice came late): the
          * old path is gone, the forward goes straight there */
-        if (!sn_migrate_forward_of(r->sched, pid) && find(r->locs->home, pid) &&
+        if (!sn__migrate_forward_of(r->sched, pid) && find(r->locs->home, pid) &&
             find(r->locs->home, pid)->node == node)
-            sn_migrate_repoint(r->sched, pid, node);
+            sn__migrate_repoint(r->sched, pid, node);
     }
 
     loc_t *l = find(c, pid);
@@ -482,7 +482,7 @@ void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
     uint32_t origin = s->from.node;
     /* the marker follows what it flushes: a forward goes where the process
      * went from here (the forwarding entry), never by the cache */
-    uint32_t next = sn_migrate_here(r->sched, pid) ? 0 : sn_migrate_forward_of(r->sched, pid);
+    uint32_t next = sn__migrate_here(r->sched, pid) ? 0 : sn__migrate_forward_of(r->sched, pid);
     if (next == 0 || next == r->node) { /* the end of the path: it lives here (or nowhere) */
         if (origin == r->node) {
             sn__loc_flushed(r, pid, r->node, s->id);
@@ -557,7 +557,7 @@ void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid)
     if (!from)
         return;
     loc_t *l = find(c, pid);
-    uint32_t now_at = l ? l->node : sn_migrate_forward_of(r->sched, pid);
+    uint32_t now_at = l ? l->node : sn__migrate_forward_of(r->sched, pid);
     if (now_at == 0 || now_at == r->node)
         return; /* not forwarded */
     atomic_fetch_add_explicit(&r->forwarded, 1, memory_order_relaxed);
@@ -591,12 +591,12 @@ void sn__loc_left_for_gone(sn_relay_t *r, sn_pid_t pid)
 void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from)
 {
     loc_t *l = pid.node == r->node ? find(r->locs->home, pid) : NULL;
-    if (!l || l->node != from || sn_migrate_here(r->sched, pid))
+    if (!l || l->node != from || sn__migrate_here(r->sched, pid))
         return;
     SNLOG_INFO("node=%" PRIu32 " %" PRIu32 ".%" PRIu64 " left node %" PRIu32
                " (where it was seen last) for a run that ended: lost with it",
                r->node, pid.node, pid.serial, from);
-    sn_migrate_drop_forward(r->sched, pid);
+    sn__migrate_drop_forward(r->sched, pid);
     l->node = 0;
     l->moves++;
 }
@@ -663,7 +663,7 @@ void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone)
             for (loc_t *l = h->b[i], *next; l; l = next) {
                 next = l->next;
                 if (l->node == node) {
-                    sn_migrate_drop_forward(r->sched, l->pid);
+                    sn__migrate_drop_forward(r->sched, l->pid);
                     drop(h, l);
                 }
             }
@@ -689,7 +689,7 @@ void sn__loc_peer_up(sn_relay_t *r, uint32_t node)
             i++;
             continue;
         }
-        if (sn_migrate_here(r->sched, e->pid))
+        if (sn__migrate_here(r->sched, e->pid))
             send_ctl(r, node, e->pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(e->moves & INT32_MAX), 0);
         *e = n->notices[--n->nnotices];
     }

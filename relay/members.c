@@ -510,7 +510,7 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .forwarded = atomic_load_explicit(&r->forwarded, memory_order_relaxed),
                              .refused = atomic_load_explicit(&r->refused, memory_order_relaxed),
                              .disconnects = atomic_load_explicit(&r->disconnects, memory_order_relaxed),
-                             .forwarding = sn_migrate_forwarding(r->sched),
+                             .forwarding = sn__migrate_forwarding(r->sched),
                              .ready = st.ready,
                              .idle = st.idle,
                              .blocked = st.blocked,
@@ -715,7 +715,7 @@ static void load_news(sn_relay_t *r, uint64_t now)
         /* nothing to give, said so: hear from the scheduler when that
          * changes. Armed, then looked again (seq_cst, see load_news in
          * worker.c): work queued in between is seen one way or the other */
-        sn_sched_watch_load(r->sched);
+        sn__sched_watch_load(r->sched);
         sn_stats_t st;
         sn_sched_stats(r->sched, &st);
         if (st.ready >= 2)

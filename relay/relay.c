@@ -236,13 +236,13 @@ static void return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, sn_p
         error_repeat(r, s->id, error, true);
         return;
     }
-    if (sn_send_failed(r->sched, sender, target, s->tag, error, &s->payload) == 0) {
+    if (sn__send_failed(r->sched, sender, target, s->tag, error, &s->payload) == 0) {
         error_repeat(r, s->id, error, true);
         return;
     }
     /* a sender that moved on from here, or one of another node whose
      * message we forwarded: on to it, with the send's id */
-    uint32_t via = sn_migrate_forward_of(r->sched, sender);
+    uint32_t via = sn__migrate_forward_of(r->sched, sender);
     if (via || sender.node != r->node) {
         uint64_t was = carry_id;
         carry_id = s->id;
@@ -274,7 +274,7 @@ static void bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_t a
         if (s->from.node != r->node)
             relay_deliver(r, s->from, s->to, s->tag, SN_EV_DOWN, error, 0, NULL);
         else if (unwatch(r, s->to, s->from, s->tag)) /* (none: not recorded yet, the caller answered) */
-            sn_send_down(r->sched, s->from, s->to, s->tag, error, NULL);
+            sn__send_down(r->sched, s->from, s->to, s->tag, error, NULL);
     }
     sn_payload_destroy(&s->payload);
 }
@@ -410,7 +410,7 @@ static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error, 
     }
 }
 
-/* sn_migrate_forget_node's `instead` for a run that ended: where the
+/* sn__migrate_forget_node's `instead` for a run that ended: where the
  * process went from there as the home knows it (only a home does); the
  * processes of other homes whose entries go are kept in lost[] (their
  * homes hear: sn__loc_lost). */
@@ -442,7 +442,7 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
 {
     /* every process here watching one there learns its node is gone */
     for (size_t i = 0; i < p->nwatch; i++)
-        sn_send_down(r->sched, p->watch[i].watcher, p->watch[i].target, p->watch[i].tag, SN_ENODEDOWN, NULL);
+        sn__send_down(r->sched, p->watch[i].watcher, p->watch[i].target, p->watch[i].tag, SN_ENODEDOWN, NULL);
     p->nwatch = 0;
     /* oldest first, so a sender sees its errors in the order it sent;
      * an unacknowledged send may have arrived before the peer died: the
@@ -471,13 +471,13 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
                  * seen last (locate.c); one seen last there is gone with it (its DOWNs came from the
                  * watches above) */
         struct forget fg = {r, NULL, 0, 0};
-        size_t moved = 0, n = sn_migrate_forget_node(r->sched, p->node, forget_instead, &fg, &moved);
+        size_t moved = 0, n = sn__migrate_forget_node(r->sched, p->node, forget_instead, &fg, &moved);
         if (n || moved)
             SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 "'s run ended: %zu forwarding entries through it dropped, "
                        "%zu point past it now",
                        r->node, p->node, n, moved);
         for (size_t i = 0; i < fg.n; i++)
-            if (!sn_migrate_here(r->sched, fg.lost[i])) /* (an entry left from before it came back here) */
+            if (!sn__migrate_here(r->sched, fg.lost[i])) /* (an entry left from before it came back here) */
                 sn__loc_left_for_gone(r, fg.lost[i]);
         free(fg.lost);
     }
@@ -647,10 +647,10 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         how = SN_LOC_SEND;
     if (how == SN_LOC_DOWN) { /* its path goes through a node that is down: not another one (order) */
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* (bounce_local answers one passing on) */
-            sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_ENODEDOWN, NULL);
+            sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_ENODEDOWN, NULL);
         bounce_local(r, &it->s, SN_ENODEDOWN, 0); /* (a FLUSH passing through never is: sn__loc_route) */
         if (it->diverted) /* (it will not be delivered here) */
-            sn_migrate_diverted(r->sched, it->s.to);
+            sn__migrate_diverted(r->sched, it->s.to);
         free_item(it);
         return;
     }
@@ -660,14 +660,14 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         inbound_send(r, NULL, &it->s);
         free_item(it);
         if (diverted) /* delivered (or on its way on): later sends may go straight */
-            sn_migrate_diverted(r->sched, to);
+            sn__migrate_diverted(r->sched, to);
         return;
     }
     if (it->s.hops > MAX_HOPS) {
         bad_route(r, &it->s);
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node &&
             !unwatch(r, it->s.to, it->s.from, it->s.tag)) /* (a record: bounce_local answers) */
-            sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
+            sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
         bounce_local(r, &it->s, SN_EUNREACHABLE, 0);
         free_item(it);
         return;
@@ -687,7 +687,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
                   : 0;
     if (err) {
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* the watcher learns at once */
-            sn_send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
+            sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
         bounce_local(r, &it->s, err, it->dest);
         free_item(it);
         return;
@@ -713,7 +713,7 @@ static void watched_at(sn_relay_t *r, const peer_t *from, const sn_wire_send_t *
             continue;
         if (sn__watch(p, s->to, s->from, s->tag, false)) {
             if (!sn__watch((peer_t *)from, s->to, s->from, s->tag, true)) /* (no memory) */
-                sn_send_down(r->sched, s->from, s->to, s->tag, SN_ENODEDOWN, NULL);
+                sn__send_down(r->sched, s->from, s->to, s->tag, SN_ENODEDOWN, NULL);
             return;
         }
     }
@@ -743,14 +743,14 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         add(&r->msgs_in, 1);
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
-        rc = sn_deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
+        rc = sn__deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
         if (rc == 0)
             sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
         break;
     case SN_RELAY_GONE: { /* a process that moved from here to `from` ended: so does our entry */
         sn__loc_ended(r, s->to);
         uint32_t origins[SN_MAX_NODES];
-        size_t n = from ? sn_migrate_gone(r->sched, s->to, from->node, origins, SN_MAX_NODES) : 0;
+        size_t n = from ? sn__migrate_gone(r->sched, s->to, from->node, origins, SN_MAX_NODES) : 0;
         for (size_t k = 0; k < n && k < SN_MAX_NODES; k++) /* and the nodes it came here from, in turn */
             if (origins[k] != r->node)
                 relay_deliver(r, s->to, SN_PID_NONE, 0, SN_RELAY_GONE, 0, origins[k], NULL);
@@ -788,19 +788,19 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
          * (the node holding it went down, or a hop returned the request),
          * and a monitor gets exactly one */
         if (unwatch(r, s->from, s->to, s->tag))
-            sn_send_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
+            sn__send_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
         sn_payload_destroy(&s->payload);
         return;
     }
     case SN_RELAY_MONITOR: /* the DOWN goes back through our relay_deliver */
         /* our own request, come back (its path led through here again):
-         * the record of where it went is done with; what sn_monitor does
+         * the record of where it went is done with; what sn__monitor does
          * now answers it (a monitor here, a DOWN here, or on again with a
          * new record: sn__relay_route) */
         if (s->from.node == r->node)
             unwatch(r, s->to, s->from, s->tag);
-        sn_monitor(r->sched, s->to, s->from, s->tag);
-        if (s->from.node != r->node && sn_migrate_here(r->sched, s->to))
+        sn__monitor(r->sched, s->to, s->from, s->tag);
+        if (s->from.node != r->node && sn__migrate_here(r->sched, s->to))
             /* held here: the watcher's node moves its record to us (it is
              * under the node it sent the request to: the home, a node its
              * cache named, or one the process has left since) */
@@ -812,11 +812,11 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn_payload_destroy(&s->payload);
         return;
     case SN_RELAY_DEMONITOR:
-        sn_demonitor(r->sched, s->to, s->from, s->tag);
+        sn__demonitor(r->sched, s->to, s->from, s->tag);
         sn_payload_destroy(&s->payload);
         return;
     case SN_RELAY_RESULT: /* a child that ran elsewhere finished */
-        if (sn_send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
+        if (sn__send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
             sn_payload_destroy(&s->payload);
         return;
     }
@@ -1528,7 +1528,7 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     }
     atomic_store(&r->joined, r->nseeds ? 0 : 1);
     const sn_type_t *types[SN_WIRE_TYPES_MAX];
-    r->ntypes = sn_sched_types(sched, types, SN_WIRE_TYPES_MAX);
+    r->ntypes = sn__sched_types(sched, types, SN_WIRE_TYPES_MAX);
     r->types = calloc(r->ntypes ? r->ntypes : 1, sizeof *r->types);
     if (!r->types || sn__steal_init(r, cfg) != 0 || sn__loc_init(r) != 0)
         goto fail_sock;
@@ -1562,7 +1562,7 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
 
 void sn__relay_install(sn_relay_t *r, bool remote_work)
 {
-    sn_sched_set_relay(r->sched, &(sn_relay_hooks_t){r, relay_deliver, remote_work ? sn__steal_hook : NULL,
+    sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, relay_deliver, remote_work ? sn__steal_hook : NULL,
                                                      remote_work ? relay_loaded : NULL});
 }
 

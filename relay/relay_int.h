@@ -36,7 +36,7 @@ typedef struct item {
     sn__mpsc_node_t link;
     int kind;
     uint32_t dest;    /* ITEM_SEND: the peer it goes to (home node, or where it moved) */
-    bool diverted;    /* ITEM_SEND: a sender here, a process settling here (sn_migrate_diverted) */
+    bool diverted;    /* ITEM_SEND: a sender here, a process settling here (sn__migrate_diverted) */
     bool forwarded;   /* ITEM_SEND: passing through (a message or marker that came from
                        * another node): it follows the forwarding table, never the
                        * location cache (locate.c) */

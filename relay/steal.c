@@ -97,7 +97,7 @@ static void revert_offer(sn_relay_t *r, offer_t *o)
 {
     for (size_t i = 0; i < o->n; i++)
         if (o->m[i].handle)
-            sn_migrate_revert(r->sched, &o->m[i]);
+            sn__migrate_revert(r->sched, &o->m[i]);
     free(o->m);
 }
 
@@ -107,7 +107,7 @@ void sn__steal_fini(sn_relay_t *r)
     if (!s)
         return;
     for (size_t i = 0; i < s->ninst; i++)
-        sn_migrate_discard(r->sched, s->inst[i].handle);
+        sn__migrate_discard(r->sched, s->inst[i].handle);
     for (size_t i = 0; i < s->noffers; i++) { /* the scheduler has shut down: only free */
         for (size_t k = 0; k < s->offers[i].n; k++)
             sn_payload_destroy(&s->offers[i].m[k].state);
@@ -126,7 +126,7 @@ void sn__steal_stop(sn_relay_t *r)
         revert_offer(r, &s->offers[i]);
     s->noffers = 0;
     for (size_t i = 0; i < s->ninst; i++)
-        sn_migrate_discard(r->sched, s->inst[i].handle);
+        sn__migrate_discard(r->sched, s->inst[i].handle);
     s->ninst = 0;
     s->asked = 0;
 }
@@ -224,7 +224,7 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         }
     }
     sn_migrant_t *m = n ? calloc(n, sizeof *m) : NULL;
-    size_t got = m ? sn_migrate_take(r->sched, n, thief_takes, t, m) : 0;
+    size_t got = m ? sn__migrate_take(r->sched, n, thief_takes, t, m) : 0;
     sn_wire_migrant_t *w = got ? calloc(got, sizeof *w) : NULL;
     if (got && !w) {
         offer_t tmp = {0, 0, 0, m, got};
@@ -301,8 +301,8 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
             accepted = sn_pid_eq(f->pids[k], o->m[i].pid);
         sn_event_t *ev = NULL;
         size_t nev = 0;
-        if (!accepted || !done || sn_migrate_commit(r->sched, &o->m[i], t->node, &ev, &nev) != 0) {
-            sn_migrate_revert(r->sched, &o->m[i]);
+        if (!accepted || !done || sn__migrate_commit(r->sched, &o->m[i], t->node, &ev, &nev) != 0) {
+            sn__migrate_revert(r->sched, &o->m[i]);
             continue;
         }
         done[ndone++] = o->m[i].pid;
@@ -356,7 +356,7 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
             s->inst = in;
             s->capinst = cap;
         }
-        if (sn_migrate_install(r->sched, &m, &handle) != 0)
+        if (sn__migrate_install(r->sched, &m, &handle) != 0)
             continue; /* refused: it stays with the victim */
         s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves};
         ok[nok++] = w->pid;
@@ -410,18 +410,18 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
                     ev[nev++] = (sn_event_t){(sn_event_type_t)f->sends[k].kind, f->sends[k].error, f->sends[k].tag,
                                              f->sends[k].from, sn_take(&f->sends[k].payload)};
             /* settling (no arrived list: no memory) until sn__loc_arrived below */
-            if (ev && sn_migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {
+            if (ev && sn__migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {
                 if (arrived)
                     arrived[activated] = *in;
                 activated++;
             } else {
                 for (size_t k = 0; k < nev; k++)
                     sn_payload_destroy(&ev[k].data);
-                sn_migrate_discard(r->sched, in->handle); /* cannot happen short of a PID clash or no memory */
+                sn__migrate_discard(r->sched, in->handle); /* cannot happen short of a PID clash or no memory */
             }
             free(ev);
         } else {
-            sn_migrate_discard(r->sched, in->handle);
+            sn__migrate_discard(r->sched, in->handle);
         }
         *in = s->inst[--s->ninst];
     }
@@ -482,7 +482,7 @@ void sn__steal_peer_gone(sn_relay_t *r, peer_t *p)
     }
     for (size_t i = 0; i < s->ninst;) { /* it was the victim: it owned them */
         if (s->inst[i].victim == p->node) {
-            sn_migrate_discard(r->sched, s->inst[i].handle);
+            sn__migrate_discard(r->sched, s->inst[i].handle);
             s->inst[i] = s->inst[--s->ninst];
         } else {
             i++;

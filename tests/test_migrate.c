@@ -137,7 +137,7 @@ static void test_move_exactly_once(void **unused)
     uint64_t end = deadline_ns(WAIT_MS);
     while (atomic_load(&g.closed) < N && now_ns() < end) {
         sn_migrant_t m[32];
-        size_t n = sn_migrate_take(g_node[1], 32, only_slicers, &asked, m);
+        size_t n = sn__migrate_take(g_node[1], 32, only_slicers, &asked, m);
         rounds++;
         for (size_t i = 0; i < n; i++) {
             assert_string_equal(m[i].type, "slicer");
@@ -149,17 +149,17 @@ static void test_move_exactly_once(void **unused)
                 sent++;
             }
             if (i % 3 == 2) { /* an aborted handover: it runs on here */
-                sn_migrate_revert(g_node[1], &m[i]);
+                sn__migrate_revert(g_node[1], &m[i]);
                 reverted++;
                 continue;
             }
             void *handle;
-            assert_int_equal(sn_migrate_install(g_node[2], &m[i], &handle), 0);
+            assert_int_equal(sn__migrate_install(g_node[2], &m[i], &handle), 0);
             sn_event_t *events;
             size_t nev;
-            assert_int_equal(sn_migrate_commit(g_node[1], &m[i], 2, &events, &nev), 0);
+            assert_int_equal(sn__migrate_commit(g_node[1], &m[i], 2, &events, &nev), 0);
             assert_true(nev >= MSGS); /* at least the test's messages, in order */
-            assert_int_equal(sn_migrate_activate(g_node[2], handle, events, nev, 1, false), 0);
+            assert_int_equal(sn__migrate_activate(g_node[2], handle, events, nev, 1, false), 0);
             for (size_t k = 0; k < nev; k++)
                 assert_null(events[k].data); /* taken */
             free(events);
@@ -169,18 +169,18 @@ static void test_move_exactly_once(void **unused)
     }
     assert_int_equal(atomic_load(&g.closed), N);
     /* node 1 forwards every moved PID to node 2; as node 2 reports each
-     * ended (sn_migrate_gone), the entry goes, and the others stay
+     * ended (sn__migrate_gone), the entry goes, and the others stay
      * reachable (removal from the open-addressed table, in a scattered
      * order: odd ones first, then even) */
     for (int i = 0; i < moved; i++)
-        assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[i]), 2);
-    assert_int_equal(sn_migrate_gone(g_node[1], moved_pid[0], 3, NULL, 0), 0); /* not from where it went: kept */
-    assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[0]), 2);
+        assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[i]), 2);
+    assert_int_equal(sn__migrate_gone(g_node[1], moved_pid[0], 3, NULL, 0), 0); /* not from where it went: kept */
+    assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[0]), 2);
     for (int pass = 1; pass >= 0; pass--) {
         for (int i = pass; i < moved; i += 2)
-            assert_int_equal(sn_migrate_gone(g_node[1], moved_pid[i], 2, NULL, 0), 0); /* born on node 1: no origin */
+            assert_int_equal(sn__migrate_gone(g_node[1], moved_pid[i], 2, NULL, 0), 0); /* born on node 1: no origin */
         for (int i = 0; i < moved; i++)
-            assert_int_equal(sn_migrate_forward_of(g_node[1], moved_pid[i]), (i % 2 == 1 || pass == 0) ? 0 : 2);
+            assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[i]), (i % 2 == 1 || pass == 0) ? 0 : 2);
     }
     sn_sched_shutdown(g_node[1], 1000);
     sn_sched_shutdown(g_node[2], 1000);
@@ -220,14 +220,14 @@ static void test_pid_node_is_identity(void **unused)
     size_t n = 0;
     uint64_t end = deadline_ns(WAIT_MS);
     while (n == 0 && now_ns() < end && atomic_load(&g.closed) == 0)
-        n = sn_migrate_take(g_node[1], 1, NULL, NULL, &m);
+        n = sn__migrate_take(g_node[1], 1, NULL, NULL, &m);
     if (n == 1) {
         void *handle;
-        assert_int_equal(sn_migrate_install(g_node[2], &m, &handle), 0);
+        assert_int_equal(sn__migrate_install(g_node[2], &m, &handle), 0);
         sn_event_t *ev;
         size_t nev;
-        assert_int_equal(sn_migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
-        assert_int_equal(sn_migrate_activate(g_node[2], handle, ev, nev, 1, false), 0);
+        assert_int_equal(sn__migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
+        assert_int_equal(sn__migrate_activate(g_node[2], handle, ev, nev, 1, false), 0);
         free(ev);
         /* same serial, other node: not the moved process */
         sn_payload_t *msg = sn_payload_u64(1);
@@ -252,16 +252,16 @@ static void test_install_refusals_and_discard(void **unused)
     sn_migrant_t m = {{1, 77}, SN_PID_NONE, 0, 0, "slicer", 1, state, NULL, 1};
     void *h;
     m.type = "nope";
-    assert_int_equal(sn_migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
+    assert_int_equal(sn__migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
     m.type = "slicer";
     m.type_version = 2;
-    assert_int_equal(sn_migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
+    assert_int_equal(sn__migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
     m.type = "pinned"; /* no unmarshal */
     m.type_version = 1;
-    assert_int_equal(sn_migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
+    assert_int_equal(sn__migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
     m.type = "slicer";
-    assert_int_equal(sn_migrate_install(g_node[2], &m, &h), 0);
-    sn_migrate_discard(g_node[2], h);
+    assert_int_equal(sn__migrate_install(g_node[2], &m, &h), 0);
+    sn__migrate_discard(g_node[2], h);
     assert_int_equal(atomic_load(&g.closed), 1);
     sn_payload_destroy(&state);
     sn_stats_t s;
@@ -279,14 +279,14 @@ static void away_and_back(sn_sched_t *sched, uint32_t to, uint32_t from)
     size_t n = 0;
     uint64_t end = deadline_ns(WAIT_MS);
     while (n == 0 && now_ns() < end)
-        n = sn_migrate_take(sched, 1, NULL, NULL, &m);
+        n = sn__migrate_take(sched, 1, NULL, NULL, &m);
     assert_int_equal(n, 1);
     void *copy;
-    assert_int_equal(sn_migrate_install(sched, &m, &copy), 0);
+    assert_int_equal(sn__migrate_install(sched, &m, &copy), 0);
     sn_event_t *ev;
     size_t nev;
-    assert_int_equal(sn_migrate_commit(sched, &m, to, &ev, &nev), 0);
-    assert_int_equal(sn_migrate_activate(sched, copy, ev, nev, from, false), 0);
+    assert_int_equal(sn__migrate_commit(sched, &m, to, &ev, &nev), 0);
+    assert_int_equal(sn__migrate_activate(sched, copy, ev, nev, from, false), 0);
     free(ev);
 }
 
@@ -311,21 +311,21 @@ static void test_forwarding_keeps_every_origin(void **unused)
     sn_payload_t *in = sn_payload_u64(0);
     assert_int_equal(sn_spawn(g_node[1], "slicer", "run", &in, NULL, NULL, &pid), 0);
     away_and_back(g_node[1], 2, 3); /* born here: to 2, back from 3 (2 gave it to 3) */
-    assert_int_equal(sn_migrate_forward_of(g_node[1], pid), 2);
+    assert_int_equal(sn__migrate_forward_of(g_node[1], pid), 2);
     away_and_back(g_node[1], 2, 2); /* to 2 again, straight back */
     away_and_back(g_node[1], 3, 3); /* to 3, back */
     away_and_back(g_node[1], 4, 4); /* to 4, back (here now, come from 4) */
-    assert_int_equal(sn_migrate_forward_of(g_node[1], pid), 4);
+    assert_int_equal(sn__migrate_forward_of(g_node[1], pid), 4);
     uint32_t o[8];
-    assert_int_equal(sn_migrate_gone(g_node[1], pid, 3, o, 8), 0); /* not where it went last: kept */
-    assert_int_equal(sn_migrate_forward_of(g_node[1], pid), 4);
+    assert_int_equal(sn__migrate_gone(g_node[1], pid, 3, o, 8), 0); /* not where it went last: kept */
+    assert_int_equal(sn__migrate_forward_of(g_node[1], pid), 4);
     /* it ends here: the GONE goes round by 4 and back to us, from 4 */
-    assert_int_equal(sn_migrate_gone(g_node[1], pid, 4, o, 8), 2); /* each node it came back from, once */
+    assert_int_equal(sn__migrate_gone(g_node[1], pid, 4, o, 8), 2); /* each node it came back from, once */
     assert_int_equal(o[0], 3);
     assert_int_equal(o[1], 2);
-    assert_int_equal(sn_migrate_forward_of(g_node[1], pid), 0);
-    assert_int_equal(sn_migrate_forwarding(g_node[1]), 0);
-    assert_int_equal(sn_migrate_gone(g_node[1], pid, 4, o, 8), 0); /* said twice: nothing left */
+    assert_int_equal(sn__migrate_forward_of(g_node[1], pid), 0);
+    assert_int_equal(sn__migrate_forwarding(g_node[1]), 0);
+    assert_int_equal(sn__migrate_gone(g_node[1], pid, 4, o, 8), 0); /* said twice: nothing left */
     atomic_store(&g_hold, 0);
     end = deadline_ns(WAIT_MS);
     while (atomic_load(&g.closed) < 1 && now_ns() < end)

@@ -112,10 +112,10 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
             do_terminate(sched, p, y);
             break;
         case SN__CMD_MONITOR:
-            sn_monitor(sched, y->target, p->pid, y->tag);
+            sn__monitor(sched, y->target, p->pid, y->tag);
             break;
         case SN__CMD_DEMONITOR:
-            sn_demonitor(sched, y->target, p->pid, y->tag);
+            sn__demonitor(sched, y->target, p->pid, y->tag);
             break;
         default:
             do_user(sched, p, y, cmd);

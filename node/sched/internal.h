@@ -82,13 +82,13 @@ struct sn_ctx {
     struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
     /* guarded by the shard lock: moved here, and messages that senders on
      * this node sent it over the network may still be on their way; until
-     * the relay has flushed that path (sn_migrate_settled), messages from
+     * the relay has flushed that path (sn__migrate_settled), messages from
      * senders here go through the relay too, behind those */
     uint8_t settling;
     /* guarded by the shard lock: messages from senders here that went
      * through the relay (while settling) and are not delivered yet. While
      * any are, later ones go that way too, or they would overtake them
-     * (the relay lowers it as it delivers each: sn_migrate_diverted) */
+     * (the relay lowers it as it delivers each: sn__migrate_diverted) */
     uint32_t diverted;
     /* immutable once in the table: the node it moved here from (0: born
      * here); when it ends, that node may drop its forwarding entry */
@@ -277,7 +277,7 @@ struct sn_sched {
      * still hold one) and freed with the scheduler. */
     _Atomic(struct sn__hooks *) relay;
     /* 1: call the relay's `loaded` hook when work piles up. Armed by the
-     * relay (sn_sched_watch_load), disarmed by the exchange that wins the
+     * relay (sn__sched_watch_load), disarmed by the exchange that wins the
      * call; a relaxed load on the queueing path while it is 0. */
     alignas(64) _Atomic int load_watch;
     /* calls in progress from threads that are not workers (scheduler.c,

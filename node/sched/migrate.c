@@ -3,19 +3,19 @@
  * (offer, accept, commit) and calls these; see sn_node.h.
  *
  * Ownership, which is what makes the handover exactly-once:
- * - sn_migrate_take pops a process from a run queue (so nobody else holds
+ * - sn__migrate_take pops a process from a run queue (so nobody else holds
  *   it) and CASes it Ready -> Migrating: frozen, out of every run queue,
  *   still in the PID table, so events keep queueing in its MPSC queue.
  * - Until commit or revert the caller owns it; no worker can run it.
- * - sn_migrate_commit takes it out of the PID table under the shard lock,
+ * - sn__migrate_commit takes it out of the PID table under the shard lock,
  *   puts a forwarding entry in its place under the same lock, and drains
  *   its queue there: a producer either pushed before (the event is in the
  *   drained list, sent in the commit) or finds the forwarding entry after
  *   (its event is relayed to the new owner after the commit). The process
  *   then exists on this node no more.
- * - On the new owner, sn_migrate_install builds a frozen copy outside the
+ * - On the new owner, sn__migrate_install builds a frozen copy outside the
  *   PID table (unreachable: nothing runs it, nothing can send to it);
- *   sn_migrate_activate queues the commit's events first, then enters the
+ *   sn__migrate_activate queues the commit's events first, then enters the
  *   table and makes it Ready. Between the two nodes the process is
  *   runnable in at most one place at any instant.
  */
@@ -54,7 +54,7 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
     return true;
 }
 
-size_t sn_migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, const sn_type_t *type), void *arg,
+size_t sn__migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, const sn_type_t *type), void *arg,
                        sn_migrant_t *out)
 {
     size_t n = 0;
@@ -90,7 +90,7 @@ size_t sn_migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, 
     return n;
 }
 
-void sn_migrate_revert(sn_sched_t *sched, sn_migrant_t *m)
+void sn__migrate_revert(sn_sched_t *sched, sn_migrant_t *m)
 {
     sn__proc_t *p = m->handle;
     sn_payload_destroy(&m->state);
@@ -189,7 +189,7 @@ static void fwd_del(sn__fwd_t *f, size_t i)
     f->count--;
 }
 
-size_t sn_migrate_forwarding(sn_sched_t *sched)
+size_t sn__migrate_forwarding(sn_sched_t *sched)
 {
     pthread_mutex_lock(&sched->fwd.mu);
     size_t n = sched->fwd.count;
@@ -218,7 +218,7 @@ static size_t fwd_drop(sn__fwd_t *f, sn_pid_t pid, uint32_t from, uint32_t *orig
     return n;
 }
 
-size_t sn_migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t *origins, size_t max)
+size_t sn__migrate_gone(sn_sched_t *sched, sn_pid_t pid, uint32_t from, uint32_t *origins, size_t max)
 {
     return fwd_drop(&sched->fwd, pid, from, origins, max); /* (an entry that points elsewhere is newer: kept) */
 }
@@ -235,7 +235,7 @@ uint32_t sn__forward_of(sn_sched_t *sched, sn_pid_t pid)
     return node;
 }
 
-int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_event_t **events, size_t *nevents)
+int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_event_t **events, size_t *nevents)
 {
     sn__proc_t *p = m->handle;
     sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
@@ -281,7 +281,7 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
         next = mon->next;
         if (!hk || !hk->h.deliver ||
             hk->h.deliver(hk->h.arg, p->pid, mon->watcher, mon->tag, SN_RELAY_MONITOR, 0, node, NULL) != 0)
-            sn_send_down(sched, mon->watcher, p->pid, mon->tag, SN_ENODEDOWN, NULL);
+            sn__send_down(sched, mon->watcher, p->pid, mon->tag, SN_ENODEDOWN, NULL);
         free(mon);
     }
     sn_payload_destroy(&m->state);
@@ -293,7 +293,7 @@ int sn_migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_even
 
 /* ------------------------------------------------------------ new owner */
 
-int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
+int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
 {
     const sn_type_t *t = sn__type_find(sched, m->type);
     if (!t || t->version != m->type_version || !t->unmarshal)
@@ -320,9 +320,9 @@ int sn_migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     return 0;
 }
 
-uint32_t sn_migrate_forward_of(sn_sched_t *sched, sn_pid_t pid) { return sn__forward_of(sched, pid); }
+uint32_t sn__migrate_forward_of(sn_sched_t *sched, sn_pid_t pid) { return sn__forward_of(sched, pid); }
 
-void sn_migrate_diverted(sn_sched_t *sched, sn_pid_t pid)
+void sn__migrate_diverted(sn_sched_t *sched, sn_pid_t pid)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
     sn__shard_lock(s);
@@ -332,7 +332,7 @@ void sn_migrate_diverted(sn_sched_t *sched, sn_pid_t pid)
     sn__shard_unlock(s);
 }
 
-bool sn_migrate_here(sn_sched_t *sched, sn_pid_t pid)
+bool sn__migrate_here(sn_sched_t *sched, sn_pid_t pid)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
     sn__shard_lock(s);
@@ -341,7 +341,7 @@ bool sn_migrate_here(sn_sched_t *sched, sn_pid_t pid)
     return here;
 }
 
-size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*instead)(void *arg, sn_pid_t pid),
+size_t sn__migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*instead)(void *arg, sn_pid_t pid),
                               void *arg, size_t *repointed)
 {
     sn__fwd_t *f = &sched->fwd;
@@ -369,9 +369,9 @@ size_t sn_migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*inste
     return n;
 }
 
-void sn_migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid) { fwd_drop(&sched->fwd, pid, 0, NULL, 0); }
+void sn__migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid) { fwd_drop(&sched->fwd, pid, 0, NULL, 0); }
 
-int sn_migrate_repoint(sn_sched_t *sched, sn_pid_t pid, uint32_t node)
+int sn__migrate_repoint(sn_sched_t *sched, sn_pid_t pid, uint32_t node)
 {
     sn__fwd_t *f = &sched->fwd;
     pthread_mutex_lock(&f->mu);
@@ -382,7 +382,7 @@ int sn_migrate_repoint(sn_sched_t *sched, sn_pid_t pid, uint32_t node)
     return rc;
 }
 
-int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid)
+int sn__migrate_settled(sn_sched_t *sched, sn_pid_t pid)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
     sn__shard_lock(s);
@@ -393,7 +393,7 @@ int sn_migrate_settled(sn_sched_t *sched, sn_pid_t pid)
     return p ? 0 : SN_ENOPROC;
 }
 
-void sn_migrate_discard(sn_sched_t *sched, void *handle)
+void sn__migrate_discard(sn_sched_t *sched, void *handle)
 {
     sn__proc_t *p = handle;
     if (p->type->close)
@@ -401,7 +401,7 @@ void sn_migrate_discard(sn_sched_t *sched, void *handle)
     sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
 }
 
-int sn_migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle)
+int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle)
 {
     sn__proc_t *p = handle;
     sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);

@@ -52,7 +52,7 @@ int sn_type_register(sn_sched_t *sched, const sn_type_t *type)
     return 0;
 }
 
-size_t sn_sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max)
+size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max)
 {
     size_t n = atomic_load_explicit(&sched->ntypes, memory_order_acquire);
     const sn_type_t **arr = atomic_load_explicit(&sched->types, memory_order_acquire);

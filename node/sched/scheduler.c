@@ -141,7 +141,7 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
     if (rc == SN__SETTLING && hk) { /* behind what we sent it through the network: the relay delivers it here */
         rc = hk->h.deliver(hk->h.arg, to, from, tag, type, error, sched->node_id, data);
         if (rc != 0)
-            sn_migrate_diverted(sched, to);
+            sn__migrate_diverted(sched, to);
         return rc;
     }
     if (rc == SN_ENOPROC && relay) {
@@ -196,13 +196,13 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
     return deliver(sched, to, type, error, tag, from, data, counted, false);
 }
 
-int sn_send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
+int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
                    sn_payload_t **result)
 {
     return deliver(sched, parent, SN_EV_YIELD_COMPLETE, error, tag, child, result, true, true);
 }
 
-int sn_deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
+int sn__deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
                        sn_payload_t **data)
 {
     if (kind == SN_EV_MESSAGE)
@@ -215,7 +215,7 @@ int sn_send(sn_sched_t *sched, sn_pid_t to, sn_payload_t **msg)
     return message(sched, to, SN_PID_NONE, 0, msg, false);
 }
 
-int sn_send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,
+int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,
                  sn_payload_t **reason)
 {
     int rc = sn__deliver(sched, watcher, SN_EV_DOWN, error, tag, target, reason, false);
@@ -224,13 +224,13 @@ int sn_send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t 
     return rc;
 }
 
-void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+void sn__monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
 {
     int rc = SN_ENOPROC;
     /* A process of another node is watched here only if it moved here
      * (sending the request home would send it back here: a loop) */
     bool here = target.node == sched->node_id ||
-                (atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0 && sn_migrate_here(sched, target));
+                (atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0 && sn__migrate_here(sched, target));
     if (!here) {
         uint32_t via = sn__forward_of(sched, target); /* it moved on from here: so does the monitor */
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
@@ -260,10 +260,10 @@ void sn_monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t t
             rc = hk->h.deliver(hk->h.arg, target, watcher, tag, SN_RELAY_MONITOR, 0, via, NULL);
     }
     if (rc != 0) /* the DOWN at once: no such process, or no way to watch it */
-        sn_send_down(sched, watcher, target, tag, rc, NULL);
+        sn__send_down(sched, watcher, target, tag, rc, NULL);
 }
 
-void sn_demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+void sn__demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
 {
     if (target.node != sched->node_id) {
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
@@ -285,7 +285,7 @@ void sn_demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t
     free(gone);
 }
 
-int sn_send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error,
+int sn__send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error,
                    sn_payload_t **msg)
 {
     return sn__deliver(sched, sender, SN_EV_YIELD_COMPLETE, error, tag, target, msg, false);
@@ -465,7 +465,7 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
         sn_payload_t *reason = why && result && *result ? sn_payload_new((*result)->ctype, (*result)->data,
                                                                          (*result)->len)
                                                         : NULL;
-        sn_send_down(sched, m->watcher, p->pid, m->tag, why, &reason);
+        sn__send_down(sched, m->watcher, p->pid, m->tag, why, &reason);
         free(m);
     }
 
@@ -621,7 +621,7 @@ sn_pid_t sn_ctx_self(const sn_ctx_t *ctx) { return ctx->pid; }
 sn_pid_t sn_ctx_parent(const sn_ctx_t *ctx) { return ctx->parent; }
 sn_sched_t *sn_ctx_sched(const sn_ctx_t *ctx) { return ctx->sched; }
 
-void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay)
+void sn__sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay)
 {
     sn__hooks_t *hk = calloc(1, sizeof *hk);
     if (!hk)
@@ -635,7 +635,7 @@ void sn_sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay)
     pthread_mutex_unlock(&sched->reg_mu);
 }
 
-void sn_sched_watch_load(sn_sched_t *sched)
+void sn__sched_watch_load(sn_sched_t *sched)
 {
     atomic_store_explicit(&sched->load_watch, 1, memory_order_seq_cst);
     sn__fence(sched); /* before the caller reads the queue sizes (load_news in worker.c) */
