@@ -793,10 +793,10 @@ static void leaving(sn_relay_t *r, uint64_t now)
  * from a freeze does not declare everyone down. Logged here. */
 static void stalled(sn_relay_t *r, uint64_t now)
 {
-    uint64_t period = (uint64_t)r->hb_ms * 1000000u;
-    if (!r->next_tick_ns || now <= r->next_tick_ns || now - r->next_tick_ns <= period)
+    uint64_t period = (uint64_t)r->hb_ms * 1000000u, due = sn__members_next_ns(r);
+    if (!due || now <= due || now - due <= period)
         return;
-    uint64_t late = now - r->next_tick_ns;
+    uint64_t late = now - due;
     if (late >= (uint64_t)r->down_ms * 500000u)
         SNLOG_WARN("node=%" PRIu32 " this node did not run for %" PRIu64 " ms (stopped or starved of CPU): "
                    "members get that time back before any is declared down",
@@ -855,6 +855,23 @@ void sn__members_tick(sn_relay_t *r)
     if (next < now + 1000000u) /* (at most a tick a millisecond) */
         next = now + 1000000u;
     r->next_tick_ns = next;
+    r->ticked_ns = now;
 }
 
-uint64_t sn__members_next_ns(sn_relay_t *r) { return r->next_tick_ns; }
+/* When the tick is due. Joined, it is looked up afresh each time, not
+ * only at the last tick: a probe answered since needs no look at its
+ * timeout (one wake-up a period less: issue 15), and a suspicion heard
+ * since is looked at on time. */
+uint64_t sn__members_next_ns(sn_relay_t *r)
+{
+    if (atomic_load_explicit(&r->joined, memory_order_relaxed) != 1 || r->leave_deadline_ns || !r->next_tick_ns)
+        return r->next_tick_ns;
+    uint64_t next = sn_swim_next_ns(r->swim);
+    if (r->next_push_ns < next)
+        next = r->next_push_ns;
+    if (r->next_load_ns < next)
+        next = r->next_load_ns;
+    if (next < r->ticked_ns + 1000000u) /* (at most a tick a millisecond) */
+        next = r->ticked_ns + 1000000u;
+    return next;
+}

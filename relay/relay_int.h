@@ -133,6 +133,7 @@ struct sn_relay {
     char seed_list[1024];       /* for error messages (immutable after start) */
     uint64_t found_by_ns;       /* the first seed listed starts the cluster if no other seed answers by then */
     uint64_t next_hello_ns, next_tick_ns;
+    uint64_t ticked_ns; /* when sn__members_tick last ran */
     uint64_t last_hb_ns; /* an early heartbeat when work appears comes EARLY_HB_GAP_NS after it at the soonest (members.c) */
     _Atomic int joined;         /* any thread: 0 joining, 1 member, -1 refused */
     _Atomic int out;            /* any thread: 1 once this run was told it is out of the cluster */

@@ -42,6 +42,7 @@
 #define OFFER_TIMEOUT_NS 3000000000u   /* victim: accept within this, or revert */
 #define REQUEST_TIMEOUT_NS 3000000000u /* thief: offer within this, or ask again */
 #define BACKOFF_MIN_MS 10
+#define NO_VICTIM_PERIODS 25 /* with no member to ask: look again after this many periods at the latest */
 #define BACKOFF_MAX_MS 1000
 
 typedef struct offer {
@@ -182,7 +183,10 @@ void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size
                 ok = 0;
                 break;
             }
+    bool partner = ok == 1 && p->steal_ok != 1;
     p->steal_ok = ok;
+    if (partner)
+        sn__steal_loaded(r, p); /* (a new partner may have work: look now) */
 }
 
 /* Can thief t run a process of type `type`? (victim side) */
@@ -602,9 +606,12 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
         return;
     }
     peer_t *v = pick_victim(r);
-    if (!v) { /* nobody has work to give: nothing sent; look again with the next heartbeats */
+    if (!v) { /* nobody has work to give: nothing sent. News brings the next
+                 * look (sn__steal_loaded: a member now has work, or a new
+                 * steal partner); the slow look is only a safety net, so
+                 * that an idle cluster's relays sleep (issue 15) */
         if (want)
-            s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u;
+            s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u * NO_VICTIM_PERIODS;
         s->refill = false; /* (refilling: no wait, we ask again once we run dry) */
         return;
     }
