@@ -41,12 +41,15 @@
 #include "swim.h"
 
 #define HELLO_EVERY_NS 500000000u
+#define JOIN_NEWS_GAP_NS 20000000u /* a seed tells the members of joins at most this often */
 #define GOSSIP_EVERY 10 /* periods between anti-entropy pushes */
 #define LOAD_EVERY 5    /* periods between load broadcasts while there is work to give */
 #define LEAVE_TICK_NS 10000000u
 #define EARLY_HB_GAP_NS 5000000u /* an early heartbeat (work appeared) comes this long after the last at the soonest */
 
 static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down);
+static void join_news(sn_relay_t *r);
+static void own_row(sn_relay_t *r, sn_wire_stats_t *row);
 
 static void set_down(peer_t *p, int state)
 {
@@ -126,10 +129,14 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
         SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
         sn_swim_apply(r->swim, 0, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version}, now);
-        /* our load now: the newcomer knows at once whether we have work
-         * for it (an idle one comes for it without waiting) */
-        r->next_load_ns = now;
-        r->said_loaded = true; /* (so that an idle node says so too, once) */
+        /* our load, to it at the next tick if we have work to give: an
+         * idle newcomer comes for it without waiting. To it alone, and
+         * only then: a storm of joins would otherwise cost every member a
+         * message (and a connection) to every member per join (issue 15).
+         * A member we have no load from has none to give (steal.c:
+         * pick_victim): a loaded one says so to every member */
+        p->tell_load = true;
+        r->tell_load = true;
         return p;
     }
     if (m->incarnation > p->incarnation) {
@@ -408,14 +415,59 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         sn__relay_answer(r, ident, ident_len, buf, len);
         free(buf);
     }
-    /* and every member hears of it now: its row of the view (with its
-     * process types), to each */
-    for (size_t i = 1; v && i < n; i++)
-        if (v[i].node == p->node && sn_codec_encode_members(r->node, r->incarnation, 0, &v[i], 1, &buf, &len) == 0) {
-            send_all(r, buf, len, false);
-            free(buf);
-        }
     free(v);
+    /* and every member hears of it: its row of the view (with its process
+     * types), to each, now or with the next joins (join_news) */
+    size_t k = 0;
+    while (k < r->njoin_news && r->join_news[k] != p->node)
+        k++;
+    if (k == r->njoin_news && r->njoin_news < SN_MAX_NODES)
+        r->join_news[r->njoin_news++] = p->node;
+    if (sn__relay_now_ns() >= r->join_told_ns + JOIN_NEWS_GAP_NS)
+        join_news(r);
+}
+
+/* The joins since the last news, in one message to every member. */
+static void join_news(sn_relay_t *r)
+{
+    size_t n, k = 0;
+    sn_wire_member_t *v = view(r, &n);
+    r->join_told_ns = sn__relay_now_ns();
+    for (size_t i = 1; v && i < n; i++)
+        for (size_t j = 0; j < r->njoin_news; j++)
+            if (v[i].node == r->join_news[j]) {
+                v[1 + k++] = v[i]; /* (in place: k < i) */
+                break;
+            }
+    r->njoin_news = 0;
+    void *buf;
+    size_t len;
+    if (k && sn_codec_encode_members(r->node, r->incarnation, 0, v + 1, k, &buf, &len) == 0) {
+        send_all(r, buf, len, false);
+        free(buf);
+    }
+    free(v);
+}
+
+/* Our load to the members new here (tell_load), one message encoded once. */
+static void tell_load(sn_relay_t *r)
+{
+    r->tell_load = false;
+    sn_wire_stats_t row;
+    own_row(r, &row);
+    void *buf = NULL;
+    size_t len = 0;
+    if (row.ready >= 2 &&
+        sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) != 0)
+        buf = NULL;
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (buf && p->tell_load && p->state == SN_MEMBER_UP)
+            (void)sn__relay_try_send(r, p, buf, len);
+        p->tell_load = false;
+    }
+    free(buf);
 }
 
 void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed)
@@ -444,10 +496,24 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         atomic_store_explicit(&r->joined, 1, memory_order_release);
         break;
     case SN_FRAME_MEMBERS:
-        if (!p && joined == 0)
-            break; /* the seed's gossip overtook its Welcome (another connection): the Welcome has it all */
+        if (!p && joined == 0) {
+            /* the seed's news of joins overtook its Welcome (it came on
+             * another connection): the Welcome may not have them (they
+             * joined after it was made), so they are members now */
+            for (size_t i = 0; i < f->nmembers; i++)
+                if (f->members[i].node != r->node && f->members[i].state == SN_MEMBER_UP)
+                    sn__members_upsert(r, &f->members[i], "gossip");
+            break;
+        }
         if (!p) {
-            sn__relay_bad(r, "gossip from a node that is not a member", f->node);
+            bool own = false; /* (its own row: a member we have not heard of yet, as in a storm of joins) */
+            for (size_t i = 0; i < f->nmembers; i++)
+                own = own || (f->members[i].node == f->node && f->members[i].state == SN_MEMBER_UP);
+            if (own)
+                SNLOG_DEBUG("node=%" PRIu32 " gossip from node %" PRIu32 ", not known here yet: left to the next",
+                            r->node, f->node);
+            else
+                sn__relay_bad(r, "gossip from a node that is not a member", f->node);
             break;
         }
         for (size_t i = 0; i < f->nmembers; i++) {
@@ -833,6 +899,10 @@ void sn__members_tick(sn_relay_t *r)
             load_news(r, now); /* (and, with nothing to give, the scheduler's hook armed again) */
         if (now >= sn_swim_next_ns(r->swim))
             sn_swim_tick(r->swim, now);
+        if (r->njoin_news && now >= r->join_told_ns + JOIN_NEWS_GAP_NS)
+            join_news(r);
+        if (r->tell_load)
+            tell_load(r);
         if (r->gossip_due || now >= r->next_push_ns) {
             push_view(r);
             r->gossip_due = false;
@@ -867,6 +937,10 @@ uint64_t sn__members_next_ns(sn_relay_t *r)
     if (atomic_load_explicit(&r->joined, memory_order_relaxed) != 1 || r->leave_deadline_ns || !r->next_tick_ns)
         return r->next_tick_ns;
     uint64_t next = sn_swim_next_ns(r->swim);
+    if (r->tell_load)
+        next = 0;
+    if (r->njoin_news && r->join_told_ns + JOIN_NEWS_GAP_NS < next)
+        next = r->join_told_ns + JOIN_NEWS_GAP_NS;
     if (r->next_push_ns < next)
         next = r->next_push_ns;
     if (r->next_load_ns < next)

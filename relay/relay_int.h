@@ -73,6 +73,7 @@ typedef struct peer {
     char public_key[41];            /* its CurveZMQ key ("" when insecure) */
     zsock_t *dealer;                /* NULL until the first send to it (sn__relay_try_send) */
     bool dial;                      /* endpoint and key known and usable: a dealer may be made */
+    bool tell_load;                 /* new here: it gets our load at the next tick (members.c) */
     uint64_t last_heard_ns;
     /* outbound: the batch being filled, a frame the socket refused (full
      * pipe), and frames sent but not yet acknowledged, oldest first */
@@ -145,6 +146,13 @@ struct sn_relay {
     struct sn_swim *swim;       /* failure detection (swim.c, driven by members.c) */
     uint64_t next_load_ns;      /* when this node's load goes to every member again while it has work to give */
     bool said_loaded;           /* the last load it sent said it had work to give */
+    bool tell_load;             /* some peer has tell_load set */
+    /* A seed's joins not yet told to the members: told together, at most
+     * once per JOIN_NEWS_GAP_NS (a storm of joins costs one message per
+     * member per batch, not per join). Relay thread only (members.c). */
+    uint32_t join_news[SN_MAX_NODES];
+    size_t njoin_news;
+    uint64_t join_told_ns;
     uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
     sn_wire_type_t *types;      /* our process types, for the view */
     size_t ntypes;

@@ -536,7 +536,7 @@ static peer_t *pick_victim(sn_relay_t *r)
         peer_t *p = &r->peers[i];
         if (p->state != SN_MEMBER_UP || p->steal_ok != 1)
             continue;
-        uint64_t load = p->has_stats ? p->stats.ready : (top ? 0 : 2);
+        uint64_t load = p->has_stats ? p->stats.ready : 0; /* (none heard: none to give; a loaded member says so) */
         if (load < 2 || load * 2 < top)
             continue;             /* half of one Ready process is none */
         if (rnd(s) % ++seen == 0) /* reservoir: uniform among the candidates */
