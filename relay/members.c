@@ -129,12 +129,13 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
         SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
         sn_swim_apply(r->swim, 0, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version}, now);
-        /* our load, to it at the next tick if we have work to give: an
-         * idle newcomer comes for it without waiting. To it alone, and
-         * only then: a storm of joins would otherwise cost every member a
-         * message (and a connection) to every member per join (issue 15).
-         * A member we have no load from has none to give (steal.c:
-         * pick_victim): a loaded one says so to every member */
+        /* our row (load, workers), to it at the next tick: an idle
+         * newcomer comes for work without waiting, its status shows us.
+         * To it alone: the news of a storm of joins goes to every member
+         * once per batch, not once per join (issue 15). The connection
+         * this makes is one SWIM's probes make anyway, only sooner: the
+         * mesh is made while the cluster forms, not through its first
+         * N periods */
         p->tell_load = true;
         r->tell_load = true;
         return p;
@@ -457,8 +458,7 @@ static void tell_load(sn_relay_t *r)
     own_row(r, &row);
     void *buf = NULL;
     size_t len = 0;
-    if (row.ready >= 2 &&
-        sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) != 0)
+    if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) != 0)
         buf = NULL;
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
     for (size_t i = 0; i < np; i++) {
