@@ -928,6 +928,79 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
     }
 }
 
+/* A Heartbeat (a probe, its answer, a load): its cluster, the sender's
+ * row, the probe and the updates it carries. */
+static int decode_heartbeat(const Schednode__Heartbeat *hb, sn_frame_t *out)
+{
+    out->cluster = strdup(hb && hb->cluster ? hb->cluster : "");
+    if (!out->cluster)
+        return SN_ENOMEM;
+    if (!hb)
+        return 0;
+    int rc = 0;
+    if (hb->stats) {
+        rc = stats_from_pb(hb->stats, &out->stats);
+        out->has_stats = rc == 0;
+    }
+    if (rc == 0 && hb->probe > 3) /* (SN_SWIM_PING_REQ) */
+        rc = SN_EPROTO;
+    out->probe = (sn_wire_probe_t){(int)hb->probe, hb->probe_seq, hb->target};
+    if (rc == 0 && hb->n_updates)
+        rc = hb->n_updates > 64 ? SN_EPROTO : decode_members(hb->updates, hb->n_updates, out);
+    return rc;
+}
+
+/* The body of env, by out->kind; *what names a bad one. */
+static int decode_body(const Schednode__Envelope *env, sn_frame_t *out, const char **what)
+{
+    switch (out->kind) {
+    case SN_FRAME_ACK:
+        out->seq = env->ack ? env->ack->seq : 0;
+        return 0;
+    case SN_FRAME_SENDS:
+        out->seq = env->sends ? env->sends->seq : 0;
+        out->to_incarnation = env->sends ? env->sends->to_incarnation : 0;
+        *what = "bad send";
+        return decode_sends(env->sends, out);
+    case SN_FRAME_REQUEST:
+        *what = "bad request";
+        return decode_request(env->request, &out->request);
+    case SN_FRAME_HELLO:
+        *what = "bad hello";
+        return decode_hello(env->hello, out);
+    case SN_FRAME_WELCOME:
+        *what = "bad member list";
+        return decode_members(env->welcome ? env->welcome->members : NULL, env->welcome ? env->welcome->n_members : 0,
+                              out);
+    case SN_FRAME_MEMBERS:
+        *what = "bad member list";
+        return decode_members(env->members ? env->members->members : NULL, env->members ? env->members->n_members : 0,
+                              out);
+    case SN_FRAME_HEARTBEAT:
+        *what = "bad heartbeat";
+        return decode_heartbeat(env->heartbeat, out);
+    case SN_FRAME_ERROR:
+    case SN_FRAME_LEAVE: {
+        const char *reason = out->kind == SN_FRAME_ERROR ? (env->error ? env->error->reason : NULL)
+                                                         : (env->leave ? env->leave->reason : NULL);
+        out->code = out->kind == SN_FRAME_ERROR && env->error ? env->error->code : 0;
+        out->reason = strdup(reason ? reason : "");
+        return out->reason ? 0 : SN_ENOMEM;
+    }
+    case SN_FRAME_REPLY:
+        *what = "bad reply";
+        return decode_reply(env->reply, &out->reply);
+    case SN_FRAME_STEAL_REQUEST:
+    case SN_FRAME_STEAL_OFFER:
+    case SN_FRAME_STEAL_ACCEPT:
+    case SN_FRAME_STEAL_COMMIT:
+        *what = "bad steal message";
+        return decode_steal(env, out);
+    default:
+        return 0;
+    }
+}
+
 int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out, const char **why)
 {
     const char *dummy;
@@ -945,90 +1018,25 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
         *why = "undecodable";
         return SN_EPROTO;
     }
-    int rc = 0;
+    int rc = SN_EPROTO;
     out->version = env->version;
     out->node = env->node;
     out->incarnation = env->incarnation;
-    if (env->version != SN_WIRE_VERSION) {
-        *why = "unsupported version";
-        rc = SN_EPROTO;
-        goto done;
-    }
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if ((int)env->body_case == kinds[i].pb_case)
             out->kind = kinds[i].kind;
-    if (out->kind == SN_FRAME_NONE) {
+    if (env->version != SN_WIRE_VERSION) {
+        *why = "unsupported version";
+    } else if (out->kind == SN_FRAME_NONE) {
         *why = "no body";
-        rc = SN_EPROTO;
-        goto done;
-    }
-    if (out->kind != SN_FRAME_REQUEST && out->node == 0) {
+    } else if (out->kind != SN_FRAME_REQUEST && out->node == 0) {
         *why = "no sender node";
-        rc = SN_EPROTO;
-        goto done;
+    } else {
+        const char *what = "bad frame";
+        rc = decode_body(env, out, &what);
+        if (rc != 0)
+            *why = rc == SN_ENOMEM ? "out of memory" : what;
     }
-    if (out->kind == SN_FRAME_ACK) {
-        out->seq = env->ack ? env->ack->seq : 0;
-    } else if (out->kind == SN_FRAME_SENDS) {
-        out->seq = env->sends ? env->sends->seq : 0;
-        out->to_incarnation = env->sends ? env->sends->to_incarnation : 0;
-        rc = decode_sends(env->sends, out);
-        if (rc != 0)
-            *why = rc == SN_ENOMEM ? "out of memory" : "bad send";
-    } else if (out->kind == SN_FRAME_REQUEST) {
-        rc = decode_request(env->request, &out->request);
-        if (rc != 0)
-            *why = rc == SN_ENOMEM ? "out of memory" : "bad request";
-    } else if (out->kind == SN_FRAME_HELLO) {
-        rc = decode_hello(env->hello, out);
-        if (rc != 0)
-            *why = rc == SN_ENOMEM ? "out of memory" : "bad hello";
-    } else if (out->kind == SN_FRAME_WELCOME || out->kind == SN_FRAME_MEMBERS) {
-        Schednode__Member **ms = out->kind == SN_FRAME_WELCOME ? (env->welcome ? env->welcome->members : NULL)
-                                                                : (env->members ? env->members->members : NULL);
-        size_t n = out->kind == SN_FRAME_WELCOME ? (env->welcome ? env->welcome->n_members : 0)
-                                                  : (env->members ? env->members->n_members : 0);
-        rc = decode_members(ms, n, out);
-        if (rc != 0)
-            *why = rc == SN_ENOMEM ? "out of memory" : "bad member list";
-    } else if (out->kind == SN_FRAME_HEARTBEAT) {
-        out->cluster = strdup(env->heartbeat && env->heartbeat->cluster ? env->heartbeat->cluster : "");
-        if (!out->cluster) {
-            rc = SN_ENOMEM;
-            *why = "out of memory";
-        } else if (env->heartbeat) {
-            const Schednode__Heartbeat *hb = env->heartbeat;
-            if (hb->stats) {
-                rc = stats_from_pb(hb->stats, &out->stats);
-                out->has_stats = rc == 0;
-            }
-            if (rc == 0 && hb->probe > 3) /* (SN_SWIM_PING_REQ) */
-                rc = SN_EPROTO;
-            out->probe = (sn_wire_probe_t){(int)hb->probe, hb->probe_seq, hb->target};
-            if (rc == 0 && hb->n_updates)
-                rc = hb->n_updates > 64 ? SN_EPROTO : decode_members(hb->updates, hb->n_updates, out);
-            if (rc != 0)
-                *why = rc == SN_ENOMEM ? "out of memory" : "bad heartbeat";
-        }
-    } else if (out->kind == SN_FRAME_ERROR || out->kind == SN_FRAME_LEAVE) {
-        const char *reason = out->kind == SN_FRAME_ERROR ? (env->error ? env->error->reason : NULL)
-                                                         : (env->leave ? env->leave->reason : NULL);
-        out->code = out->kind == SN_FRAME_ERROR && env->error ? env->error->code : 0;
-        out->reason = strdup(reason ? reason : "");
-        if (!out->reason) {
-            rc = SN_ENOMEM;
-            *why = "out of memory";
-        }
-    } else if (out->kind >= SN_FRAME_STEAL_REQUEST && out->kind <= SN_FRAME_STEAL_COMMIT) {
-        rc = decode_steal(env, out);
-        if (rc != 0)
-            *why = rc == SN_ENOMEM ? "out of memory" : "bad steal message";
-    } else if (out->kind == SN_FRAME_REPLY) {
-        rc = decode_reply(env->reply, &out->reply);
-        if (rc != 0)
-            *why = rc == SN_ENOMEM ? "out of memory" : "bad reply";
-    }
-done:
     schednode__envelope__free_unpacked(env, NULL);
     if (rc != 0) {
         sn_frame_t keep = *out;

@@ -470,6 +470,61 @@ static void tell_load(sn_relay_t *r)
     free(buf);
 }
 
+/* The seed's Welcome: its view; this node is a member now. */
+static void welcome(sn_relay_t *r, sn_frame_t *f, zsock_t *from_seed, int joined)
+{
+    if (!from_seed) {
+        sn__relay_bad(r, "welcome we did not ask for", f->node);
+        return;
+    }
+    if (joined != 0)
+        return; /* a second seed's answer */
+    for (size_t i = 0; i < f->nmembers; i++)
+        if (f->members[i].node != r->node)
+            sn__members_upsert(r, &f->members[i], "welcome");
+    SNLOG_INFO("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
+              f->node, f->nmembers); /* the seed's view includes us */
+    atomic_store_explicit(&r->joined, 1, memory_order_release);
+}
+
+/* Gossip: a member's view (anti-entropy), news of joins, or one update
+ * (a death, a leave, a refutation) from p (NULL: not a member here). */
+static void gossip(sn_relay_t *r, peer_t *p, sn_frame_t *f, int joined)
+{
+    if (!p && joined == 0) {
+        /* the seed's news of joins overtook its Welcome (it came on
+         * another connection): the Welcome may not have them (they
+         * joined after it was made), so they are members now */
+        for (size_t i = 0; i < f->nmembers; i++)
+            if (f->members[i].node != r->node && f->members[i].state == SN_MEMBER_UP)
+                sn__members_upsert(r, &f->members[i], "gossip");
+        return;
+    }
+    if (!p) {
+        bool own = false; /* (its own row: a member we have not heard of yet, as in a storm of joins) */
+        for (size_t i = 0; i < f->nmembers; i++)
+            own = own || (f->members[i].node == f->node && f->members[i].state == SN_MEMBER_UP);
+        if (own)
+            SNLOG_DEBUG("node=%" PRIu32 " gossip from node %" PRIu32 ", not known here yet: left to the next",
+                        r->node, f->node);
+        else
+            sn__relay_bad(r, "gossip from a node that is not a member", f->node);
+        return;
+    }
+    for (size_t i = 0; i < f->nmembers; i++) {
+        const sn_wire_member_t *m = &f->members[i];
+        if (m->node == r->node && m->incarnation > r->incarnation && joined == 1) {
+            put_out(r, "node %" PRIu32 " knows a newer run of this node, at %s", f->node, m->endpoint);
+            continue;
+        }
+        if (m->node != r->node && !sn__members_upsert(r, m, "gossip"))
+            continue;
+        /* its state and version (a suspicion, a death, a refutation) */
+        sn_swim_apply(r->swim, f->node, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version},
+                      sn__relay_now_ns());
+    }
+}
+
 void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed)
 {
     peer_t *p = sn__relay_find_peer(r, f->node);
@@ -482,52 +537,10 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
             hello(r, f, ident, ident_len);
         break;
     case SN_FRAME_WELCOME:
-        if (!from_seed) {
-            sn__relay_bad(r, "welcome we did not ask for", f->node);
-            break;
-        }
-        if (joined != 0)
-            break; /* a second seed's answer */
-        for (size_t i = 0; i < f->nmembers; i++)
-            if (f->members[i].node != r->node)
-                sn__members_upsert(r, &f->members[i], "welcome");
-        SNLOG_INFO("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
-                  f->node, f->nmembers); /* the seed's view includes us */
-        atomic_store_explicit(&r->joined, 1, memory_order_release);
+        welcome(r, f, from_seed, joined);
         break;
     case SN_FRAME_MEMBERS:
-        if (!p && joined == 0) {
-            /* the seed's news of joins overtook its Welcome (it came on
-             * another connection): the Welcome may not have them (they
-             * joined after it was made), so they are members now */
-            for (size_t i = 0; i < f->nmembers; i++)
-                if (f->members[i].node != r->node && f->members[i].state == SN_MEMBER_UP)
-                    sn__members_upsert(r, &f->members[i], "gossip");
-            break;
-        }
-        if (!p) {
-            bool own = false; /* (its own row: a member we have not heard of yet, as in a storm of joins) */
-            for (size_t i = 0; i < f->nmembers; i++)
-                own = own || (f->members[i].node == f->node && f->members[i].state == SN_MEMBER_UP);
-            if (own)
-                SNLOG_DEBUG("node=%" PRIu32 " gossip from node %" PRIu32 ", not known here yet: left to the next",
-                            r->node, f->node);
-            else
-                sn__relay_bad(r, "gossip from a node that is not a member", f->node);
-            break;
-        }
-        for (size_t i = 0; i < f->nmembers; i++) {
-            const sn_wire_member_t *m = &f->members[i];
-            if (m->node == r->node && m->incarnation > r->incarnation && joined == 1) {
-                put_out(r, "node %" PRIu32 " knows a newer run of this node, at %s", f->node, m->endpoint);
-                continue;
-            }
-            if (m->node != r->node && !sn__members_upsert(r, m, "gossip"))
-                continue;
-            /* its state and version (a suspicion, a death, a refutation) */
-            sn_swim_apply(r->swim, f->node, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version},
-                          sn__relay_now_ns());
-        }
+        gossip(r, p, f, joined);
         break;
     case SN_FRAME_ERROR:
         if (joined == 1 && p && !ident && f->incarnation == p->incarnation) {

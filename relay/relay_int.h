@@ -277,6 +277,68 @@ void sn__relay_free_item(item_t *it);
  * change its dest; dest == this node delivers it here. */
 void sn__relay_route(sn_relay_t *r, item_t *it);
 
+/* route.c (I/O thread unless said): the scheduler's deliver hook
+ * (workers); an error back to the sender of s (here, or on its node); s
+ * could not go on from here (to node `at`, if it got that far); drops this
+ * node's record of a remote monitor (false: none). */
+int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
+                      sn_payload_t **msg);
+void sn__relay_return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, sn_pid_t target, int error);
+void sn__relay_bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_t at);
+bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
+/* Wakes the I/O thread (any thread). */
+void sn__relay_poke(sn_relay_t *r);
+/* While the I/O thread hands the scheduler a send from another node (s),
+ * whatever the scheduler passes on from here is a forward of it (its hops,
+ * its id): begin saves the state before (nested: a flush that ends
+ * delivers what it held), end restores it. */
+typedef struct sn_passing {
+    bool on;
+    uint32_t hops;
+    uint64_t id;
+} sn_passing_t;
+void sn__relay_pass_begin(const sn_wire_send_t *s, sn_passing_t *saved);
+void sn__relay_pass_end(const sn_passing_t *saved);
+
+/* peer.c (I/O thread): puts p on one of the I/O loop's lists (flag: its
+ * membership); io_look: p's DEALER needs a look this turn. flush_peer
+ * sends p's batch (and what waited before it); batch_add adds a routed
+ * item to it. acked: the peer has every batch up to seq. ack_later: a
+ * batch `seq` came from p on [ident]: acknowledged soon (send_acks, at
+ * acks_due_ns). send_reply answers a client on the ROUTER. */
+void sn__relay_io_list(uint16_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p);
+void sn__relay_io_look(sn_relay_t *r, peer_t *p);
+void sn__relay_flush_peer(sn_relay_t *r, peer_t *p);
+void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it);
+void sn__relay_acked(peer_t *p, uint64_t seq);
+void sn__relay_ack_later(sn_relay_t *r, peer_t *p, uint64_t seq, const unsigned char *ident, size_t ident_len);
+void sn__relay_send_acks(sn_relay_t *r, uint64_t now);
+uint64_t sn__relay_acks_due_ns(sn_relay_t *r);
+void sn__relay_send_reply(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_wire_reply_t *rep);
+
+/* inbound.c (I/O thread): a send for a process here (from: the peer it
+ * came from; NULL: from a sender here, or held here by locate.c); what is
+ * waiting on a socket, read and dispatched (true: it stopped on its
+ * budget, look again). */
+void sn__relay_inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
+bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_seed);
+
+/* relay.c: the I/O loop (the actor's body), what it watches (kind, index
+ * in its table), and the seeds' sockets closed once joined. */
+enum { SN_IO_PIPE, SN_IO_EFD, SN_IO_ROUTER, SN_IO_ROUTER_MON, SN_IO_PEER, SN_IO_SEED, SN_IO_SEED_MON };
+void sn__relay_actor(zsock_t *pipe, void *arg);
+void sn__relay_io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bool on);
+void sn__relay_drop_seeds(sn_relay_t *r);
+
+/* High-water marks: messages (frames) queued per peer pipe. A frame holds
+ * up to BATCH_MAX sends, so 1000 frames bound a pipe at a few million sends;
+ * past that the relay holds the batch itself (backpressure). */
+#define SN_SNDHWM 1000
+#define SN_RCVHWM 1000
+
+/* A counter of the relay's (relaxed: a statistic, it orders nothing). */
+static inline void sn__add(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
+
 /* Whether a send's kind is one for a process (message, DOWN, result, ...)
  * rather than one of the relay's own updates (location, GONE): only the
  * former are counted as messages and mark a PID as sent to. */

@@ -1,0 +1,426 @@
+/* inbound.c - what comes in: frames read from a socket, checked, and
+ * dispatched (sn__relay_inbound_frame): sends to processes here, acks,
+ * membership (members.c), steals (steal.c), location (locate.c) and
+ * client requests; a bad frame is counted, logged (rate-limited) and
+ * dropped (sn__relay_bad). I/O thread only.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_int.h"
+
+#define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
+
+/* --------------------------------------------------------- I/O side */
+
+/* Counts and logs a dropped frame: at most one line per second per peer
+ * (plus one shared by senders that are not peers, which cannot be told
+ * apart), each with the count of the quiet ones since. */
+void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
+{
+    sn__add(&r->bad_frames, 1);
+    peer_t *p = node ? sn__relay_find_peer(r, node) : NULL;
+    uint64_t *last = p ? &p->bad_log_ns : &r->bad_log_ns, *quiet = p ? &p->bad_quiet : &r->bad_quiet;
+    uint64_t now = sn__relay_now_ns();
+    if (*last && now - *last < 1000000000u) {
+        (*quiet)++;
+        return;
+    }
+    SNLOG_WARN("node=%" PRIu32 " dropped a bad frame from %s %" PRIu32 ": %s (%" PRIu64 " more since last report)",
+                 r->node, p ? "peer" : "node", node, why, *quiet);
+    *last = now;
+    *quiet = 0;
+}
+
+static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
+
+/* WATCHED from node `from`: the watcher's record of that monitor moves
+ * under it, so that its failure reports the monitor (nodedown). */
+static void watched_at(sn_relay_t *r, const peer_t *from, const sn_wire_send_t *s)
+{
+    if (!from)
+        return;
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++) {
+        peer_t *p = &r->peers[i];
+        if (p == from)
+            continue;
+        if (sn__watch(p, s->to, s->from, s->tag, false)) {
+            if (!sn__watch((peer_t *)from, s->to, s->from, s->tag, true)) /* (no memory) */
+                sn__send_down(r->sched, s->from, s->to, s->tag, SN_ENODEDOWN, NULL);
+            return;
+        }
+    }
+}
+
+/* A send that arrived from node `from` (NULL: held here, locate.c) for a
+ * process here. What the scheduler passes on from here (the process moved
+ * on, an error back to a sender elsewhere) is a forward: see passing_on. */
+void sn__relay_inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
+{
+    sn_passing_t saved;
+    sn__relay_pass_begin(s, &saved);
+    inbound_send_(r, from, s);
+    sn__relay_pass_end(&saved);
+}
+
+/* GONE: a process that moved from here to `from` ended: so does our
+ * entry, and the nodes it came here from hear it in turn. */
+static void gone_here(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
+{
+    sn__loc_ended(r, s->to);
+    uint32_t origins[SN_MAX_NODES];
+    size_t n = from ? sn__migrate_gone(r->sched, s->to, from->node, origins, SN_MAX_NODES) : 0;
+    for (size_t k = 0; k < n && k < SN_MAX_NODES; k++)
+        if (origins[k] != r->node)
+            sn__relay_deliver(r, s->to, SN_PID_NONE, 0, SN_RELAY_GONE, 0, origins[k], NULL);
+    sn_payload_destroy(&s->payload);
+}
+
+/* A monitor request for a process here (its DOWN goes back through
+ * sn__relay_deliver). Our own request, come back (its path led through
+ * here again): the record of where it went is done with; what sn__monitor
+ * does now answers it (a monitor here, a DOWN here, or on again with a
+ * new record: sn__relay_route). */
+static void monitor_here(sn_relay_t *r, sn_wire_send_t *s)
+{
+    if (s->from.node == r->node)
+        sn__relay_unwatch(r, s->to, s->from, s->tag);
+    sn__monitor(r->sched, s->to, s->from, s->tag);
+    if (s->from.node != r->node && sn__migrate_here(r->sched, s->to))
+        /* held here: the watcher's node moves its record to us (it is
+         * under the node it sent the request to: the home, a node its
+         * cache named, or one the process has left since) */
+        sn__relay_deliver(r, s->to, s->from, s->tag, SN_WIRE_WATCHED, 0, s->from.node, NULL);
+    sn_payload_destroy(&s->payload);
+}
+
+static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
+{
+    int rc = 0;
+    if (from && sn__relay_for_process(s->kind))
+        sn__add(&r->msgs_in, 1);
+    switch (s->kind) {
+    case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
+        rc = sn__deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
+        if (rc == 0)
+            sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
+        break;
+    case SN_RELAY_GONE:
+        gone_here(r, from, s);
+        return;
+    case SN_WIRE_REDIRECT:
+        if (s->tag == 0 && from) /* (to nowhere: one of ours went from `from` to a run that ended) */
+            sn__loc_lost(r, s->to, from->node);
+        else
+            sn__loc_redirect(r, s->to, (uint32_t)s->tag, s->error > 0 ? (uint32_t)s->error : 0);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_WIRE_FLUSH:
+        sn__loc_flush(r, s);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_WIRE_FLUSHED:
+        if (s->error == SN_ENODEDOWN) /* stuck further down the path */
+            sn__loc_stuck(r, s->to, (uint32_t)s->tag, s->id);
+        else
+            sn__loc_flushed(r, s->to, (uint32_t)s->tag, s->id);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_EV_YIELD_COMPLETE: /* our earlier send, returned with an error */
+        sn__relay_return_error(r, s, s->to, s->from, s->error);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_EV_CANCEL:
+        sn_cancel(r->sched, s->to);
+        return;
+    case SN_EV_DOWN: { /* a process there that one here watched has ended */
+        /* the record is under the node that holds the monitor (its home,
+         * or where it had moved: WATCHED); none: its DOWN came already
+         * (the node holding it went down, or a hop returned the request),
+         * and a monitor gets exactly one */
+        if (sn__relay_unwatch(r, s->from, s->to, s->tag))
+            sn__send_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
+        sn_payload_destroy(&s->payload);
+        return;
+    }
+    case SN_RELAY_MONITOR:
+        monitor_here(r, s);
+        return;
+    case SN_WIRE_WATCHED: /* from's monitor of to is held on the node that sent this */
+        watched_at(r, from, s);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_RELAY_DEMONITOR:
+        sn__demonitor(r->sched, s->to, s->from, s->tag);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_RELAY_RESULT: /* a child that ran elsewhere finished */
+        if (sn__send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
+            sn_payload_destroy(&s->payload);
+        return;
+    }
+    if (rc == 0)
+        return;
+    /* Undeliverable here: back to the sender's node, payload included (on
+     * our outbound connection, in order with everything else we send it) */
+    sn__add(&r->bounced, 1);
+    if (!sn_pid_is_none(s->from))
+        sn__relay_return_error(r, s, s->from, s->to, rc);
+    sn_payload_destroy(&s->payload);
+}
+
+typedef struct call_ctx {
+    sn_relay_t *relay;
+    uint64_t id;
+    unsigned char ident[256];
+    size_t ident_len;
+} call_ctx_t;
+
+static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
+                      void *arg)
+{
+    call_ctx_t *c = arg;
+    reply_item_t *it = calloc(1, sizeof *it);
+    if (it) {
+        it->base.kind = ITEM_REPLY;
+        it->rep.id = c->id;
+        it->rep.pid = pid;
+        it->rep.error = status == SN_DONE ? 0 : (error ? error : SN_EFAILED);
+        it->rep.result = sn_take(result);
+        memcpy(it->ident, c->ident, c->ident_len);
+        it->ident_len = c->ident_len;
+        sn__relay_enqueue(c->relay, &it->base);
+    }
+    free(c);
+}
+
+static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned char *ident, size_t ident_len)
+{
+    sn_wire_reply_t rep = {.id = q->id};
+    char reason[512] = "";
+    if (q->op != SN_OP_STATUS && atomic_load_explicit(&r->joined, memory_order_acquire) != 1) {
+        rep.error = SN_EREFUSED;
+        rep.reason = "this node has not joined its cluster yet";
+        sn__relay_send_reply(r, ident, ident_len, &rep);
+        return;
+    }
+    switch (q->op) {
+    case SN_OP_STATUS:
+        rep.rows = sn__members_rows(r, &rep.nrows);
+        if (!rep.rows)
+            rep.error = SN_ENOMEM;
+        break;
+    case SN_OP_SPAWN:
+        rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, NULL, NULL, &rep.pid);
+        break;
+    case SN_OP_SEND:
+        rep.error = sn_send(r->sched, q->to, &q->arg);
+        break;
+    case SN_OP_CALL: {
+        call_ctx_t *c = malloc(sizeof *c);
+        if (!c || ident_len > sizeof c->ident) {
+            free(c);
+            rep.error = SN_ENOMEM;
+            break;
+        }
+        *c = (call_ctx_t){r, q->id, {0}, ident_len};
+        memcpy(c->ident, ident, ident_len);
+        rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, call_done, c, NULL);
+        if (rep.error == 0)
+            return; /* call_done answers */
+        free(c);
+        break;
+    }
+    }
+    if (rep.error && (q->op == SN_OP_SPAWN || q->op == SN_OP_CALL))
+        snprintf(reason, sizeof reason, "spawn %s %s: %s", q->type, q->method, sn_strerror(rep.error));
+    else if (rep.error)
+        snprintf(reason, sizeof reason, "%s", sn_strerror(rep.error));
+    rep.reason = reason;
+    sn__relay_send_reply(r, ident, ident_len, &rep);
+    free(rep.rows);
+}
+
+/* Sends in the name of a node that is not a member here: one that joined
+ * a moment ago can send before the gossip about it arrives, so they are
+ * taken, but never in this node's own name, and in a secure cluster only
+ * with a node's key (a client's key speaks for no node). */
+static bool sends_from_stranger_ok(sn_relay_t *r, uint32_t node)
+{
+    if (node == r->node) {
+        sn__relay_bad(r, "sends in this node's own name", node);
+        return false;
+    }
+    if (!r->in_key)
+        return true;
+    size_t n = sizeof r->key_seen / sizeof r->key_seen[0], k = 0;
+    while (k < n && (r->key_seen[k].id != node || strcmp(r->key_seen[k].key, r->in_key) != 0))
+        k++; /* a small cache: the key scan reads files */
+    if (k == n) {
+        char why[512];
+        k = r->key_next++ % n;
+        snprintf(r->key_seen[k].key, sizeof r->key_seen[k].key, "%s", r->in_key);
+        r->key_seen[k].id = node;
+        r->key_seen[k].node = sn_keys_names_node(r->authorized, r->in_key, node, NULL, why, sizeof why) == 0;
+    }
+    if (!r->key_seen[k].node)
+        sn__relay_bad(r, "sends in the name of a node that is not a member, with a key that is not that node's", node);
+    return r->key_seen[k].node;
+}
+
+/* Whether frame f (decoded) may be taken from its sender, p (NULL: not
+ * a member here): false (dropped, counted) if it speaks for a node with
+ * another's key, sends in the name of a stranger that may not, or comes
+ * from an earlier run of a member. */
+static bool admit(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
+{
+    if (p && f->kind != SN_FRAME_HELLO && r->in_key && p->public_key[0] && strcmp(r->in_key, p->public_key) != 0) {
+        /* an authorized key (another node's, or a client's) speaking for p
+         * (a Hello is judged by members.c: a taken id is refused, with why) */
+        sn__relay_bad(r, "frame claims to be from a node whose key it does not have", f->node);
+        return false;
+    }
+    if (!p && f->kind == SN_FRAME_SENDS && !sends_from_stranger_ok(r, f->node))
+        return false;
+    if (p && f->incarnation < p->incarnation) {
+        sn__relay_bad(r, "frame from an earlier run of that node", f->node);
+        sn__members_superseded(r, p, f, ident, ident_len);
+        return false;
+    }
+    return true;
+}
+
+/* A batch of sends from node f->node (p: the member, or NULL). */
+static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
+{
+    if (f->to_incarnation && f->to_incarnation != r->incarnation) {
+        /* meant for an earlier run of this node (queued before the sender
+         * knew of the restart): its sender returns every send in it as
+         * nodedown when it learns, so none may run here */
+        SNLOG_DEBUG("node=%" PRIu32 " dropped a batch from node %" PRIu32 " meant for an earlier run of this node",
+                    r->node, f->node);
+        return;
+    }
+    for (size_t i = 0; i < f->nsends; i++)
+        sn__relay_inbound_send(r, p, &f->sends[i]);
+    if (f->seq && ident && p) /* acknowledged soon */
+        sn__relay_ack_later(r, p, f->seq, ident, ident_len);
+}
+
+void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident,
+                             size_t ident_len, zsock_t *from_seed)
+{
+    if (size > r->max_frame) {
+        sn__relay_bad(r, "oversize", 0);
+        return;
+    }
+    sn_frame_t f;
+    const char *why = "undecodable";
+    if (sn_codec_decode(data, size, r->max_frame, &f, &why) != 0) {
+        sn__relay_bad(r, why, f.node);
+        return;
+    }
+    sn__add(&r->frames_in, 1);
+    peer_t *p = f.kind == SN_FRAME_REQUEST ? NULL : sn__relay_find_peer(r, f.node);
+    if (!admit(r, p, &f, ident, ident_len)) {
+        sn_frame_clear(&f);
+        return;
+    }
+    if (p && f.kind != SN_FRAME_HELLO)
+        sn__members_heard(r, p, f.incarnation);
+    switch (f.kind) {
+    case SN_FRAME_SENDS:
+        sends_in(r, p, &f, ident, ident_len);
+        break;
+    case SN_FRAME_ACK:
+        if (p)
+            sn__relay_acked(p, f.seq);
+        break;
+    case SN_FRAME_HEARTBEAT:
+        if (!p && f.has_stats && (p = sn__members_stranger(r, &f)) != NULL)
+            sn__members_heard(r, p, f.incarnation);
+        if (p) /* (a probe from a node we just learned of is answered too) */
+            sn__members_heartbeat(r, p, &f);
+        break;
+    case SN_FRAME_STEAL_REQUEST:
+    case SN_FRAME_STEAL_OFFER:
+    case SN_FRAME_STEAL_ACCEPT:
+    case SN_FRAME_STEAL_COMMIT:
+        if (p && p->state == SN_MEMBER_UP)
+            sn__steal_frame(r, p, &f);
+        else
+            sn__relay_bad(r, "steal message from a node that is not a live member", f.node);
+        break;
+    case SN_FRAME_HELLO:
+    case SN_FRAME_WELCOME:
+    case SN_FRAME_MEMBERS:
+    case SN_FRAME_ERROR:
+    case SN_FRAME_LEAVE:
+        sn__members_frame(r, &f, ident, ident_len, from_seed);
+        break;
+    case SN_FRAME_REQUEST:
+        if (ident)
+            inbound_request(r, &f.request, ident, ident_len);
+        else
+            sn__relay_bad(r, "client request on a peer connection", f.node);
+        break;
+    default:
+        sn__relay_bad(r, "out of protocol", f.node);
+        break;
+    }
+    sn_frame_clear(&f);
+}
+
+/* Reads what is waiting on a socket: ROUTER frames come as [id, body],
+ * DEALER frames as [body]. Anything else is a bad frame. Returns true if
+ * it stopped on the budget (more may be waiting: look again). */
+bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from_seed)
+{
+    for (int n = 0; n < INBOUND_BUDGET; n++) {
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        zmq_msg_t *first = router ? &id : &body;
+        if (zmq_msg_recv(first, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&id);
+            zmq_msg_close(&body);
+            return false;
+        }
+        bool ok = true;
+        if (router) {
+            ok = zmq_msg_more(&id) && zmq_msg_recv(&body, sock, ZMQ_DONTWAIT) >= 0;
+        }
+        /* swallow extra parts: a well-behaved peer sends none */
+        bool extra = false;
+        while (zmq_msg_more(router ? &body : first)) {
+            zmq_msg_t junk;
+            zmq_msg_init(&junk);
+            if (zmq_msg_recv(&junk, sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&junk);
+                break;
+            }
+            extra = true;
+            bool more = zmq_msg_more(&junk);
+            zmq_msg_close(&junk);
+            if (!more)
+                break;
+        }
+        if (!ok || extra)
+            sn__relay_bad(r, "unexpected message parts", 0);
+        else if (router) {
+            r->in_key = r->cert ? zmq_msg_gets(&body, "User-Id") : NULL; /* set by the ZAP handler: the key */
+            sn__relay_inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), zmq_msg_data(&id), zmq_msg_size(&id),
+                          NULL);
+            r->in_key = NULL;
+        }
+        else
+            sn__relay_inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0, from_seed);
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+    }
+    return true;
+}

@@ -1,0 +1,383 @@
+/* peer.c - what goes out to each peer, reliably and in order.
+ *
+ * Per peer (peer_t, owned by the I/O thread): the batch of sends being
+ * gathered, encoded as one frame (sn__relay_flush_peer); a frame its full pipe
+ * refused (pending: backpressure, never loss) and the control frames
+ * behind it (ctl: steal handovers, in order); the frames sent and not yet
+ * acknowledged (unacked), returned to their senders as nodedown if the
+ * peer goes (sn__relay_bounce_peer); the acknowledgements we owe it
+ * (sn__relay_send_acks); the monitors held under it (sn__watch). Also the lists of
+ * peers the I/O loop looks at (sn__relay_io_look, io_batch, io_ack). I/O thread only.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_int.h"
+
+#define BATCH_MAX 4096        /* sends per frame */
+#define ACK_EVERY 16          /* batches: acknowledge at once when this many are unacknowledged */
+#define ACK_DELAY_NS 4000000u /* else within this (see sn__relay_send_acks) */
+
+/* Puts p on one of the I/O loop's lists (flag: its membership). */
+void sn__relay_io_list(uint16_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p)
+{
+    if (*flag)
+        return;
+    *flag = true;
+    list[(*n)++] = (uint16_t)(p - r->peers);
+}
+
+/* p's dealer needs a look this turn: it woke us, or we sent on it (libzmq
+ * may have taken the wake-up of an inbound frame inside the send). */
+void sn__relay_io_look(sn_relay_t *r, peer_t *p) { sn__relay_io_list(r->io_look, &r->nio_look, &p->io_look, r, p); }
+
+bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
+{
+    if (!p->dealer && p->dial) { /* the first send to it: connect now (members.c, connect_to) */
+        sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, p->endpoint, p->public_key));
+        if (!p->dealer) {
+            p->dial = false;
+            SNLOG_ERROR("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s: %s", r->node, p->node,
+                        p->endpoint, zmq_strerror(zmq_errno()));
+        }
+    }
+    if (!p->dealer)
+        return false;
+    sn__relay_io_look(r, p);
+    if (zmq_send(zsock_resolve(p->dealer), buf, len, ZMQ_DONTWAIT) >= 0)
+        return true;
+    return false; /* EAGAIN: the pipe is full (or not yet connected): its POLLOUT wakes us */
+}
+
+/* Keeps a sent frame until the peer acknowledges it. */
+static void keep(peer_t *p, void *buf, size_t len, uint64_t seq)
+{
+    if (p->nunacked == p->capunacked) {
+        size_t cap = p->capunacked ? p->capunacked * 2 : 64;
+        sent_t *u = realloc(p->unacked, cap * sizeof *u);
+        if (!u) { /* out of memory: it is sent, we just cannot bounce it later */
+            free(buf);
+            return;
+        }
+        p->unacked = u;
+        p->capunacked = cap;
+    }
+    p->unacked[p->nunacked++] = (sent_t){buf, len, seq};
+}
+
+/* The peer has every batch up to seq: forget them. */
+void sn__relay_acked(peer_t *p, uint64_t seq)
+{
+    size_t k = 0;
+    while (k < p->nunacked && p->unacked[k].seq <= seq)
+        free(p->unacked[k++].buf);
+    if (k) {
+        memmove(p->unacked, p->unacked + k, (p->nunacked - k) * sizeof *p->unacked);
+        p->nunacked -= k;
+    }
+}
+
+void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
+{
+    if (p->pending) {
+        if (!sn__relay_try_send(r, p, p->pending, p->pending_len))
+            return;
+        keep(p, p->pending, p->pending_len, p->pending_seq);
+        p->pending = NULL;
+        sn__add(&r->frames_out, 1);
+    }
+    while (p->nctl) { /* in order, behind the pending batch */
+        if (!sn__relay_try_send(r, p, p->ctl[0].buf, p->ctl[0].len))
+            return;
+        free(p->ctl[0].buf);
+        memmove(p->ctl, p->ctl + 1, --p->nctl * sizeof *p->ctl);
+        sn__add(&r->frames_out, 1);
+    }
+    if (p->nbatch == 0)
+        return;
+    sn_wire_send_t *arr = malloc(p->nbatch * sizeof *arr);
+    if (!arr)
+        return; /* keep the batch; try again next turn */
+    size_t msgs = 0;
+    for (size_t i = 0; i < p->nbatch; i++) {
+        arr[i] = p->batch[i]->s;
+        msgs += sn__relay_for_process(arr[i].kind);
+    }
+    void *buf = NULL;
+    size_t len = 0;
+    uint64_t seq = p->next_seq + 1;
+    int rc = sn_codec_encode_sends_to(r->node, r->incarnation, seq, p->incarnation, arr, p->nbatch, &buf, &len);
+    free(arr);
+    if (rc != 0)
+        return;
+    p->next_seq = seq;
+    sn__add(&r->msgs_out, msgs);
+    for (size_t i = 0; i < p->nbatch; i++)
+        sn__relay_free_item(p->batch[i]);
+    p->nbatch = 0;
+    p->bytes = 0;
+    if (sn__relay_try_send(r, p, buf, len)) {
+        sn__add(&r->frames_out, 1);
+        keep(p, buf, len, seq);
+    } else {
+        p->pending = buf;
+        p->pending_len = len;
+        p->pending_seq = seq;
+    }
+}
+
+/* Every send in an encoded frame goes back to its sender with `error`. */
+static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error, uint32_t at)
+{
+    sn_frame_t f;
+    if (sn_codec_decode(buf, len, SIZE_MAX, &f, NULL) == 0) {
+        for (size_t i = 0; i < f.nsends; i++)
+            sn__relay_bounce_local(r, &f.sends[i], error, at);
+        sn_frame_clear(&f);
+    }
+}
+
+/* sn__migrate_forget_node's `instead` for a run that ended: where the
+ * process went from there as the home knows it (only a home does); the
+ * processes of other homes whose entries go are kept in lost[] (their
+ * homes hear: sn__loc_lost). */
+struct forget {
+    sn_relay_t *r;
+    sn_pid_t *lost;
+    size_t n, cap;
+};
+
+static uint32_t forget_instead(void *arg, sn_pid_t pid)
+{
+    struct forget *fg = arg;
+    uint32_t to = sn__loc_last_seen(fg->r, pid);
+    if (to || pid.node == fg->r->node)
+        return to;
+    if (fg->n == fg->cap) {
+        size_t cap = fg->cap ? fg->cap * 2 : 16;
+        sn_pid_t *l = realloc(fg->lost, cap * sizeof *l);
+        if (!l)
+            return 0; /* (no memory: its home does not hear; sends to it may go round until the hop bound) */
+        fg->lost = l;
+        fg->cap = cap;
+    }
+    fg->lost[fg->n++] = pid;
+    return 0;
+}
+
+void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
+{
+    /* every process here watching one there learns its node is gone */
+    for (size_t i = 0; i < p->nwatch; i++)
+        sn__send_down(r->sched, p->watch[i].watcher, p->watch[i].target, p->watch[i].tag, SN_ENODEDOWN, NULL);
+    p->nwatch = 0;
+    /* oldest first, so a sender sees its errors in the order it sent;
+     * an unacknowledged send may have arrived before the peer died: the
+     * error says the node went down, not that the message was lost */
+    for (size_t i = 0; i < p->nunacked; i++) {
+        bounce_frame(r, p->unacked[i].buf, p->unacked[i].len, error, p->node);
+        free(p->unacked[i].buf);
+    }
+    p->nunacked = 0;
+    if (p->pending) {
+        bounce_frame(r, p->pending, p->pending_len, error, p->node);
+        free(p->pending);
+        p->pending = NULL;
+    }
+    for (size_t i = 0; i < p->nbatch; i++) {
+        sn__relay_bounce_local(r, &p->batch[i]->s, error, p->node);
+        sn__relay_free_item(p->batch[i]);
+    }
+    p->nbatch = 0;
+    p->bytes = 0;
+    for (size_t i = 0; i < p->nctl; i++) /* handovers with it end (steal.c) */
+        free(p->ctl[i].buf);
+    p->nctl = 0;
+    sn__steal_peer_gone(r, p);
+    if (gone) { /* the path through it ended: a process that moved on from there is found by where it was
+                 * seen last (locate.c); one seen last there is gone with it (its DOWNs came from the
+                 * watches above) */
+        struct forget fg = {r, NULL, 0, 0};
+        size_t moved = 0, n = sn__migrate_forget_node(r->sched, p->node, forget_instead, &fg, &moved);
+        if (n || moved)
+            SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 "'s run ended: %zu forwarding entries through it dropped, "
+                       "%zu point past it now",
+                       r->node, p->node, n, moved);
+        for (size_t i = 0; i < fg.n; i++)
+            if (!sn__migrate_here(r->sched, fg.lost[i])) /* (an entry left from before it came back here) */
+                sn__loc_left_for_gone(r, fg.lost[i]);
+        free(fg.lost);
+    }
+    sn__loc_peer_down(r, p->node, gone);
+}
+
+bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
+{
+    if (!on) {
+        for (size_t i = 0; i < p->nwatch; i++)
+            if (sn_pid_eq(p->watch[i].target, target) && sn_pid_eq(p->watch[i].watcher, watcher) &&
+                p->watch[i].tag == tag) {
+                p->watch[i] = p->watch[--p->nwatch];
+                return true;
+            }
+        return false;
+    }
+    if (p->nwatch == p->capwatch) {
+        size_t cap = p->capwatch ? p->capwatch * 2 : 16;
+        watch_t *w = realloc(p->watch, cap * sizeof *w);
+        if (!w)
+            return false; /* out of memory: its node's failure will not be reported to this watcher */
+        p->watch = w;
+        p->capwatch = cap;
+    }
+    p->watch[p->nwatch++] = (watch_t){target, watcher, tag};
+    return true;
+}
+
+void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
+{
+    if (p->nbatch)
+        sn__relay_flush_peer(r, p); /* what was queued before goes first */
+    if (!p->pending && !p->nctl && sn__relay_try_send(r, p, buf, len)) {
+        sn__add(&r->frames_out, 1);
+        free(buf);
+        return;
+    }
+    if (p->nctl == p->capctl) {
+        size_t cap = p->capctl ? p->capctl * 2 : 8;
+        sent_t *c = realloc(p->ctl, cap * sizeof *c);
+        if (!c) { /* out of memory: the handover times out and is undone */
+            free(buf);
+            return;
+        }
+        p->ctl = c;
+        p->capctl = cap;
+    }
+    p->ctl[p->nctl++] = (sent_t){buf, len, 0};
+}
+
+void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
+{
+    p->incarnation = incarnation;
+    p->recv_seq = p->acked_seq = p->ack_due_ns = 0;
+    p->next_seq = 0;
+    p->ident_len = 0;
+    p->has_stats = false;
+}
+
+void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
+{
+    if (p->nbatch == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 256;
+        item_t **b = realloc(p->batch, cap * sizeof *b);
+        if (!b) {
+            sn__relay_bounce_local(r, &it->s, SN_ENOMEM, 0);
+            sn__relay_free_item(it);
+            return;
+        }
+        p->batch = b;
+        p->cap = cap;
+    }
+    p->batch[p->nbatch++] = it;
+    p->bytes += 64 + (it->s.payload ? it->s.payload->len : 0);
+    sn__relay_io_list(r->io_batch, &r->nio_batch, &p->io_batch, r, p); /* sent at the end of the drain at the latest */
+    if (!p->pending && !p->nctl && (p->nbatch >= BATCH_MAX || p->bytes >= r->max_frame / 2))
+        sn__relay_flush_peer(r, p);
+}
+
+void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len)
+{
+    void *router = zsock_resolve(r->router);
+    r->router_look = true; /* (a send may take the wake-up of an inbound frame) */
+    /* ROUTER_MANDATORY: an unknown client id fails here instead of vanishing */
+    if (zmq_send(router, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+        zmq_send(router, buf, len, ZMQ_DONTWAIT);
+}
+
+void sn__relay_send_reply(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_wire_reply_t *rep)
+{
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_reply(r->node, r->incarnation, rep, &buf, &len) != 0)
+        return;
+    sn__relay_answer(r, ident, ident_len, buf, len);
+    free(buf);
+}
+
+/* Acknowledges the batches received, one Ack per peer, on the connection
+ * they came in on. Acknowledgements are delayed a little: a peer sending a frame a
+ * millisecond (a process finishing for a remote parent, say) would
+ * otherwise get an ack frame back for each, and each costs a wake-up of
+ * two threads on both nodes. An ack goes out once ACK_EVERY batches are
+ * unacknowledged or the oldest has waited ACK_DELAY_NS; the sender keeps
+ * its frames that much longer (and a node that dies bounces them as
+ * nodedown, which means "not confirmed": see docs/guarantees.md). */
+void sn__relay_send_acks(sn_relay_t *r, uint64_t now)
+{
+    void *router = zsock_resolve(r->router);
+    for (size_t i = 0; i < r->nio_ack;) { /* the peers with batches not yet acknowledged */
+        peer_t *p = &r->peers[r->io_ack[i]];
+        if (p->recv_seq <= p->acked_seq || p->ident_len == 0) { /* (done, or reset: sn__relay_reset_peer) */
+            p->io_ack = false;
+            r->io_ack[i] = r->io_ack[--r->nio_ack];
+            continue;
+        }
+        i++;
+        if (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns)
+            continue;
+        void *buf;
+        size_t len;
+        if (sn_codec_encode_ack(r->node, r->incarnation, p->recv_seq, &buf, &len) != 0)
+            continue;
+        r->router_look = true;
+        if (zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+            zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0)
+            p->acked_seq = p->recv_seq, p->ack_due_ns = 0; /* else: again next turn (it stays listed) */
+        free(buf);
+    }
+}
+
+void sn__relay_ack_later(sn_relay_t *r, peer_t *p, uint64_t seq, const unsigned char *ident, size_t ident_len)
+{
+    if (ident_len > sizeof p->ident || seq <= p->recv_seq)
+        return;
+    p->recv_seq = seq;
+    if (!p->ack_due_ns)
+        p->ack_due_ns = sn__relay_now_ns() + ACK_DELAY_NS;
+    sn__relay_io_list(r->io_ack, &r->nio_ack, &p->io_ack, r, p);
+    memcpy(p->ident, ident, ident_len);
+    p->ident_len = ident_len;
+}
+
+/* When the next acknowledgement is due (UINT64_MAX: none). */
+uint64_t sn__relay_acks_due_ns(sn_relay_t *r)
+{
+    uint64_t next = UINT64_MAX;
+    for (size_t i = 0; i < r->nio_ack; i++) {
+        peer_t *p = &r->peers[r->io_ack[i]];
+        if (p->ack_due_ns && p->ack_due_ns < next)
+            next = p->ack_due_ns;
+    }
+    return next;
+}
+
+zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key)
+{
+    zsock_t *d = zsock_new(ZMQ_DEALER);
+    if (!d)
+        return NULL;
+    if (r->cert)
+        sn_keys_client(d, r->cert, server_key); /* before connecting */
+    zsock_set_sndhwm(d, SN_SNDHWM);
+    zsock_set_rcvhwm(d, SN_RCVHWM);
+    zsock_set_maxmsgsize(d, (int64_t)r->max_frame * 2 + 1024);
+    zsock_set_linger(d, 500); /* a Leave or a last batch gets out at exit */
+    if (zsock_connect(d, "%s", endpoint) < 0)
+        zsock_destroy(&d);
+    return d;
+}
+
+/* A wildcard address cannot be advertised: peers could not dial it. */

@@ -1,0 +1,364 @@
+/* route.c - the worker side of the relay, and where a send goes.
+ *
+ * Workers call the scheduler's relay hook (sn__relay_deliver): it only
+ * allocates an item, pushes it on r->outq (a lock-free MPSC queue) and, if
+ * the I/O thread has not been told yet, writes its eventfd. The I/O thread
+ * drains the queue (sn__relay_drain) and routes each item (sn__relay_route:
+ * to a peer's batch, here, or back to its sender with an error). Errors go
+ * back to senders through here too (sn__relay_return_error,
+ * sn__relay_bounce_local). Everything but the hook and sn__relay_enqueue /
+ * sn__relay_poke runs on the I/O thread.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_int.h"
+
+#define DRAIN_BUDGET 65536 /* queue items per loop turn, then serve inbound */
+/* Nodes a send may pass through: a path longer than this loops (a chain of
+ * forwarding entries broken by a node that restarted, sent home and back
+ * out): the send comes back to its sender as unreachable. A real path is a
+ * handful of hops (home, the nodes it moved through since a sender last
+ * heard where it is). */
+#define MAX_HOPS 16
+
+void sn__relay_poke(sn_relay_t *r)
+{
+    /* seq_cst: the same store-buffering pair as enqueue below */
+    if (!atomic_exchange_explicit(&r->signaled, 1, memory_order_seq_cst)) {
+        uint64_t one = 1;
+        ssize_t n = write(r->efd, &one, sizeof one);
+        (void)n;
+    }
+}
+
+void sn__relay_enqueue(sn_relay_t *r, item_t *it)
+{
+    sn__mpsc_push(&r->outq, &it->link);
+    /* seq_cst: pairs with the I/O thread's clear of `signaled` before it
+     * drains (a store-buffering pair): either it sees our item, or we see
+     * the flag clear and write the eventfd */
+    if (!atomic_exchange_explicit(&r->signaled, 1, memory_order_seq_cst)) {
+        uint64_t one = 1;
+        ssize_t n = write(r->efd, &one, sizeof one);
+        (void)n; /* an eventfd write only fails at 2^64-1 pending */
+    }
+}
+
+/* Set by the I/O thread while it hands the scheduler a send that came
+ * from another node: whatever the scheduler passes on from there is a
+ * forward (item_t.forwarded). Thread-local, so workers never see it set. */
+static _Thread_local bool passing_on;
+static _Thread_local uint32_t passing_hops; /* the hops of the send being passed on */
+/* The id of the send being passed on or returned (see error_repeat): what
+ * the scheduler sends from here on its behalf (the send itself, or its
+ * error back to its sender) keeps it; 0: a new send gets a new id. */
+static _Thread_local uint64_t carry_id;
+
+
+void sn__relay_pass_begin(const sn_wire_send_t *s, sn_passing_t *saved)
+{
+    *saved = (sn_passing_t){passing_on, passing_hops, carry_id};
+    passing_on = true;
+    passing_hops = s->hops;
+    carry_id = s->id;
+}
+
+void sn__relay_pass_end(const sn_passing_t *saved)
+{
+    passing_on = saved->on;
+    passing_hops = saved->hops;
+    carry_id = saved->id;
+}
+
+int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
+                         sn_payload_t **msg)
+{
+    sn_relay_t *r = arg;
+    peer_t *p = via == r->node ? NULL : sn__relay_find_peer(r, via ? via : to.node);
+    if (p && via && kind == SN_RELAY_MONITOR && !passing_on && atomic_load_explicit(&p->down, memory_order_acquire)) {
+        /* a monitor set here for a process that moved on from here to a
+         * node that is down: its home may know it went on (monitor_via_home) */
+        peer_t *home = to.node == r->node ? NULL : sn__relay_find_peer(r, to.node);
+        if (home && !atomic_load_explicit(&home->down, memory_order_acquire)) {
+            p = home;
+            via = 0;
+        }
+    }
+    if (!p && via != r->node) /* (via == this node: a message for a process settling here, locate.c) */
+        return SN_EUNREACHABLE;
+    if (p && atomic_load_explicit(&p->down, memory_order_acquire))
+        return SN_ENODEDOWN;
+    if (!via && to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed))
+        return SN_ENOPROC; /* a process of an earlier run of that node */
+    item_t *it = malloc(sizeof *it);
+    if (!it)
+        return SN_ENOMEM;
+    it->kind = ITEM_SEND;
+    it->dest = via ? via : to.node;
+    it->diverted = via == r->node;
+    it->forwarded = passing_on;
+    it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL, passing_on ? passing_hops + 1 : 0,
+                             carry_id ? carry_id : atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
+    if (kind == SN_RELAY_GONE) /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
+        sn__mpsc_push(&r->outq, &it->link);
+    else
+        sn__relay_enqueue(r, it);
+    return 0;
+}
+
+/* The scheduler's `loaded` hook (any thread): work piles up here after a
+ * heartbeat said there was none; members.c sends the next one early. */
+static void relay_loaded(void *arg)
+{
+    sn_relay_t *r = arg;
+    atomic_store_explicit(&r->load_news, 1, memory_order_release);
+    sn__relay_poke(r);
+}
+
+/* Drops this node's record of watcher's monitor of target, under
+ * whichever peer it is; false if there was none. */
+bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++)
+        if (sn__watch(&r->peers[i], target, watcher, tag, false))
+            return true;
+    return false;
+}
+
+/* Returns a send to the process that made it: on this node, or on the
+ * node it moved to since, or (a message we were passing on for another
+ * node's process) back to its node. */
+/* The errors returned to senders on this node, by send id: a send gets
+ * one nodedown at most, and after a nodedown at most one other error (its
+ * fate: noproc from the node it reached after all). Acknowledgements are
+ * per hop: the node a send was passing through may stop answering after it
+ * passed the send on (nodedown from the hop before it), and the next node
+ * may return it too (nodedown again when its own next hop fails, noproc,
+ * unreachable); only the first nodedown and the fate reach the sender.
+ * Direct-mapped (a slot keeps the last id that hashed to it): a repeat
+ * whose record was overwritten by 65,536 later errors gets through; a
+ * recorded one never does. I/O thread only. */
+#define ERR_SLOTS_LOG2 16
+struct err_slot {
+    uint64_t id;
+    int said; /* 1: nodedown was returned, 2: its fate was */
+};
+
+/* Whether the error `error` for send `id` was returned here already
+ * (drop it); with `say`, records that it is returned now. */
+static bool error_repeat(sn_relay_t *r, uint64_t id, int error, bool say)
+{
+    if (!id)
+        return false;
+    if (!r->errs && !(r->errs = calloc((size_t)1 << ERR_SLOTS_LOG2, sizeof *r->errs)))
+        return false; /* (no memory: every error goes back) */
+    struct err_slot *e = &r->errs[(id * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - ERR_SLOTS_LOG2)];
+    bool known = e->id == id;
+    if (known && (e->said == 2 || error == SN_ENODEDOWN)) {
+        if (say) {
+            r->errors_repeated++;
+            SNLOG_DEBUG("node=%" PRIu32 " send %" PRIx64 " came back once more (%s): not returned again", r->node,
+                        id, sn_strerror(error));
+        }
+        return true;
+    }
+    if (say) {
+        e->id = id;
+        e->said = error == SN_ENODEDOWN ? 1 : 2;
+    }
+    return false;
+}
+
+/* Returns an error to the sender of s: here, or on its node. */
+void sn__relay_return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, sn_pid_t target, int error)
+{
+    if (error_repeat(r, s->id, error, false)) { /* (a sender here got it already) */
+        error_repeat(r, s->id, error, true);
+        return;
+    }
+    if (sn__send_failed(r->sched, sender, target, s->tag, error, &s->payload) == 0) {
+        error_repeat(r, s->id, error, true);
+        return;
+    }
+    /* a sender that moved on from here, or one of another node whose
+     * message we forwarded: on to it, with the send's id */
+    uint32_t via = sn__migrate_forward_of(r->sched, sender);
+    if (via || sender.node != r->node) {
+        uint64_t was = carry_id;
+        carry_id = s->id;
+        int rc = sn__relay_deliver(r, sender, target, s->tag, SN_EV_YIELD_COMPLETE, error, via, &s->payload);
+        carry_id = was;
+        if (rc != 0)
+            SNLOG_WARN("node=%" PRIu32 " cannot return an undelivered message to %" PRIu32 ".%" PRIu64
+                       ": its node is down or unknown",
+                       r->node, sender.node, sender.serial);
+    }
+}
+
+/* s could not go on from here (to node `at`, if it got that far): its
+ * sender hears (a message), its watcher (a monitor), the node that started
+ * it (a FLUSH that cannot reach the node after `at`: locate.c). */
+void sn__relay_bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_t at)
+{
+    sn__add(&r->bounced, 1);
+    if (s->kind == SN_EV_MESSAGE && !sn_pid_is_none(s->from))
+        sn__relay_return_error(r, s, s->from, s->to, error);
+    if (s->kind == SN_WIRE_FLUSH && error == SN_ENODEDOWN && at)
+        sn__loc_flush_stuck(r, s, at);
+    if (s->kind == SN_WIRE_REDIRECT && error == SN_ENODEDOWN && at && at == s->to.node && s->error > 0)
+        sn__loc_notice_lost(r, s->to, (uint32_t)s->error); /* an arrival notice to a home that is down */
+    /* a monitor request that fails is answered from the peer's watch
+     * table, or by route when it never got there; one we were passing on
+     * for a watcher on another node is answered here */
+    if (s->kind == SN_RELAY_MONITOR) {
+        if (s->from.node != r->node)
+            sn__relay_deliver(r, s->from, s->to, s->tag, SN_EV_DOWN, error, 0, NULL);
+        else if (sn__relay_unwatch(r, s->to, s->from, s->tag)) /* (none: not recorded yet, the caller answered) */
+            sn__send_down(r->sched, s->from, s->to, s->tag, error, NULL);
+    }
+    sn_payload_destroy(&s->payload);
+}
+
+void sn__relay_free_item(item_t *it)
+{
+    if (it->kind == ITEM_SEND) {
+        sn_payload_destroy(&it->s.payload);
+    } else {
+        reply_item_t *ri = (reply_item_t *)it;
+        free(ri->rep.reason);
+        sn_payload_destroy(&ri->rep.result);
+    }
+    free(it);
+}
+
+/* Returns true if it stopped on the budget (more may be queued). */
+bool sn__relay_drain(sn_relay_t *r)
+{
+    size_t done = 0;
+    sn__mpsc_node_t *n;
+    while (done < DRAIN_BUDGET && (n = sn__mpsc_pop(&r->outq))) {
+        done++;
+        item_t *it = (item_t *)n;
+        if (it->kind == ITEM_REPLY) {
+            reply_item_t *ri = (reply_item_t *)it;
+            sn__relay_send_reply(r, ri->ident, ri->ident_len, &ri->rep);
+            sn__relay_free_item(it);
+            continue;
+        }
+        sn__relay_route(r, it);
+    }
+    for (size_t i = 0; i < r->nio_batch; i++) { /* the peers that got sends: each batch goes */
+        peer_t *p = &r->peers[r->io_batch[i]];
+        p->io_batch = false;
+        sn__relay_flush_peer(r, p);
+    }
+    r->nio_batch = 0;
+    return done == DRAIN_BUDGET;
+}
+
+
+/* A send that passed through too many nodes (MAX_HOPS): logged at most
+ * once a second, with the count of the quiet ones. */
+static void bad_route(sn_relay_t *r, const sn_wire_send_t *s)
+{
+    static _Thread_local uint64_t last, quiet; /* (the I/O thread's) */
+    uint64_t now = sn__relay_now_ns();
+    if (last && now - last < 1000000000u) {
+        quiet++;
+        return;
+    }
+    SNLOG_WARN("node=%" PRIu32 " a send to %" PRIu32 ".%" PRIu64 " passed through %" PRIu32
+               " nodes: its path loops, it goes back to its sender as unreachable (%" PRIu64
+               " more since last report)",
+               r->node, s->to.node, s->to.serial, s->hops, quiet);
+    last = now;
+    quiet = 0;
+}
+
+/* A monitor from here whose path (this node's location cache) leads to a
+ * node that is down goes to the process's home instead, if that is up: the
+ * home knows where the process went last (move numbers), and it may well
+ * live on elsewhere; the cache may only be stale. (Sends keep the old
+ * path, for order; a monitor has no order to keep.) */
+static bool monitor_via_home(sn_relay_t *r, item_t *it)
+{
+    if (it->s.kind != SN_RELAY_MONITOR || it->forwarded || it->s.from.node != r->node || it->s.to.node == r->node)
+        return false;
+    peer_t *home = sn__relay_find_peer(r, it->s.to.node);
+    if (!home || atomic_load_explicit(&home->down, memory_order_relaxed))
+        return false;
+    it->dest = it->s.to.node;
+    return true;
+}
+
+void sn__relay_route(sn_relay_t *r, item_t *it)
+{
+    int how = sn__loc_route(r, it);
+    if (how == SN_LOC_HELD)
+        return; /* held until a flush ends (locate.c) */
+    if (how == SN_LOC_DOWN && monitor_via_home(r, it))
+        how = SN_LOC_SEND;
+    if (how == SN_LOC_DOWN) { /* its path goes through a node that is down: not another one (order) */
+        if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* (bounce_local answers one passing on) */
+            sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_ENODEDOWN, NULL);
+        sn__relay_bounce_local(r, &it->s, SN_ENODEDOWN, 0); /* (a FLUSH passing through never is: sn__loc_route) */
+        if (it->diverted) /* (it will not be delivered here) */
+            sn__migrate_diverted(r->sched, it->s.to);
+        sn__relay_free_item(it);
+        return;
+    }
+    if (it->dest == r->node) { /* from a sender here, for a process that moved here */
+        sn_pid_t to = it->s.to;
+        bool diverted = it->diverted;
+        sn__relay_inbound_send(r, NULL, &it->s);
+        sn__relay_free_item(it);
+        if (diverted) /* delivered (or on its way on): later sends may go straight */
+            sn__migrate_diverted(r->sched, to);
+        return;
+    }
+    if (it->s.hops > MAX_HOPS) {
+        bad_route(r, &it->s);
+        if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node &&
+            !sn__relay_unwatch(r, it->s.to, it->s.from, it->s.tag)) /* (a record: bounce_local answers) */
+            sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
+        sn__relay_bounce_local(r, &it->s, SN_EUNREACHABLE, 0);
+        sn__relay_free_item(it);
+        return;
+    }
+    if (sn__relay_for_process(it->s.kind)) { /* to a process, over the network */
+        size_t bit = sn__sent_bit(it->s.to);
+        r->sent_to[bit / 64] |= UINT64_C(1) << (bit % 64);
+    }
+    peer_t *p = sn__relay_find_peer(r, it->dest);
+    if (p && atomic_load_explicit(&p->down, memory_order_relaxed) && monitor_via_home(r, it))
+        p = sn__relay_find_peer(r, it->dest);
+    int err = !p ? SN_EUNREACHABLE
+              : atomic_load_explicit(&p->down, memory_order_relaxed)                 ? SN_ENODEDOWN
+              : it->dest == it->s.to.node &&
+                      it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed)
+                  ? SN_ENOPROC
+                  : 0;
+    if (err) {
+        if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* the watcher learns at once */
+            sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
+        sn__relay_bounce_local(r, &it->s, err, it->dest);
+        sn__relay_free_item(it);
+        return;
+    }
+    if ((it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR) &&
+        (!it->forwarded || it->s.from.node == r->node))
+        sn__watch(p, it->s.to, it->s.from, it->s.tag, it->s.kind == SN_RELAY_MONITOR); /* (the watcher's node keeps it) */
+    sn__relay_batch_add(r, p, it);
+}
+
+void sn__relay_install(sn_relay_t *r, bool remote_work)
+{
+    sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, sn__relay_deliver, remote_work ? sn__steal_hook : NULL,
+                                                     remote_work ? relay_loaded : NULL});
+}
+
