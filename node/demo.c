@@ -4,6 +4,8 @@
  */
 #include "demo.h"
 
+#include "grow.h"
+
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -422,9 +424,11 @@ static const sn_type_t msink_type = {"msink", 1, sizeof(msink_t), msink_init, ms
  * counted once: a spin lost or run twice shows). */
 typedef struct spread {
     uint64_t n, ms, back, started;
-    uint32_t *node;    /* the nodes the children ran on, in the order they first reported */
-    uint64_t *count;   /* how many ran on node[k] */
-    size_t nnodes, capnodes;
+    struct ran_on {
+        uint32_t node;  /* a node the children ran on (in the order they first reported) */
+        uint64_t count; /* how many ran there */
+    } *on;
+    size_t non, capon;
     char type[16];     /* spin (can move) or burn (cannot) */
     uint64_t deadline_ms; /* 0, or finish after this long with what came back */
     int timed_out;
@@ -450,32 +454,22 @@ static void spread_close(sn_ctx_t *ctx, void *state)
 {
     spread_t *s = state;
     free(s->seen);
-    free(s->node);
-    free(s->count);
+    free(s->on);
 }
 
 /* One more child ran on `node`; 0, or SN_ENOMEM. */
 static int spread_count(spread_t *s, uint32_t node)
 {
-    for (size_t k = 0; k < s->nnodes; k++)
-        if (s->node[k] == node) {
-            s->count[k]++;
+    for (size_t k = 0; k < s->non; k++)
+        if (s->on[k].node == node) {
+            s->on[k].count++;
             return 0;
         }
-    if (s->nnodes == s->capnodes) {
-        size_t cap = s->capnodes ? s->capnodes * 2 : 8;
-        uint32_t *nd = realloc(s->node, cap * sizeof *nd);
-        if (!nd)
-            return SN_ENOMEM;
-        s->node = nd;
-        uint64_t *c = realloc(s->count, cap * sizeof *c);
-        if (!c)
-            return SN_ENOMEM;
-        s->count = c;
-        s->capnodes = cap;
-    }
-    s->node[s->nnodes] = node;
-    s->count[s->nnodes++] = 1;
+    struct ran_on *on = sn__grow(s->on, &s->capon, s->non, sizeof *on, 8, 0);
+    if (!on)
+        return SN_ENOMEM;
+    s->on = on;
+    s->on[s->non++] = (struct ran_on){node, 1};
     return 0;
 }
 
@@ -528,8 +522,8 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
     fprintf(f, "%" PRIu64 " done:", s->back);
     if (s->back < s->n)
         fprintf(f, " (%" PRIu64 " missing)", s->n - s->back);
-    for (size_t k = 0; k < s->nnodes; k++)
-        fprintf(f, "%s %" PRIu64 " on node %" PRIu32, k ? "," : "", s->count[k], s->node[k]);
+    for (size_t k = 0; k < s->non; k++)
+        fprintf(f, "%s %" PRIu64 " on node %" PRIu32, k ? "," : "", s->on[k].count, s->on[k].node);
     bool ok = fclose(f) == 0;
     sn_payload_t *r = ok ? sn_payload_text(text) : NULL;
     free(text);

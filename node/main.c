@@ -678,8 +678,7 @@ static void check_node_options(const options_t *o)
 static void start_process(const options_t *o, sigset_t *sigs)
 {
     log_node = o->sched.node_id;
-    sn__log_set_level(o->log_level);
-    sn_relay_set_log_level(o->log_level);
+    sn__log_set_level(o->log_level); /* (the relay's too: one layer, log.h) */
     zsys_init();
     main_thread = pthread_self();
     on_exit(exit_off_main, NULL);

@@ -23,16 +23,9 @@ void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
 {
     sn__add(&r->bad_frames, 1);
     peer_t *p = node ? sn__relay_find_peer(r, node) : NULL;
-    uint64_t *last = p ? &p->bad_log_ns : &r->bad_log_ns, *quiet = p ? &p->bad_quiet : &r->bad_quiet;
-    uint64_t now = sn__relay_now_ns();
-    if (*last && now - *last < 1000000000u) {
-        (*quiet)++;
-        return;
-    }
-    SNLOG_WARN("node=%" PRIu32 " dropped a bad frame from %s %" PRIu32 ": %s (%" PRIu64 " more since last report)",
-                 r->node, p ? "peer" : "node", node, why, *quiet);
-    *last = now;
-    *quiet = 0;
+    char more[64];
+    if (sn__log_limit(p ? &p->bad_log : &r->bad_log, sn__relay_now_ns(), 1000000000u, more, sizeof more))
+        SNLOG_WARN(r, "dropped a bad frame from %s %" PRIu32 ": %s%s", p ? "peer" : "node", node, why, more);
 }
 
 static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
@@ -301,8 +294,7 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         /* meant for an earlier run of this node (queued before the sender
          * knew of the restart): its sender returns every send in it as
          * nodedown when it learns, so none may run here */
-        SNLOG_DEBUG("node=%" PRIu32 " dropped a batch from node %" PRIu32 " meant for an earlier run of this node",
-                    r->node, f->node);
+        SNLOG_DEBUG(r, "dropped a batch from node %" PRIu32 " meant for an earlier run of this node", f->node);
         return;
     }
     for (size_t i = 0; i < f->nsends; i++)

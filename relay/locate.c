@@ -62,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "relay_int.h"
 #include "sn_node.h"
 
@@ -330,14 +331,10 @@ int sn__loc_route(sn_relay_t *r, item_t *it)
         return SN_LOC_SEND; /* our own marker: it goes down the old path now */
     if (node_down(r, l->hop))
         return SN_LOC_DOWN; /* the old path is stuck in a node that is down: nothing may overtake it */
-    if (l->nheld == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        item_t **h = realloc(l->held, cap * sizeof *h);
-        if (!h)
-            return SN_LOC_DOWN; /* no memory to hold it: it comes back (sending it on could reorder) */
-        l->held = h;
-        l->cap = cap;
-    }
+    item_t **h = sn__grow(l->held, &l->cap, l->nheld, sizeof *h, 16, 0);
+    if (!h)
+        return SN_LOC_DOWN; /* no memory to hold it: it comes back (sending it on could reorder) */
+    l->held = h;
     l->held[l->nheld++] = it;
     return SN_LOC_HELD;
 }
@@ -518,9 +515,8 @@ void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at, uint64_t id)
     uint64_t now = sn__relay_now_ns();
     if (!l->stuck_ns) {
         l->stuck_ns = now;
-        SNLOG_INFO("node=%" PRIu32 " the flush of the path to %" PRIu32 ".%" PRIu64 " through node %" PRIu32
-                   " is stuck before node %" PRIu32 ", which is down there: its sends wait",
-                   r->node, pid.node, pid.serial, l->hop, at);
+        SNLOG_INFO(r, "the flush of the path to %" PRIu32 ".%" PRIu64 " through node %" PRIu32
+                   " is stuck before node %" PRIu32 ", which is down there: its sends wait", pid.node, pid.serial, l->hop, at);
     }
     l->since_ns = now; /* news: the retry clock (sn__loc_tick) starts again */
 }
@@ -540,14 +536,10 @@ void sn__loc_notice_lost(sn_relay_t *r, sn_pid_t pid, uint32_t moves)
                 c->notices[i].moves = moves;
             return;
         }
-    if (c->nnotices == c->capnotices) {
-        size_t cap = c->capnotices ? c->capnotices * 2 : 16;
-        struct notice *n = cap <= 65536 ? realloc(c->notices, cap * sizeof *n) : NULL;
-        if (!n)
-            return; /* (the home learns from the next forward instead) */
-        c->notices = n;
-        c->capnotices = cap;
-    }
+    struct notice *n = sn__grow(c->notices, &c->capnotices, c->nnotices, sizeof *n, 16, 65536);
+    if (!n)
+        return; /* (the home learns from the next forward instead) */
+    c->notices = n;
     c->notices[c->nnotices++] = (struct notice){pid, moves};
 }
 
@@ -593,9 +585,8 @@ void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from)
     loc_t *l = pid.node == r->node ? find(r->locs->home, pid) : NULL;
     if (!l || l->node != from || sn__migrate_here(r->sched, pid))
         return;
-    SNLOG_INFO("node=%" PRIu32 " %" PRIu32 ".%" PRIu64 " left node %" PRIu32
-               " (where it was seen last) for a run that ended: lost with it",
-               r->node, pid.node, pid.serial, from);
+    SNLOG_INFO(r, "%" PRIu32 ".%" PRIu64 " left node %" PRIu32
+               " (where it was seen last) for a run that ended: lost with it", pid.node, pid.serial, from);
     sn__migrate_drop_forward(r->sched, pid);
     l->node = 0;
     l->moves++;
@@ -604,9 +595,8 @@ void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from)
 /* Releases a pending entry's held sends (see the top of this file). */
 static void release(sn_relay_t *r, loc_t *l, const char *why)
 {
-    SNLOG_WARN("node=%" PRIu32 " %s for %" PRIu32 ".%" PRIu64 " through node %" PRIu32
-               ": sending its held messages on",
-               r->node, why, l->pid.node, l->pid.serial, l->hop);
+    SNLOG_WARN(r, "%s for %" PRIu32 ".%" PRIu64 " through node %" PRIu32
+               ": sending its held messages on", why, l->pid.node, l->pid.serial, l->hop);
     finish(r, l, l->node);
 }
 

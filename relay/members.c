@@ -71,13 +71,12 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
     snprintf(p->public_key, sizeof p->public_key, "%s", key);
     uint8_t raw[32];
     if (r->cert && (strlen(key) != 40 || !zmq_z85_decode(raw, key))) { /* (czmq asserts on a bad one) */
-        SNLOG_ERROR("node=%" PRIu32 " node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
-                   "cannot be reached",
-                   r->node, p->node, endpoint);
+        SNLOG_ERROR(r, "node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
+                   "cannot be reached", p->node, endpoint);
         return;
     }
     if (!sn_wire_endpoint_ok(endpoint)) {
-        SNLOG_ERROR("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s", r->node, p->node, endpoint);
+        SNLOG_ERROR(r, "cannot connect to node %" PRIu32 " at %s", p->node, endpoint);
         return;
     }
     p->dial = true;
@@ -88,9 +87,8 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
 static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
     if (p->incarnation) {
-        SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
-                     "nodedown, its old PIDs are dead",
-                     r->node, p->node, p->endpoint);
+        SNLOG_WARN(r, "node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
+                     "nodedown, its old PIDs are dead", p->node, p->endpoint);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
     }
     sn__relay_reset_peer(p, inc);
@@ -109,8 +107,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
             return NULL; /* gone before we knew it */
         size_t n = atomic_load_explicit(&r->npeers, memory_order_relaxed);
         if (n == SN_MAX_NODES) {
-            SNLOG_ERROR("node=%" PRIu32 " cannot add node %" PRIu32 ": the cluster is full (%d nodes)", r->node,
-                       m->node, SN_MAX_NODES);
+            SNLOG_ERROR(r, "cannot add node %" PRIu32 ": the cluster is full (%d nodes)", m->node, SN_MAX_NODES);
             return NULL;
         }
         p = &r->peers[n];
@@ -127,7 +124,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
             sn__steal_types(r, p, m->types, m->ntypes);
         /* release: the slot is complete before workers can find it */
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
-        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member (%s)", r->node, m->node, m->endpoint, how);
+        SNLOG_INFO(r, "node %" PRIu32 " at %s is a member (%s)", m->node, m->endpoint, how);
         sn_swim_apply(r->swim, 0, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version}, now);
         /* our row (load, workers), to it at the next tick: an idle
          * newcomer comes for work without waiting, its status shows us.
@@ -148,12 +145,12 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         p->last_heard_ns = now;
         set_down(p, m->state == SN_MEMBER_LEFT ? SN_MEMBER_LEFT : SN_MEMBER_UP);
         if (p->state == SN_MEMBER_UP && !first)
-            SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is a member again, a new run (%s)", r->node, p->node,
+            SNLOG_INFO(r, "node %" PRIu32 " at %s is a member again, a new run (%s)", p->node,
                       p->endpoint, how);
     } else if (m->incarnation == p->incarnation && m->state == SN_MEMBER_LEFT && p->state != SN_MEMBER_LEFT) {
         set_down(p, SN_MEMBER_LEFT);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
-        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node, p->endpoint,
+        SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (%s)", p->node, p->endpoint,
                   how);
         sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, m->version}, now);
     }
@@ -230,7 +227,7 @@ static void put_out(sn_relay_t *r, const char *fmt, ...)
              "this run of node %" PRIu32 " is out of the cluster (%s): another run of it joined while it was "
              "down; it stops (its processes are lost, as with a crash)",
              r->node, why);
-    SNLOG_ERROR("node=%" PRIu32 " %s", r->node, r->out_reason);
+    SNLOG_ERROR(r, "%s", r->out_reason);
     atomic_store_explicit(&r->out, 1, memory_order_release); /* release: out_reason first */
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
     for (size_t i = 0; i < np; i++) {
@@ -254,8 +251,7 @@ void sn__members_superseded(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const
     char why[512];
     snprintf(why, sizeof why, "a newer run of node %" PRIu32 " joined at %s after this one was declared down",
              p->node, p->endpoint);
-    SNLOG_WARN("node=%" PRIu32 " an earlier run of node %" PRIu32 " is still sending: telling it it is out (%s)",
-               r->node, p->node, why);
+    SNLOG_WARN(r, "an earlier run of node %" PRIu32 " is still sending: telling it it is out (%s)", p->node, why);
     void *buf;
     size_t len;
     if (sn_codec_encode_refusal(r->node, r->incarnation, SN_EREFUSED, why, &buf, &len) != 0)
@@ -318,7 +314,7 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
 static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f,
                    const char *reason)
 {
-    SNLOG_WARN("node=%" PRIu32 " refused node %" PRIu32 " from %s%s%s%s: %s", r->node, f->node, f->endpoint,
+    SNLOG_WARN(r, "refused node %" PRIu32 " from %s%s%s%s: %s", f->node, f->endpoint,
                r->in_key ? " (key " : "", r->in_key ? r->in_key : "", r->in_key ? ")" : "", reason);
     void *buf;
     size_t len;
@@ -482,7 +478,7 @@ static void welcome(sn_relay_t *r, sn_frame_t *f, zsock_t *from_seed, int joined
     for (size_t i = 0; i < f->nmembers; i++)
         if (f->members[i].node != r->node)
             sn__members_upsert(r, &f->members[i], "welcome");
-    SNLOG_INFO("node=%" PRIu32 " joined cluster '%s' through node %" PRIu32 " (%zu members)", r->node, r->cluster,
+    SNLOG_INFO(r, "joined cluster '%s' through node %" PRIu32 " (%zu members)", r->cluster,
               f->node, f->nmembers); /* the seed's view includes us */
     atomic_store_explicit(&r->joined, 1, memory_order_release);
 }
@@ -505,8 +501,7 @@ static void gossip(sn_relay_t *r, peer_t *p, sn_frame_t *f, int joined)
         for (size_t i = 0; i < f->nmembers; i++)
             own = own || (f->members[i].node == f->node && f->members[i].state == SN_MEMBER_UP);
         if (own)
-            SNLOG_DEBUG("node=%" PRIu32 " gossip from node %" PRIu32 ", not known here yet: left to the next",
-                        r->node, f->node);
+            SNLOG_DEBUG(r, "gossip from node %" PRIu32 ", not known here yet: left to the next", f->node);
         else
             sn__relay_bad(r, "gossip from a node that is not a member", f->node);
         return;
@@ -549,7 +544,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         } else if (from_seed && joined == 0) {
             snprintf(r->join_error, sizeof r->join_error, "node %" PRIu32 " refused to let this node in: %s", f->node,
                      f->reason);
-            SNLOG_ERROR("node=%" PRIu32 " %s", r->node, r->join_error);
+            SNLOG_ERROR(r, "%s", r->join_error);
             /* release: join_error is written before the flag */
             atomic_store_explicit(&r->joined, -1, memory_order_release);
         } else {
@@ -564,7 +559,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         if (p->state != SN_MEMBER_LEFT) {
             set_down(p, SN_MEMBER_LEFT);
             sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
-            SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (%s)", r->node, p->node,
+            SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (%s)", p->node,
                       p->endpoint, f->reason);
             sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, 0},
                           sn__relay_now_ns());
@@ -710,21 +705,20 @@ static void swim_changed(void *arg, uint32_t node, uint64_t run, int state, int 
         return;
     if (state == SN_SWIM_DEAD && p->state == SN_MEMBER_UP) {
         set_down(p, SN_MEMBER_DOWN);
-        SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " at %s is down: it answered no probe, direct or through "
-                   "others, nor its suspicion",
-                   r->node, p->node, p->endpoint);
+        SNLOG_WARN(r, "node %" PRIu32 " at %s is down: it answered no probe, direct or through "
+                   "others, nor its suspicion", p->node, p->endpoint);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, false);
     } else if (state == SN_SWIM_ALIVE && p->state == SN_MEMBER_DOWN) {
         set_down(p, SN_MEMBER_UP);
-        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s is up again", r->node, p->node, p->endpoint);
+        SNLOG_INFO(r, "node %" PRIu32 " at %s is up again", p->node, p->endpoint);
         sn__loc_peer_up(r, p->node);
     } else if (state == SN_SWIM_LEFT && p->state != SN_MEMBER_LEFT) {
         set_down(p, SN_MEMBER_LEFT);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
-        SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 " at %s has left the cluster (gossip)", r->node, p->node,
+        SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (gossip)", p->node,
                    p->endpoint);
     } else if (state == SN_SWIM_SUSPECT) {
-        SNLOG_DEBUG("node=%" PRIu32 " node %" PRIu32 " at %s is suspect", r->node, p->node, p->endpoint);
+        SNLOG_DEBUG(r, "node %" PRIu32 " at %s is suspect", p->node, p->endpoint);
     }
     (void)was;
 }
@@ -877,9 +871,8 @@ static void stalled(sn_relay_t *r, uint64_t now)
         return;
     uint64_t late = now - due;
     if (late >= (uint64_t)r->down_ms * 500000u)
-        SNLOG_WARN("node=%" PRIu32 " this node did not run for %" PRIu64 " ms (stopped or starved of CPU): "
-                   "members get that time back before any is declared down",
-                   r->node, late / 1000000u);
+        SNLOG_WARN(r, "this node did not run for %" PRIu64 " ms (stopped or starved of CPU): "
+                   "members get that time back before any is declared down", late / 1000000u);
 }
 
 void sn__members_tick(sn_relay_t *r)
@@ -888,8 +881,7 @@ void sn__members_tick(sn_relay_t *r)
     uint64_t period = (uint64_t)r->hb_ms * 1000000u;
     int joined = atomic_load_explicit(&r->joined, memory_order_relaxed);
     if (joined == 0 && r->found_by_ns && now >= r->found_by_ns) {
-        SNLOG_INFO("node=%" PRIu32 " no other seed answered: starting cluster '%s' (this node is its first seed)",
-                  r->node, r->cluster);
+        SNLOG_INFO(r, "no other seed answered: starting cluster '%s' (this node is its first seed)", r->cluster);
         atomic_store_explicit(&r->joined, 1, memory_order_release);
         joined = 1;
     }

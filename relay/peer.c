@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "relay_int.h"
 
 #define BATCH_MAX 4096        /* sends per frame */
@@ -40,7 +41,7 @@ bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
         sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, p->endpoint, p->public_key));
         if (!p->dealer) {
             p->dial = false;
-            SNLOG_ERROR("node=%" PRIu32 " cannot connect to node %" PRIu32 " at %s: %s", r->node, p->node,
+            SNLOG_ERROR(r, "cannot connect to node %" PRIu32 " at %s: %s", p->node,
                         p->endpoint, zmq_strerror(zmq_errno()));
         }
     }
@@ -55,16 +56,12 @@ bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
 /* Keeps a sent frame until the peer acknowledges it. */
 static void keep(peer_t *p, void *buf, size_t len, uint64_t seq)
 {
-    if (p->nunacked == p->capunacked) {
-        size_t cap = p->capunacked ? p->capunacked * 2 : 64;
-        sent_t *u = realloc(p->unacked, cap * sizeof *u);
-        if (!u) { /* out of memory: it is sent, we just cannot bounce it later */
-            free(buf);
-            return;
-        }
-        p->unacked = u;
-        p->capunacked = cap;
+    sent_t *u = sn__grow(p->unacked, &p->capunacked, p->nunacked, sizeof *u, 64, 0);
+    if (!u) { /* out of memory: it is sent, we just cannot bounce it later */
+        free(buf);
+        return;
     }
+    p->unacked = u;
     p->unacked[p->nunacked++] = (sent_t){buf, len, seq};
 }
 
@@ -156,14 +153,10 @@ static uint32_t forget_instead(void *arg, sn_pid_t pid)
     uint32_t to = sn__loc_last_seen(fg->r, pid);
     if (to || pid.node == fg->r->node)
         return to;
-    if (fg->n == fg->cap) {
-        size_t cap = fg->cap ? fg->cap * 2 : 16;
-        sn_pid_t *l = realloc(fg->lost, cap * sizeof *l);
-        if (!l)
-            return 0; /* (no memory: its home does not hear; sends to it may go round until the hop bound) */
-        fg->lost = l;
-        fg->cap = cap;
-    }
+    sn_pid_t *l = sn__grow(fg->lost, &fg->cap, fg->n, sizeof *l, 16, 0);
+    if (!l)
+        return 0; /* (no memory: its home does not hear; sends to it may go round until the hop bound) */
+    fg->lost = l;
     fg->lost[fg->n++] = pid;
     return 0;
 }
@@ -203,9 +196,8 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
         struct forget fg = {r, NULL, 0, 0};
         size_t moved = 0, n = sn__migrate_forget_node(r->sched, p->node, forget_instead, &fg, &moved);
         if (n || moved)
-            SNLOG_INFO("node=%" PRIu32 " node %" PRIu32 "'s run ended: %zu forwarding entries through it dropped, "
-                       "%zu point past it now",
-                       r->node, p->node, n, moved);
+            SNLOG_INFO(r, "node %" PRIu32 "'s run ended: %zu forwarding entries through it dropped, "
+                       "%zu point past it now", p->node, n, moved);
         for (size_t i = 0; i < fg.n; i++)
             if (!sn__migrate_here(r->sched, fg.lost[i])) /* (an entry left from before it came back here) */
                 sn__loc_left_for_gone(r, fg.lost[i]);
@@ -225,14 +217,10 @@ bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool 
             }
         return false;
     }
-    if (p->nwatch == p->capwatch) {
-        size_t cap = p->capwatch ? p->capwatch * 2 : 16;
-        watch_t *w = realloc(p->watch, cap * sizeof *w);
-        if (!w)
-            return false; /* out of memory: its node's failure will not be reported to this watcher */
-        p->watch = w;
-        p->capwatch = cap;
-    }
+    watch_t *w = sn__grow(p->watch, &p->capwatch, p->nwatch, sizeof *w, 16, 0);
+    if (!w)
+        return false; /* out of memory: its node's failure will not be reported to this watcher */
+    p->watch = w;
     p->watch[p->nwatch++] = (watch_t){target, watcher, tag};
     return true;
 }
@@ -246,16 +234,12 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
         free(buf);
         return;
     }
-    if (p->nctl == p->capctl) {
-        size_t cap = p->capctl ? p->capctl * 2 : 8;
-        sent_t *c = realloc(p->ctl, cap * sizeof *c);
-        if (!c) { /* out of memory: the handover times out and is undone */
-            free(buf);
-            return;
-        }
-        p->ctl = c;
-        p->capctl = cap;
+    sent_t *c = sn__grow(p->ctl, &p->capctl, p->nctl, sizeof *c, 8, 0);
+    if (!c) { /* out of memory: the handover times out and is undone */
+        free(buf);
+        return;
     }
+    p->ctl = c;
     p->ctl[p->nctl++] = (sent_t){buf, len, 0};
 }
 
@@ -270,17 +254,13 @@ void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 
 void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
 {
-    if (p->nbatch == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 256;
-        item_t **b = realloc(p->batch, cap * sizeof *b);
-        if (!b) {
-            sn__relay_bounce_local(r, &it->s, SN_ENOMEM, 0);
-            sn__relay_free_item(it);
-            return;
-        }
-        p->batch = b;
-        p->cap = cap;
+    item_t **b = sn__grow(p->batch, &p->cap, p->nbatch, sizeof *b, 256, 0);
+    if (!b) {
+        sn__relay_bounce_local(r, &it->s, SN_ENOMEM, 0);
+        sn__relay_free_item(it);
+        return;
     }
+    p->batch = b;
     p->batch[p->nbatch++] = it;
     p->bytes += 64 + (it->s.payload ? it->s.payload->len : 0);
     sn__relay_io_list(r->io_batch, &r->nio_batch, &p->io_batch, r, p); /* sent at the end of the drain at the latest */

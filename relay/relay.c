@@ -26,9 +26,7 @@
 
 #include "relay_int.h"
 
-_Atomic int sn__relay_log_level = 2;
-
-void sn_relay_set_log_level(int level) { atomic_store(&sn__relay_log_level, level); }
+void sn_relay_set_log_level(int level) { sn__log_set_level(level); }
 
 uint64_t sn__relay_now_ns(void)
 {
@@ -66,7 +64,7 @@ void sn__relay_io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bo
         return;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)kind << 32 | i};
     if (epoll_ctl(r->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &ev) != 0 && on)
-        SNLOG_ERROR("node=%" PRIu32 " epoll_ctl: %s: a socket is not watched", r->node, strerror(errno));
+        SNLOG_ERROR(r, "epoll_ctl: %s: a socket is not watched", strerror(errno));
 }
 
 void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d)
@@ -95,7 +93,7 @@ static void seed_refused(sn_relay_t *r, seed_t *sd)
              !strcmp(why, "key not authorized") ? " (add this node's public certificate to the authorized-keys "
                                                   "directory of the cluster's nodes)"
                                                 : "");
-    SNLOG_ERROR("node=%" PRIu32 " %s", r->node, r->join_error);
+    SNLOG_ERROR(r, "%s", r->join_error);
     atomic_store_explicit(&r->joined, -1, memory_order_release); /* release: join_error first */
 }
 
@@ -115,16 +113,10 @@ static void router_refused(sn_relay_t *r)
     sn__add(&r->refused, 1);
     if (kind == SN_KEYS_FAILED) /* from this side, the usual causes are these */
         snprintf(why, sizeof why, "handshake failed (a client without keys, or with a wrong key for this node)");
-    uint64_t now = sn__relay_now_ns(); /* one rate limit per kind of failure */
-    if (r->refuse_log_ns[kind] && now - r->refuse_log_ns[kind] < 2000000000u) {
-        r->refuse_quiet[kind]++;
-        return;
-    }
-    SNLOG_WARN("node=%" PRIu32 " refused a connection on %s: %s%s (%" PRIu64 " more since last report)", r->node,
-                 ep, why, kind == SN_KEYS_NOT_AUTHORIZED ? ": its key is not in the authorized keys" : "",
-                 r->refuse_quiet[kind]);
-    r->refuse_log_ns[kind] = now;
-    r->refuse_quiet[kind] = 0;
+    char more[64]; /* one rate limit per kind of failure */
+    if (sn__log_limit(&r->refuse_log[kind], sn__relay_now_ns(), 2000000000u, more, sizeof more))
+        SNLOG_WARN(r, "refused a connection on %s: %s%s%s", ep, why,
+                   kind == SN_KEYS_NOT_AUTHORIZED ? ": its key is not in the authorized keys" : "", more);
 }
 
 /* Frees the connections to seeds once we are a member. */

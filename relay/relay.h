@@ -78,7 +78,8 @@ void sn_relay_leave(sn_relay_t *relay);
  * returns 1 with the reason in why. */
 int sn_relay_out(sn_relay_t *relay, char *why, size_t len);
 /* What the relay logs (through czmq's zsys): 0 errors, 1 warnings, 2 info
- * (the default), 3 debug. */
+ * (the default), 3 debug. The same as log.h's sn__log_set_level: one level
+ * for the process. */
 void sn_relay_set_log_level(int level);
 /* Snapshot of the counters. */
 void sn_relay_stats(sn_relay_t *relay, sn_relay_stats_t *out);

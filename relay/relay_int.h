@@ -19,6 +19,7 @@
 
 #include "codec.h"
 #include "keys.h"
+#include "log.h"
 #include "mpsc.h"
 #include "relay.h"
 
@@ -92,7 +93,7 @@ typedef struct peer {
      * numbered within the peer's incarnation (its run) */
     uint64_t incarnation, recv_seq, acked_seq;
     uint64_t ack_due_ns; /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
-    uint64_t bad_log_ns, bad_quiet; /* rate limit of its bad-frame log lines */
+    sn__log_limit_t bad_log;        /* its bad-frame log lines */
     uint64_t out_said_ns;           /* when we last told an earlier run of it that it is out */
     unsigned char ident[256];
     size_t ident_len;
@@ -184,7 +185,7 @@ struct sn_relay {
     _Atomic int signaled;
     zsock_t *router;
     zsock_t *router_monitor;    /* refused connections (secure clusters) */
-    uint64_t refuse_log_ns[4], refuse_quiet[4]; /* per SN_KEYS_* kind */
+    sn__log_limit_t refuse_log[4]; /* per SN_KEYS_* kind */
     zcert_t *cert;              /* this node's certificate; NULL: insecure */
     zactor_t *auth;             /* czmq's ZAP handler: the authorized keys */
     char public_key[41];
@@ -200,7 +201,9 @@ struct sn_relay {
     size_t nio_look, nio_batch, nio_ack;
     _Atomic int actor_done;     /* set (release) as the actor returns */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
-    uint64_t start_ns, hb_seq, bad_log_ns, bad_quiet;
+    uint64_t start_ns, hb_seq;
+    sn__log_limit_t bad_log;   /* bad frames from senders that are not peers (one for all) */
+    sn__log_limit_t route_log; /* sends whose path loops (route.c) */
     _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
     _Atomic uint64_t refused; /* connections refused in the CurveZMQ handshake */
     _Atomic uint64_t disconnects; /* inbound connections closed */
@@ -215,18 +218,17 @@ struct sn_relay {
     unsigned key_next;
 };
 
-/* Logging: czmq's zsys, filtered by the level main sets (one global for
- * the process; written once at start, read by the I/O thread). */
-extern _Atomic int sn__relay_log_level;
-#define SN_LOG(level, fn, ...)                                                                                     \
+/* Logging (log.h): each line names this relay's node once. The level is
+ * looked at first, so a line filtered out costs no formatting. */
+#define SN__RLOG(r, level, ...)                                                                                    \
     do {                                                                                                           \
-        if (atomic_load_explicit(&sn__relay_log_level, memory_order_relaxed) >= (level))                          \
-            fn(__VA_ARGS__);                                                                                       \
+        if (sn__log_level() >= (level))                                                                            \
+            sn__logf((r)->node, (level), __VA_ARGS__);                                                             \
     } while (0)
-#define SNLOG_ERROR(...) SN_LOG(0, zsys_error, __VA_ARGS__)
-#define SNLOG_WARN(...) SN_LOG(1, zsys_warning, __VA_ARGS__)
-#define SNLOG_INFO(...) SN_LOG(2, zsys_info, __VA_ARGS__)
-#define SNLOG_DEBUG(...) SN_LOG(3, zsys_debug, __VA_ARGS__)
+#define SNLOG_ERROR(r, ...) SN__RLOG(r, SN__LOG_ERROR, __VA_ARGS__)
+#define SNLOG_WARN(r, ...) SN__RLOG(r, SN__LOG_WARN, __VA_ARGS__)
+#define SNLOG_INFO(r, ...) SN__RLOG(r, SN__LOG_INFO, __VA_ARGS__)
+#define SNLOG_DEBUG(r, ...) SN__RLOG(r, SN__LOG_DEBUG, __VA_ARGS__)
 
 uint64_t sn__relay_now_ns(void);
 /* The peer with this node id, or NULL (any thread). */

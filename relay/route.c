@@ -162,8 +162,7 @@ static bool error_repeat(sn_relay_t *r, uint64_t id, int error, bool say)
     if (known && (e->said == 2 || error == SN_ENODEDOWN)) {
         if (say) {
             r->errors_repeated++;
-            SNLOG_DEBUG("node=%" PRIu32 " send %" PRIx64 " came back once more (%s): not returned again", r->node,
-                        id, sn_strerror(error));
+            SNLOG_DEBUG(r, "send %" PRIx64 " came back once more (%s): not returned again", id, sn_strerror(error));
         }
         return true;
     }
@@ -194,9 +193,8 @@ void sn__relay_return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, s
         int rc = sn__relay_deliver(r, sender, target, s->tag, SN_EV_YIELD_COMPLETE, error, via, &s->payload);
         carry_id = was;
         if (rc != 0)
-            SNLOG_WARN("node=%" PRIu32 " cannot return an undelivered message to %" PRIu32 ".%" PRIu64
-                       ": its node is down or unknown",
-                       r->node, sender.node, sender.serial);
+            SNLOG_WARN(r, "cannot return an undelivered message to %" PRIu32 ".%" PRIu64
+                       ": its node is down or unknown", sender.node, sender.serial);
     }
 }
 
@@ -266,18 +264,11 @@ bool sn__relay_drain(sn_relay_t *r)
  * once a second, with the count of the quiet ones. */
 static void bad_route(sn_relay_t *r, const sn_wire_send_t *s)
 {
-    static _Thread_local uint64_t last, quiet; /* (the I/O thread's) */
-    uint64_t now = sn__relay_now_ns();
-    if (last && now - last < 1000000000u) {
-        quiet++;
-        return;
-    }
-    SNLOG_WARN("node=%" PRIu32 " a send to %" PRIu32 ".%" PRIu64 " passed through %" PRIu32
-               " nodes: its path loops, it goes back to its sender as unreachable (%" PRIu64
-               " more since last report)",
-               r->node, s->to.node, s->to.serial, s->hops, quiet);
-    last = now;
-    quiet = 0;
+    char more[64];
+    if (sn__log_limit(&r->route_log, sn__relay_now_ns(), 1000000000u, more, sizeof more))
+        SNLOG_WARN(r, "a send to %" PRIu32 ".%" PRIu64 " passed through %" PRIu32
+                      " nodes: its path loops, it goes back to its sender as unreachable%s",
+                   s->to.node, s->to.serial, s->hops, more);
 }
 
 /* A monitor from here whose path (this node's location cache) leads to a

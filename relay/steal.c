@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "relay_int.h"
 
 #define OFFER_TIMEOUT_NS 3000000000u   /* victim: accept within this, or revert */
@@ -177,9 +178,8 @@ void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size
             if (!strcmp(r->types[i].name, types[k].name) && r->types[i].migratable &&
                 r->types[i].version != types[k].version) {
                 if (p->steal_ok != 0)
-                    SNLOG_WARN("node=%" PRIu32 " node %" PRIu32 " is not a steal partner: process type '%s' is "
-                               "version %" PRIu32 " here and %" PRIu32 " there",
-                               r->node, p->node, r->types[i].name, r->types[i].version, types[k].version);
+                    SNLOG_WARN(r, "node %" PRIu32 " is not a steal partner: process type '%s' is "
+                               "version %" PRIu32 " here and %" PRIu32 " there", p->node, r->types[i].name, r->types[i].version, types[k].version);
                 ok = 0;
                 break;
             }
@@ -217,16 +217,11 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         n = (size_t)s->batch;
     if (t->steal_ok != 1 || !s->enabled || r->no_steal)
         n = 0; /* types disagree (or unknown yet), or we do not give work: nothing for it */
-    if (n && s->noffers == s->capoffers) {
-        size_t cap = s->capoffers ? s->capoffers * 2 : 8;
-        offer_t *o = realloc(s->offers, cap * sizeof *o);
-        if (o) {
-            s->offers = o;
-            s->capoffers = cap;
-        } else {
-            n = 0; /* out of memory: nothing moves */
-        }
-    }
+    offer_t *o = n ? sn__grow(s->offers, &s->capoffers, s->noffers, sizeof *o, 8, 0) : s->offers;
+    if (o)
+        s->offers = o;
+    else
+        n = 0; /* out of memory: nothing moves */
     sn_migrant_t *m = n ? calloc(n, sizeof *m) : NULL;
     size_t got = m ? sn__migrate_take(r->sched, n, thief_takes, t, m) : 0;
     sn_wire_migrant_t *w = got ? calloc(got, sizeof *w) : NULL;
@@ -328,7 +323,7 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
     send_commit(r, t, o->id, done, ndone, fw, nfw);
     if (ndone)
         fault("commit-sent");
-    SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": %zu committed to node %" PRIu32, r->node, o->id, ndone, t->node);
+    SNLOG_DEBUG(r, "steal %" PRIu64 ": %zu committed to node %" PRIu32, o->id, ndone, t->node);
     for (size_t k = 0; k < nfw; k++)
         sn_payload_destroy(&fw[k].payload);
     free(fw);
@@ -352,14 +347,10 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         sn_migrant_t m = {w->pid,   w->parent, (uint8_t)(w->awaited != 0), w->await_tag, w->type, w->type_version,
                           w->state, NULL, w->moves};
         void *handle;
-        if (s->ninst == s->capinst) {
-            size_t cap = s->capinst ? s->capinst * 2 : 64;
-            install_t *in = realloc(s->inst, cap * sizeof *in);
-            if (!in)
-                break;
-            s->inst = in;
-            s->capinst = cap;
-        }
+        install_t *in = sn__grow(s->inst, &s->capinst, s->ninst, sizeof *in, 64, 0);
+        if (!in)
+            break;
+        s->inst = in;
         if (sn__migrate_install(r->sched, &m, &handle) != 0)
             continue; /* refused: it stays with the victim */
         s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves};
@@ -375,7 +366,7 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     free(ok);
     if (!ours)
         return;
-    SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": node %" PRIu32 " offered %zu, took %zu", r->node, f->steal_id,
+    SNLOG_DEBUG(r, "steal %" PRIu64 ": node %" PRIu32 " offered %zu, took %zu", f->steal_id,
                 v->node, f->nmigrants, nok);
     if (nok) /* one steal at a time: this one ends with its commit */
         s->asked_deadline_ns = sn__relay_now_ns() + REQUEST_TIMEOUT_NS;
@@ -447,8 +438,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         fault("activated");
     if (s->asked == v->node && s->asked_id == f->steal_id)
         s->asked = 0;
-    SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": %zu processes from node %" PRIu32 " run here now", r->node,
-                f->steal_id, activated, v->node);
+    SNLOG_DEBUG(r, "steal %" PRIu64 ": %zu processes from node %" PRIu32 " run here now", f->steal_id, activated, v->node);
 }
 
 void sn__steal_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f)
@@ -622,7 +612,7 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
     if (sn_codec_encode_steal_request(r->node, r->incarnation, id, (uint32_t)s->batch, ours, &buf, &len) != 0)
         return;
     sn__relay_send_ordered(r, v, buf, len);
-    SNLOG_DEBUG("node=%" PRIu32 " steal %" PRIu64 ": asking node %" PRIu32 " (it has %" PRIu64 " ready)", r->node, id,
+    SNLOG_DEBUG(r, "steal %" PRIu64 ": asking node %" PRIu32 " (it has %" PRIu64 " ready)", id,
                 v->node, v->has_stats ? v->stats.ready : 0);
     s->asked = v->node;
     s->asked_id = id;

@@ -6,6 +6,8 @@
  */
 #include "swim.h"
 
+#include "grow.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,19 +155,14 @@ static member_t *find(const sn_swim_t *s, uint32_t node)
 
 static member_t *add(sn_swim_t *s, uint32_t node)
 {
-    if (s->n == s->cap || s->norder == s->caporder) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        member_t *m = realloc(s->m, cap * sizeof *m);
-        if (!m)
-            return NULL;
-        s->m = m;
-        s->cap = cap;
-        uint32_t *o = realloc(s->order, cap * sizeof *o);
-        if (!o)
-            return NULL;
-        s->order = o;
-        s->caporder = cap;
-    }
+    member_t *m = sn__grow(s->m, &s->cap, s->n, sizeof *m, 16, 0);
+    if (!m)
+        return NULL;
+    s->m = m;
+    uint32_t *o = sn__grow(s->order, &s->caporder, s->norder, sizeof *o, 16, 0);
+    if (!o)
+        return NULL;
+    s->order = o;
     size_t i = lower_bound(s, node);
     memmove(&s->m[i + 1], &s->m[i], (s->n - i) * sizeof *s->m);
     s->n++;
@@ -214,14 +211,10 @@ static void spread(sn_swim_t *s, const sn_swim_update_t *u)
             s->g[i].sent = 0;
             return;
         }
-    if (s->ng == s->capg) {
-        size_t cap = s->capg ? s->capg * 2 : 16;
-        gossip_t *g = realloc(s->g, cap * sizeof *g);
-        if (!g)
-            return; /* (the broadcast or the next anti-entropy carries it) */
-        s->g = g;
-        s->capg = cap;
-    }
+    gossip_t *g = sn__grow(s->g, &s->capg, s->ng, sizeof *g, 16, 0);
+    if (!g)
+        return; /* (the broadcast or the next anti-entropy carries it) */
+    s->g = g;
     s->g[s->ng++] = (gossip_t){*u, 0};
 }
 
@@ -296,14 +289,10 @@ static void suspect(sn_swim_t *s, member_t *m, uint32_t by, uint64_t now)
 {
     suspicion_t *sp = suspicion_of(s, m->node);
     if (!sp) {
-        if (s->nsuspects == s->capsuspects) {
-            size_t cap = s->capsuspects ? s->capsuspects * 2 : 8;
-            suspicion_t *l = realloc(s->suspects, cap * sizeof *l);
-            if (!l)
-                return; /* (no memory: not suspected; the next probe tries again) */
-            s->suspects = l;
-            s->capsuspects = cap;
-        }
+        suspicion_t *l = sn__grow(s->suspects, &s->capsuspects, s->nsuspects, sizeof *l, 8, 0);
+        if (!l)
+            return; /* (no memory: not suspected; the next probe tries again) */
+        s->suspects = l;
         sp = &s->suspects[s->nsuspects++];
     }
     *sp = (suspicion_t){.node = m->node, .nconfirm = 1, .confirm = {by}, .since_ns = now,

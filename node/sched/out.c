@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "internal.h"
 
 void sn__out_reset(sn_step_out_t *out)
@@ -31,13 +32,13 @@ sn_yield_t *sn_out_at(sn_step_out_t *out, uint32_t i)
 sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uint64_t tag)
 {
     uint32_t i = out->nyields;
-    if (i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap) {
-        uint32_t cap = out->cap ? out->cap * 2 : 8;
-        sn_yield_t *y = realloc(out->overflow, cap * sizeof *y);
+    if (i >= SN_OUT_INLINE_YIELDS) {
+        size_t cap = out->cap; /* (a uint32_t in the public struct) */
+        sn_yield_t *y = sn__grow(out->overflow, &cap, i - SN_OUT_INLINE_YIELDS, sizeof *y, 8, UINT32_MAX);
         if (!y)
             return NULL;
         out->overflow = y;
-        out->cap = cap;
+        out->cap = (uint32_t)cap;
     }
     sn_yield_t *y = sn_out_at(out, i);
     memset(y, 0, sizeof *y);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "grow.h"
 #include "internal.h"
 
 uint64_t sn__now_ns(void)
@@ -133,16 +134,12 @@ int sn__timer_add(sn_sched_t *sched, uint64_t ms, sn_pid_t pid, uint64_t tag)
         pthread_mutex_unlock(&t->mu);
         return SN_ESHUTDOWN;
     }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        sn__timer_entry_t *h = realloc(t->heap, cap * sizeof *h);
-        if (!h) {
-            pthread_mutex_unlock(&t->mu);
-            return SN_ENOMEM;
-        }
-        t->heap = h;
-        t->cap = cap;
+    sn__timer_entry_t *h = sn__grow(t->heap, &t->cap, t->n, sizeof *h, 64, 0);
+    if (!h) {
+        pthread_mutex_unlock(&t->mu);
+        return SN_ENOMEM;
     }
+    t->heap = h;
     t->heap[t->n] = (sn__timer_entry_t){deadline, pid, tag};
     sift_up(t, t->n++);
     if (t->heap[0].deadline_ns == deadline)

@@ -1,4 +1,4 @@
-/* log.c - the logging layer (see log.h): one level for the program, one
+/* log.c - the logging layer (see log.h): one level for the process, one
  * table of level names, and the "node=N" every line starts with.
  */
 #include "log.h"
@@ -73,4 +73,19 @@ void sn__logf(uint32_t node, int l, const char *fmt, ...)
     va_start(ap, fmt);
     sn__vlogf(node, l, fmt, ap);
     va_end(ap);
+}
+
+bool sn__log_limit(sn__log_limit_t *l, uint64_t now_ns, uint64_t period_ns, char *more, size_t len)
+{
+    if (l->last_ns && now_ns - l->last_ns < period_ns) {
+        l->quiet++;
+        return false;
+    }
+    if (l->quiet)
+        snprintf(more, len, " (%" PRIu64 " more since the last report)", l->quiet);
+    else if (len)
+        more[0] = 0;
+    l->last_ns = now_ns;
+    l->quiet = 0;
+    return true;
 }

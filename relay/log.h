@@ -1,11 +1,14 @@
-/* log.h - the program's logging layer: czmq's zsys, filtered by one
- * level, each line naming its node once ("node=N ..."); and the one table
+/* log.h - the one logging layer, of the program (node/) and of the relay
+ * (relay_int.h's SNLOG_*): czmq's zsys, filtered by one level, each line
+ * naming its node once ("node=N ..."); and the one table
  * of level names that the flags and the configuration file both read.
  */
 #ifndef SN_LOG_H
 #define SN_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The levels, most severe first, with the names users write for them. */
@@ -34,5 +37,15 @@ int sn__log_level(void);
  * 1 KiB), through zsys_error / _warning / _info / _debug. Any thread. */
 void sn__logf(uint32_t node, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void sn__vlogf(uint32_t node, int level, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+
+/* The one rate limit of log lines: at most one line of a kind per
+ * period, each saying how many of that kind were kept quiet since. A
+ * zeroed sn__log_limit_t is ready; one thread owns each. sn__log_limit
+ * returns false (and counts one more quiet line) within the period; else
+ * true, with `more` set to "" or " (N more since the last report)". */
+typedef struct sn__log_limit {
+    uint64_t last_ns, quiet;
+} sn__log_limit_t;
+bool sn__log_limit(sn__log_limit_t *l, uint64_t now_ns, uint64_t period_ns, char *more, size_t len);
 
 #endif
