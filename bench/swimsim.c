@@ -273,11 +273,18 @@ static void usage(FILE *f)
                "               [--period MS] [--warmup S] [--settle S] [--seed X] [--check]\n");
 }
 
-int main(int argc, char **argv)
+/* The command line, as given (--loss and --seed go straight to `loss` and `rng`). */
+typedef struct args {
+    uint32_t n, ncrash;
+    double warmup, settle, period_ms, dmin_ms, dmax_ms; /* seconds; milliseconds */
+    bool check;
+} args_t;
+
+/* Reads the options into *a. Returns -1 to run the simulation, or the exit
+ * status to leave with at once (0 after --help, 2 for bad arguments). */
+static int parse(int argc, char **argv, args_t *a)
 {
-    uint32_t n = 1000, ncrash = 1;
-    double warmup = 10, settle = 15, period_ms = 200, dmin_ms = 1, dmax_ms = 10;
-    bool check = false;
+    *a = (args_t){.n = 1000, .ncrash = 1, .warmup = 10, .settle = 15, .period_ms = 200, .dmin_ms = 1, .dmax_ms = 10};
     static const struct option opts[] = {{"members", 1, 0, 'n'}, {"crash", 1, 0, 'k'},    {"loss", 1, 0, 'l'},
                                          {"delay-min", 1, 0, 'd'}, {"delay-max", 1, 0, 'D'}, {"period", 1, 0, 'p'},
                                          {"warmup", 1, 0, 'w'},  {"settle", 1, 0, 's'},   {"seed", 1, 0, 'x'},
@@ -294,35 +301,33 @@ int main(int argc, char **argv)
             return 2;
         }
         switch (c) {
-        case 'n': n = (uint32_t)v; break;
-        case 'k': ncrash = (uint32_t)v; break;
+        case 'n': a->n = (uint32_t)v; break;
+        case 'k': a->ncrash = (uint32_t)v; break;
         case 'l': loss = v; break;
-        case 'd': dmin_ms = v; break;
-        case 'D': dmax_ms = v; break;
-        case 'p': period_ms = v; break;
-        case 'w': warmup = v; break;
-        case 's': settle = v; break;
+        case 'd': a->dmin_ms = v; break;
+        case 'D': a->dmax_ms = v; break;
+        case 'p': a->period_ms = v; break;
+        case 'w': a->warmup = v; break;
+        case 's': a->settle = v; break;
         case 'x': rng = (uint64_t)v | 1; break;
-        case 'c': check = true; break;
+        case 'c': a->check = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (optind < argc || n < 3 || ncrash >= n / 2 || loss >= 1 || dmax_ms < dmin_ms || period_ms < 1) {
+    if (optind < argc || a->n < 3 || a->ncrash >= a->n / 2 || loss >= 1 || a->dmax_ms < a->dmin_ms ||
+        a->period_ms < 1) {
         usage(stderr);
         fprintf(stderr, "swimsim: need --members >= 3, --crash < members / 2, --loss < 1, --delay-min <= --delay-max, --period >= 1\n");
         return 2;
     }
-    dmin = (uint64_t)(dmin_ms * 1e6);
-    dmax = (uint64_t)(dmax_ms * 1e6);
-    uint64_t period = (uint64_t)(period_ms * 1e6);
-    nodes = calloc(n + 2, sizeof *nodes);
-    crashed = calloc(ncrash + 1, sizeof *crashed);
-    dead_seen = calloc(ncrash + 1, sizeof *dead_seen);
-    if (!nodes || !crashed || !dead_seen)
-        return 2;
-    struct timespec w0, w1;
-    clock_gettime(CLOCK_MONOTONIC, &w0);
+    return -1;
+}
+
+/* Members 1..n, each knowing every other (the cluster after its joins), their
+ * periods started spread over one period. */
+static void start(uint32_t n, uint64_t period)
+{
     nn = n;
     now = 1000000000u;
     for (uint32_t i = 1; i <= n; i++) {
@@ -336,19 +341,22 @@ int main(int argc, char **argv)
         ev_t e = {.t = nodes[i].tick_at, .kind = EV_TICK, .to = i, .gen = ++nodes[i].gen};
         push(&e);
     }
-    uint64_t t0 = now;
-    quiet = true;
-    run(t0 + (uint64_t)(warmup * 1e9), NULL);
-    quiet = false;
-    uint64_t fp_quiet = false_positives;
-    /* crash: the last ncrash members (never member 1, the join's seed) */
+}
+
+/* Kills the last ncrash of members 1..n (never member 1, the join's seed). */
+static void crash(uint32_t n, uint32_t ncrash)
+{
     crash_at = now;
     for (uint32_t k = 0; k < ncrash; k++) {
         crashed[ncrashed++] = n - k;
         nodes[n - k].dead = true;
     }
-    run(crash_at + (uint64_t)(settle * 1e9), all_dead_seen);
-    /* join: a new member through member 1 */
+}
+
+/* Member n + 1 joins through member 1: it gets member 1's view (the
+ * Welcome), and member 1 broadcasts it, as the relay does. */
+static void join(uint32_t n, uint64_t period)
+{
     joiner = n + 1;
     nn = n + 1;
     make(joiner, period);
@@ -362,14 +370,15 @@ int main(int argc, char **argv)
     io_broadcast((void *)(uintptr_t)1u, &u);
     schedule(1);
     schedule(joiner);
-    run(join_at + (uint64_t)(settle * 1e9), all_join_seen);
-    clock_gettime(CLOCK_MONOTONIC, &w1);
+}
 
-    double secs = (double)(now - t0) / 1e9;
+/* The figures (see the top of the file): `secs` simulated in `wall` seconds. */
+static void report(const args_t *a, double secs, double wall)
+{
+    uint32_t n = a->n;
     printf("swimsim: %" PRIu32 " members, %" PRIu32 " crashed, loss %.2f%%, delay %.1f-%.1f ms, period %.0f ms, "
            "%.1f s simulated in %.1f s\n",
-           n, ncrash, loss * 100, dmin_ms, dmax_ms, period_ms, secs,
-           (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9);
+           n, a->ncrash, loss * 100, a->dmin_ms, a->dmax_ms, a->period_ms, secs, wall);
     printf("RESULT swimsim-%" PRIu32 "-detect-first %s%.0f ms\n", n, first_dead_at ? "" : "never ",
            first_dead_at ? (double)(first_dead_at - crash_at) / 1e6 : 0);
     printf("RESULT swimsim-%" PRIu32 "-detect-all %s%.0f ms\n", n, all_dead_at ? "" : "never ",
@@ -379,25 +388,62 @@ int main(int argc, char **argv)
     printf("RESULT swimsim-%" PRIu32 "-false-positives %" PRIu64 "\n", n, false_positives);
     printf("RESULT swimsim-%" PRIu32 "-suspicions-live %" PRIu64 "\n", n, live_suspicions);
     printf("RESULT swimsim-%" PRIu32 "-msgs-per-node-s %.1f\n", n, (double)sent / n / secs);
-    printf("RESULT swimsim-%" PRIu32 "-msgs-per-node-s-quiet %.1f\n", n, (double)sent_quiet / n / warmup);
-    (void)fp_quiet;
+    printf("RESULT swimsim-%" PRIu32 "-msgs-per-node-s-quiet %.1f\n", n, (double)sent_quiet / n / a->warmup);
+}
+
+/* The --check verdict: 1 (each failure said on stderr) or 0. */
+static int verdict(void)
+{
+    int bad = 0;
+    if (!all_dead_at) {
+        fprintf(stderr, "swimsim: FAIL not every live member saw the crash\n");
+        bad = 1;
+    }
+    if (false_positives) {
+        fprintf(stderr, "swimsim: FAIL %" PRIu64 " live members declared dead\n", false_positives);
+        bad = 1;
+    }
+    if (!all_join_at) {
+        fprintf(stderr, "swimsim: FAIL the join did not reach every member\n");
+        bad = 1;
+    }
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    args_t a;
+    int rc = parse(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    dmin = (uint64_t)(a.dmin_ms * 1e6);
+    dmax = (uint64_t)(a.dmax_ms * 1e6);
+    uint64_t period = (uint64_t)(a.period_ms * 1e6);
+    nodes = calloc(a.n + 2, sizeof *nodes);
+    crashed = calloc(a.ncrash + 1, sizeof *crashed);
+    dead_seen = calloc(a.ncrash + 1, sizeof *dead_seen);
+    if (!nodes || !crashed || !dead_seen)
+        return 2;
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    start(a.n, period);
+    uint64_t t0 = now;
+    quiet = true;
+    run(t0 + (uint64_t)(a.warmup * 1e9), NULL);
+    quiet = false;
+    crash(a.n, a.ncrash);
+    run(crash_at + (uint64_t)(a.settle * 1e9), all_dead_seen);
+    join(a.n, period);
+    run(join_at + (uint64_t)(a.settle * 1e9), all_join_seen);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+
+    report(&a, (double)(now - t0) / 1e9,
+           (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9);
     for (uint32_t i = 1; i <= nn; i++)
         sn_swim_free(&nodes[i].swim);
     free(nodes);
     free(heap.h);
-    int bad = 0;
-    if (check && !all_dead_at) {
-        fprintf(stderr, "swimsim: FAIL not every live member saw the crash\n");
-        bad = 1;
-    }
-    if (check && false_positives) {
-        fprintf(stderr, "swimsim: FAIL %" PRIu64 " live members declared dead\n", false_positives);
-        bad = 1;
-    }
-    if (check && !all_join_at) {
-        fprintf(stderr, "swimsim: FAIL the join did not reach every member\n");
-        bad = 1;
-    }
+    int bad = a.check ? verdict() : 0;
     free(crashed);
     free(dead_seen);
     return bad;
