@@ -243,7 +243,15 @@ static int classic(void *sock, const char *what, long repeat)
     return rc < 0 ? 1 : 0;
 }
 
-int main(int argc, char **argv)
+/* The command line (see the top of the file). */
+typedef struct args {
+    const char *cert_file, *server_key, *server_cert;
+    long repeat, linger, timeout;
+    const char *endpoint, *what;
+} args_t;
+
+/* Reads the options and operands into *a: 0, or 2 (bad usage, said). */
+static int parse(int argc, char **argv, args_t *a)
 {
     static const struct option opts[] = {{"cert", required_argument, NULL, 'c'},
                                          {"server-key", required_argument, NULL, 'k'},
@@ -252,102 +260,139 @@ int main(int argc, char **argv)
                                          {"linger", required_argument, NULL, 'l'},
                                          {"timeout", required_argument, NULL, 't'},
                                          {NULL, 0, NULL, 0}};
-    const char *cert_file = NULL, *server_key = NULL, *server_cert = NULL;
-    long repeat = 1, linger = 1000, timeout = 5000;
+    *a = (args_t){.repeat = 1, .linger = 1000, .timeout = 5000};
     int o;
     while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
         switch (o) {
         case 'c':
-            cert_file = optarg;
+            a->cert_file = optarg;
             break;
         case 'k':
-            server_key = optarg;
+            a->server_key = optarg;
             break;
         case 's':
-            server_cert = optarg;
+            a->server_cert = optarg;
             break;
         case 'r':
-            repeat = strtol(optarg, NULL, 10);
+            a->repeat = strtol(optarg, NULL, 10);
             break;
         case 'l':
-            linger = strtol(optarg, NULL, 10);
+            a->linger = strtol(optarg, NULL, 10);
             break;
         case 't':
-            timeout = strtol(optarg, NULL, 10);
+            a->timeout = strtol(optarg, NULL, 10);
             break;
         default:
             return usage();
         }
     }
-    if (argc - optind != 2 || repeat < 1 || linger < 0 || timeout < 0 || !cert_file != !(server_key || server_cert))
+    if (argc - optind != 2 || a->repeat < 1 || a->linger < 0 || a->timeout < 0 ||
+        !a->cert_file != !(a->server_key || a->server_cert))
         return usage();
-    const char *endpoint = argv[optind], *what = argv[optind + 1];
-    zsys_init();
-    zsys_set_linger((size_t)linger);
+    a->endpoint = argv[optind];
+    a->what = argv[optind + 1];
+    return 0;
+}
 
-    zcert_t *cert = NULL;
-    char key[41] = "";
-    if (cert_file) {
-        /* zcert_load reads FILE and, for the secret key, FILE_secret */
-        cert = zcert_load(cert_file);
-        if (!cert) {
-            fprintf(stderr, "rawzmq: cannot load the certificate %s\n", cert_file);
+/* --cert: loads our certificate into *cert (caller owns it) and the node's
+ * public key into key, from --server-cert or --server-key. Returns 0, 1 (a
+ * certificate does not load) or 2 (the key is not one); on failure *cert is
+ * NULL. */
+static int load_curve(const args_t *a, zcert_t **cert, char key[41])
+{
+    /* zcert_load reads FILE and, for the secret key, FILE_secret */
+    *cert = zcert_load(a->cert_file);
+    if (!*cert) {
+        fprintf(stderr, "rawzmq: cannot load the certificate %s\n", a->cert_file);
+        return 1;
+    }
+    if (a->server_cert) {
+        zcert_t *sc = zcert_load(a->server_cert);
+        if (!sc) {
+            fprintf(stderr, "rawzmq: cannot load the server certificate %s\n", a->server_cert);
+            zcert_destroy(cert);
             return 1;
         }
-        if (server_cert) {
-            zcert_t *sc = zcert_load(server_cert);
-            if (!sc) {
-                fprintf(stderr, "rawzmq: cannot load the server certificate %s\n", server_cert);
-                zcert_destroy(&cert);
-                return 1;
-            }
-            snprintf(key, sizeof key, "%s", zcert_public_txt(sc));
-            zcert_destroy(&sc);
-        } else {
-            snprintf(key, sizeof key, "%s", server_key);
-        }
-        if (strlen(key) != 40) {
-            fprintf(stderr, "rawzmq: a server key is 40 Z85 characters\n");
-            zcert_destroy(&cert);
-            return 2;
-        }
+        snprintf(key, 41, "%s", zcert_public_txt(sc));
+        zcert_destroy(&sc);
+    } else {
+        snprintf(key, 41, "%s", a->server_key);
     }
+    if (strlen(key) != 40) {
+        fprintf(stderr, "rawzmq: a server key is 40 Z85 characters\n");
+        zcert_destroy(cert);
+        return 2;
+    }
+    return 0;
+}
+
+/* A DEALER connected to the node, a CurveZMQ client if *cert is set (takes
+ * ownership of *cert and nulls it). Caller owns the return value; NULL if
+ * the socket cannot be made or connected. */
+static zsock_t *dial(const args_t *a, zcert_t **cert, const char *key)
+{
     zsock_t *s = zsock_new(ZMQ_DEALER);
-    if (!s)
-        return 1;
-    if (cert) {
-        zcert_apply(cert, s);
+    if (!s) {
+        zcert_destroy(cert);
+        return NULL;
+    }
+    if (*cert) {
+        zcert_apply(*cert, s);
         zsock_set_curve_serverkey(s, key);
-        zcert_destroy(&cert);
+        zcert_destroy(cert);
     }
     /* a big frame queued many times would be held many times over (the
      * node drops the connection at each one past its limit): a short queue,
      * and quick reconnects */
-    if (!strncmp(what, "oversize:", 9)) {
+    if (!strncmp(a->what, "oversize:", 9)) {
         zsock_set_sndhwm(s, 2);
         zsock_set_reconnect_ivl(s, 10);
     }
-    if (zsock_connect(s, "%s", endpoint) < 0) {
-        fprintf(stderr, "rawzmq: cannot connect to %s\n", endpoint);
+    if (zsock_connect(s, "%s", a->endpoint) < 0) {
+        fprintf(stderr, "rawzmq: cannot connect to %s\n", a->endpoint);
         zsock_destroy(&s);
-        return 1;
+        return NULL;
     }
-    printf("rawzmq: %s client of %s%s%s\n", cert_file ? "CurveZMQ" : "plain", endpoint, cert_file ? " as " : "",
-           cert_file ? cert_file : "");
-    void *sock = zsock_resolve(s);
-    int rc;
+    return s;
+}
+
+/* Sends (or asks) what KIND says; returns the exit status. */
+static int play(void *sock, const args_t *a)
+{
+    const char *what = a->what;
     if (!strncmp(what, "spoof:", 6))
-        rc = spoof(sock, what + 6, repeat);
-    else if (!strncmp(what, "send:", 5))
-        rc = client_send(sock, what + 5, repeat);
-    else if (!strncmp(what, "flood:", 6)) {
+        return spoof(sock, what + 6, a->repeat);
+    if (!strncmp(what, "send:", 5))
+        return client_send(sock, what + 5, a->repeat);
+    if (!strncmp(what, "flood:", 6)) {
         char *end;
         long n = strtol(what + 6, &end, 10);
-        rc = n < 1 || *end ? usage() : flood(sock, n) < 0 ? 1 : 0;
-    } else if (!strcmp(what, "incarnation"))
-        rc = ask_incarnation(sock, (int)timeout) < 0 ? 1 : 0;
-    else
-        rc = classic(sock, what, repeat);
+        return n < 1 || *end ? usage() : flood(sock, n) < 0 ? 1 : 0;
+    }
+    if (!strcmp(what, "incarnation"))
+        return ask_incarnation(sock, (int)a->timeout) < 0 ? 1 : 0;
+    return classic(sock, what, a->repeat);
+}
+
+int main(int argc, char **argv)
+{
+    args_t a;
+    int rc = parse(argc, argv, &a);
+    if (rc != 0)
+        return rc;
+    zsys_init();
+    zsys_set_linger((size_t)a.linger);
+
+    zcert_t *cert = NULL;
+    char key[41] = "";
+    if (a.cert_file && (rc = load_curve(&a, &cert, key)) != 0)
+        return rc;
+    zsock_t *s = dial(&a, &cert, key);
+    if (!s)
+        return 1;
+    printf("rawzmq: %s client of %s%s%s\n", a.cert_file ? "CurveZMQ" : "plain", a.endpoint,
+           a.cert_file ? " as " : "", a.cert_file ? a.cert_file : "");
+    rc = play(zsock_resolve(s), &a);
     fflush(stdout);
     zsock_destroy(&s);
     return rc;
