@@ -123,6 +123,77 @@ static int child_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
     return SN_ENOMETHOD;
 }
 
+/* "victim" and "victim_fail": tell the parent who we are (tag 0 or 9), then
+ * idle until cancelled; then finish ("victim") or fail ("victim_fail"). */
+static void victim_step(child_t *c, bool first, sn_ctx_t *ctx, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    if (first) {
+        sn_payload_t *m = sn_payload_pid(sn_ctx_self(ctx));
+        sn_out_send(out, sn_ctx_parent(ctx), c->mode == C_VICTIM ? 0 : 9, &m);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            atomic_fetch_add(&g_victim_cancels, 1);
+            if (c->mode == C_VICTIM_FAIL) {
+                sn_out_fail(out, SN_EPROTO, "victim failed on purpose");
+                return;
+            }
+            sn_payload_t *r = sn_payload_text("cancelled");
+            sn_out_done(out, &r);
+            return;
+        }
+    }
+    out->status = SN_IDLE;
+}
+
+/* "eat": consume the first batch of messages, report how many, finish:
+ * whatever else was sent to us must bounce. */
+static void eat_step(sn_ctx_t *ctx, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    uint64_t consumed = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t seq;
+        if (ev[i].type == SN_EV_MESSAGE && sn_payload_get_u64(ev[i].data, &seq) == 0 && seq < BOUNCE_N) {
+            atomic_fetch_add(&g_seen[seq], 1);
+            consumed++;
+        } else {
+            atomic_fetch_add(&g_bad, 1);
+        }
+    }
+    if (consumed == 0) {
+        out->status = SN_IDLE;
+        return;
+    }
+    sn_payload_t *m = sn_payload_u64(consumed);
+    sn_out_send(out, sn_ctx_parent(ctx), 77, &m);
+    sn_out_done(out, NULL);
+}
+
+/* "order": messages 0, 1, 2... in order, until c->expect of them came;
+ * anything else fails. */
+static void order_step(child_t *c, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        if (ev[i].type != SN_EV_MESSAGE || sn_payload_get_u64(ev[i].data, &v) != 0) {
+            sn_out_fail(out, SN_EPROTO, "unexpected event %d", (int)ev[i].type);
+            return;
+        }
+        if (v != c->next) {
+            sn_out_fail(out, SN_EPROTO, "expected message %llu, got %llu", (unsigned long long)c->next,
+                        (unsigned long long)v);
+            return;
+        }
+        c->next++;
+    }
+    if (c->next == c->expect) {
+        sn_payload_t *r = sn_payload_u64(c->next);
+        sn_out_done(out, &r);
+        return;
+    }
+    out->status = SN_IDLE;
+}
+
 static void child_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
     child_t *c = state;
@@ -147,66 +218,13 @@ static void child_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
     }
     case C_VICTIM:
     case C_VICTIM_FAIL: /* the same, but it fails when cancelled */
-        if (first) { /* tell the parent who we are (tag 0 or 9), then idle */
-            sn_payload_t *m = sn_payload_pid(sn_ctx_self(ctx));
-            sn_out_send(out, sn_ctx_parent(ctx), c->mode == C_VICTIM ? 0 : 9, &m);
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (ev[i].type == SN_EV_CANCEL) {
-                atomic_fetch_add(&g_victim_cancels, 1);
-                if (c->mode == C_VICTIM_FAIL) {
-                    sn_out_fail(out, SN_EPROTO, "victim failed on purpose");
-                    return;
-                }
-                sn_payload_t *r = sn_payload_text("cancelled");
-                sn_out_done(out, &r);
-                return;
-            }
-        }
-        out->status = SN_IDLE;
+        victim_step(c, first, ctx, ev, n, out);
         return;
-    case C_EAT: {
-        /* consume the first batch of messages, report how many, finish:
-         * whatever else was sent to us must bounce */
-        uint64_t consumed = 0;
-        for (size_t i = 0; i < n; i++) {
-            uint64_t seq;
-            if (ev[i].type == SN_EV_MESSAGE && sn_payload_get_u64(ev[i].data, &seq) == 0 && seq < BOUNCE_N) {
-                atomic_fetch_add(&g_seen[seq], 1);
-                consumed++;
-            } else {
-                atomic_fetch_add(&g_bad, 1);
-            }
-        }
-        if (consumed == 0) {
-            out->status = SN_IDLE;
-            return;
-        }
-        sn_payload_t *m = sn_payload_u64(consumed);
-        sn_out_send(out, sn_ctx_parent(ctx), 77, &m);
-        sn_out_done(out, NULL);
+    case C_EAT:
+        eat_step(ctx, ev, n, out);
         return;
-    }
     case C_ORDER:
-        for (size_t i = 0; i < n; i++) {
-            uint64_t v;
-            if (ev[i].type != SN_EV_MESSAGE || sn_payload_get_u64(ev[i].data, &v) != 0) {
-                sn_out_fail(out, SN_EPROTO, "unexpected event %d", (int)ev[i].type);
-                return;
-            }
-            if (v != c->next) {
-                sn_out_fail(out, SN_EPROTO, "expected message %llu, got %llu", (unsigned long long)c->next,
-                            (unsigned long long)v);
-                return;
-            }
-            c->next++;
-        }
-        if (c->next == c->expect) {
-            sn_payload_t *r = sn_payload_u64(c->next);
-            sn_out_done(out, &r);
-            return;
-        }
-        out->status = SN_IDLE;
+        order_step(c, ev, n, out);
         return;
     }
 }
@@ -356,12 +374,11 @@ static int script_init(sn_ctx_t *ctx, void *state, const char *method, sn_payloa
 
 static sn_payload_t *text(const char *s) { return sn_payload_text(s); }
 
-/* The first step: emit the scenario's yields. */
-static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
+/* The first step of the spawn scenarios: spawns that fail, are awaited or
+ * are not. */
+static void start_spawns(script_t *sc, sn_step_out_t *out)
 {
-    sn_pid_t self = sn_ctx_self(ctx);
     sn_payload_t *p;
-    sc->sleep = SN_WAIT;
     switch (sc->scen) {
     case S_SPAWN_ERRORS: /* all three count as pending: WAIT is right */
         p = text("x");
@@ -370,13 +387,28 @@ static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
         sn_out_spawn(out, 7, "no-such-type", "done", NULL, 0);
         sc->want = 3;
         break;
-    case S_UNKNOWN_CMD: {
-        sn_yield_t *y = sn_out_yield(out, 0, "frobnicate", 9);
-        y->data = text("ignored");
-        sn_out_yield(out, 999, "by-bad-id", 10);
+    case S_SPAWN_AWAIT:
+        p = sn_payload_u64(41);
+        sn_out_spawn(out, 1, "child", "inc", &p, SN_YIELD_AWAIT);
+        sn_out_spawn(out, 2, "child", "fail", NULL, SN_YIELD_AWAIT);
         sc->want = 2;
         break;
+    case S_SPAWN_NOAWAIT:
+        p = text("quiet");
+        sn_out_spawn(out, 99, "child", "done", &p, SN_YIELD_NOREPLY);
+        p = text("x");
+        sn_out_spawn(out, 4, "child", "done", &p, 0);
+        sc->want = 1;
+        break;
     }
+}
+
+/* The first step of the send scenarios: sends to no process, and many
+ * sends in one step. */
+static void start_sends(script_t *sc, sn_pid_t self, sn_step_out_t *out)
+{
+    sn_payload_t *p;
+    switch (sc->scen) {
     case S_NOPROC_DONE: /* sends that fail, then done in the same step: their
                          * errors, payloads and all, are still queued when
                          * the process completes, and are freed there */
@@ -395,55 +427,6 @@ static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
         sc->sleep = SN_IDLE;
         sc->want = 2;
         break;
-    case S_SEND_FINISHED:
-        sn_out_spawn(out, 1, "child", "pid", NULL, SN_YIELD_AWAIT);
-        sc->want = 4;
-        break;
-    case S_BOUNCE:
-        sn_out_spawn(out, 1, "child", "eat", NULL, 0);
-        sc->want = 1 << 30; /* finishes on its own condition */
-        break;
-    case S_USER_THREAD: {
-        sn_yield_t *y = sn_out_yield(out, 0, "later", 21);
-        y->arg = 5;
-        y->data = text("five");
-        y = sn_out_yield(out, 0, "later", 22);
-        y->arg = 6;
-        y->data = text("six");
-        sc->want = 2;
-        break;
-    }
-    case S_SLEEP:
-        sn_out_sleep(out, 31, 60);
-        sn_out_sleep(out, 32, 20);
-        sn_out_sleep(out, 33, 40);
-        sc->want = 3;
-        break;
-    case S_TERMINATE: /* the victim's PID comes as a message: IDLE, not WAIT */
-        sn_out_spawn(out, 1, "child", "victim", NULL, SN_YIELD_AWAIT);
-        sc->sleep = SN_IDLE;
-        sc->want = 4;
-        break;
-    case S_SPAWN_AWAIT:
-        p = sn_payload_u64(41);
-        sn_out_spawn(out, 1, "child", "inc", &p, SN_YIELD_AWAIT);
-        sn_out_spawn(out, 2, "child", "fail", NULL, SN_YIELD_AWAIT);
-        sc->want = 2;
-        break;
-    case S_SPAWN_NOAWAIT:
-        p = text("quiet");
-        sn_out_spawn(out, 99, "child", "done", &p, SN_YIELD_NOREPLY);
-        p = text("x");
-        sn_out_spawn(out, 4, "child", "done", &p, 0);
-        sc->want = 1;
-        break;
-    case S_MONITOR: /* two victims to watch, and a PID that never was */
-        sn_out_spawn(out, 1, "child", "victim", NULL, SN_YIELD_AWAIT);
-        sn_out_spawn(out, 3, "child", "victim_fail", NULL, SN_YIELD_AWAIT);
-        sn_out_monitor(out, (sn_pid_t){self.node, UNUSED_SERIAL}, 50);
-        sc->sleep = SN_IDLE;
-        sc->want = 10;
-        break;
     case S_OVERFLOW:
         /* 100 yields in one step: far beyond the 2 inline ones */
         for (uint64_t i = 0; i < 50; i++) {
@@ -453,6 +436,94 @@ static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
             y->arg = i;
         }
         sc->want = 50;
+        break;
+    }
+}
+
+/* The first step of the scenarios that spawn a child to send to,
+ * terminate or monitor (script_react goes on when it answers). */
+static void start_with_child(script_t *sc, sn_pid_t self, sn_step_out_t *out)
+{
+    switch (sc->scen) {
+    case S_SEND_FINISHED:
+        sn_out_spawn(out, 1, "child", "pid", NULL, SN_YIELD_AWAIT);
+        sc->want = 4;
+        break;
+    case S_BOUNCE:
+        sn_out_spawn(out, 1, "child", "eat", NULL, 0);
+        sc->want = 1 << 30; /* finishes on its own condition */
+        break;
+    case S_TERMINATE: /* the victim's PID comes as a message: IDLE, not WAIT */
+        sn_out_spawn(out, 1, "child", "victim", NULL, SN_YIELD_AWAIT);
+        sc->sleep = SN_IDLE;
+        sc->want = 4;
+        break;
+    case S_MONITOR: /* two victims to watch, and a PID that never was */
+        sn_out_spawn(out, 1, "child", "victim", NULL, SN_YIELD_AWAIT);
+        sn_out_spawn(out, 3, "child", "victim_fail", NULL, SN_YIELD_AWAIT);
+        sn_out_monitor(out, (sn_pid_t){self.node, UNUSED_SERIAL}, 50);
+        sc->sleep = SN_IDLE;
+        sc->want = 10;
+        break;
+    }
+}
+
+/* The first step of the command scenarios: an unknown command and PID,
+ * user commands completed from another thread, sleeps. */
+static void start_commands(script_t *sc, sn_step_out_t *out)
+{
+    sn_yield_t *y;
+    switch (sc->scen) {
+    case S_UNKNOWN_CMD:
+        y = sn_out_yield(out, 0, "frobnicate", 9);
+        y->data = text("ignored");
+        sn_out_yield(out, 999, "by-bad-id", 10);
+        sc->want = 2;
+        break;
+    case S_USER_THREAD:
+        y = sn_out_yield(out, 0, "later", 21);
+        y->arg = 5;
+        y->data = text("five");
+        y = sn_out_yield(out, 0, "later", 22);
+        y->arg = 6;
+        y->data = text("six");
+        sc->want = 2;
+        break;
+    case S_SLEEP:
+        sn_out_sleep(out, 31, 60);
+        sn_out_sleep(out, 32, 20);
+        sn_out_sleep(out, 33, 40);
+        sc->want = 3;
+        break;
+    }
+}
+
+/* The first step: emit the scenario's yields (S_ORDER has its own step). */
+static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
+{
+    sn_pid_t self = sn_ctx_self(ctx);
+    sc->sleep = SN_WAIT;
+    switch (sc->scen) {
+    case S_SPAWN_ERRORS:
+    case S_SPAWN_AWAIT:
+    case S_SPAWN_NOAWAIT:
+        start_spawns(sc, out);
+        break;
+    case S_NOPROC_DONE:
+    case S_SEND_NOPROC:
+    case S_OVERFLOW:
+        start_sends(sc, self, out);
+        break;
+    case S_SEND_FINISHED:
+    case S_BOUNCE:
+    case S_TERMINATE:
+    case S_MONITOR:
+        start_with_child(sc, self, out);
+        break;
+    case S_UNKNOWN_CMD:
+    case S_USER_THREAD:
+    case S_SLEEP:
+        start_commands(sc, out);
         break;
     }
 }
