@@ -120,6 +120,89 @@ static bool only_slicers(void *arg, const sn_type_t *t)
     return strcmp(t->name, "slicer") == 0;
 }
 
+/* What the handover loop did, for the checks after it. */
+typedef struct tally {
+    long sent;                /* messages sent to frozen processes */
+    int moved, reverted, asked, rounds;
+    sn_pid_t moved_pid[N];    /* the first `moved` are on node 2 */
+} tally_t;
+
+/* Messages to a frozen process queue up, and must follow it: sends MSGS
+ * to m on node 1; returns how many. */
+static long send_while_frozen(const sn_migrant_t *m)
+{
+    long sent = 0;
+    for (int k = 0; k < MSGS; k++) {
+        sn_payload_t *msg = sn_payload_u64((uint64_t)k);
+        assert_int_equal(sn_send(g_node[1], m->pid, &msg), 0);
+        sent++;
+    }
+    return sent;
+}
+
+/* Completes m's handover: installed on node 2, committed on node 1 (which
+ * hands over the events it had queued, the test's messages among them, in
+ * order), activated on node 2 with them. */
+static void move_to_node2(sn_migrant_t *m)
+{
+    void *handle;
+    assert_int_equal(sn__migrate_install(g_node[2], m, &handle), 0);
+    sn_event_t *events;
+    size_t nev;
+    assert_int_equal(sn__migrate_commit(g_node[1], m, 2, &events, &nev), 0);
+    assert_true(nev >= MSGS); /* at least the test's messages, in order */
+    assert_int_equal(sn__migrate_activate(g_node[2], handle, events, nev, 1, false), 0);
+    for (size_t k = 0; k < nev; k++)
+        assert_null(events[k].data); /* taken */
+    free(events);
+}
+
+/* The test thread as the relay: takes Ready slicers from node 1 while its
+ * worker runs, sends each messages while it is frozen, then reverts every
+ * third and moves the rest to node 2; until every process has closed. */
+static void take_until_all_closed(tally_t *t)
+{
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (atomic_load(&g.closed) < N && now_ns() < end) {
+        sn_migrant_t m[32];
+        size_t n = sn__migrate_take(g_node[1], 32, only_slicers, &t->asked, m);
+        t->rounds++;
+        for (size_t i = 0; i < n; i++) {
+            assert_string_equal(m[i].type, "slicer");
+            assert_int_equal(atomic_load(&((sn__proc_t *)m[i].handle)->state), SN__MIGRATING);
+            t->sent += send_while_frozen(&m[i]);
+            if (i % 3 == 2) { /* an aborted handover: it runs on here */
+                sn__migrate_revert(g_node[1], &m[i]);
+                t->reverted++;
+                continue;
+            }
+            move_to_node2(&m[i]);
+            t->moved_pid[t->moved++] = m[i].pid;
+        }
+        sleep_ms(1);
+    }
+}
+
+/* node 1 forwards every moved PID to node 2; as node 2 reports each ended
+ * (sn__migrate_gone), the entry goes, and the others stay reachable
+ * (removal from the open-addressed table, in a scattered order: odd ones
+ * first, then even) */
+static void check_forwards(const tally_t *t)
+{
+    const sn_pid_t *moved_pid = t->moved_pid;
+    int moved = t->moved;
+    for (int i = 0; i < moved; i++)
+        assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[i]), 2);
+    assert_int_equal(sn__migrate_gone(g_node[1], moved_pid[0], 3, NULL, 0), 0); /* not from where it went: kept */
+    assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[0]), 2);
+    for (int pass = 1; pass >= 0; pass--) {
+        for (int i = pass; i < moved; i += 2)
+            assert_int_equal(sn__migrate_gone(g_node[1], moved_pid[i], 2, NULL, 0), 0); /* born on node 1: no origin */
+        for (int i = 0; i < moved; i++)
+            assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[i]), (i % 2 == 1 || pass == 0) ? 0 : 2);
+    }
+}
+
 /* The handover, over and over while node 1's worker runs: every process
  * finishes exactly once, the moved ones on node 2, with all messages. */
 static void test_move_exactly_once(void **unused)
@@ -131,76 +214,30 @@ static void test_move_exactly_once(void **unused)
         sn_payload_t *in = sn_payload_u64(i);
         assert_int_equal(sn_spawn(g_node[1], i % 4 == 3 ? "pinned" : "slicer", "run", &in, NULL, NULL, &pids[i]), 0);
     }
-    long sent = 0;
-    int moved = 0, reverted = 0, asked = 0, rounds = 0;
-    static sn_pid_t moved_pid[N];
-    uint64_t end = deadline_ns(WAIT_MS);
-    while (atomic_load(&g.closed) < N && now_ns() < end) {
-        sn_migrant_t m[32];
-        size_t n = sn__migrate_take(g_node[1], 32, only_slicers, &asked, m);
-        rounds++;
-        for (size_t i = 0; i < n; i++) {
-            assert_string_equal(m[i].type, "slicer");
-            assert_int_equal(atomic_load(&((sn__proc_t *)m[i].handle)->state), SN__MIGRATING);
-            /* messages to a frozen process queue up, and must follow it */
-            for (int k = 0; k < MSGS; k++) {
-                sn_payload_t *msg = sn_payload_u64((uint64_t)k);
-                assert_int_equal(sn_send(g_node[1], m[i].pid, &msg), 0);
-                sent++;
-            }
-            if (i % 3 == 2) { /* an aborted handover: it runs on here */
-                sn__migrate_revert(g_node[1], &m[i]);
-                reverted++;
-                continue;
-            }
-            void *handle;
-            assert_int_equal(sn__migrate_install(g_node[2], &m[i], &handle), 0);
-            sn_event_t *events;
-            size_t nev;
-            assert_int_equal(sn__migrate_commit(g_node[1], &m[i], 2, &events, &nev), 0);
-            assert_true(nev >= MSGS); /* at least the test's messages, in order */
-            assert_int_equal(sn__migrate_activate(g_node[2], handle, events, nev, 1, false), 0);
-            for (size_t k = 0; k < nev; k++)
-                assert_null(events[k].data); /* taken */
-            free(events);
-            moved_pid[moved++] = m[i].pid;
-        }
-        sleep_ms(1);
-    }
+    static tally_t t; /* (static: N PIDs) */
+    memset(&t, 0, sizeof t);
+    take_until_all_closed(&t);
     assert_int_equal(atomic_load(&g.closed), N);
-    /* node 1 forwards every moved PID to node 2; as node 2 reports each
-     * ended (sn__migrate_gone), the entry goes, and the others stay
-     * reachable (removal from the open-addressed table, in a scattered
-     * order: odd ones first, then even) */
-    for (int i = 0; i < moved; i++)
-        assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[i]), 2);
-    assert_int_equal(sn__migrate_gone(g_node[1], moved_pid[0], 3, NULL, 0), 0); /* not from where it went: kept */
-    assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[0]), 2);
-    for (int pass = 1; pass >= 0; pass--) {
-        for (int i = pass; i < moved; i += 2)
-            assert_int_equal(sn__migrate_gone(g_node[1], moved_pid[i], 2, NULL, 0), 0); /* born on node 1: no origin */
-        for (int i = 0; i < moved; i++)
-            assert_int_equal(sn__migrate_forward_of(g_node[1], moved_pid[i]), (i % 2 == 1 || pass == 0) ? 0 : 2);
-    }
+    check_forwards(&t);
     sn_sched_shutdown(g_node[1], 1000);
     sn_sched_shutdown(g_node[2], 1000);
     for (int i = 0; i < N; i++)
         assert_int_equal(atomic_load(&g.done[i]), 1);
-    assert_true(moved > 0);
-    assert_true(reverted > 0);
-    assert_true(asked > 0);
-    assert_int_equal(atomic_load(&g.finished_on[2]), moved);
+    assert_true(t.moved > 0);
+    assert_true(t.reverted > 0);
+    assert_true(t.asked > 0);
+    assert_int_equal(atomic_load(&g.finished_on[2]), t.moved);
     assert_int_equal(atomic_load(&g.finished_on[1]) + atomic_load(&g.finished_on[2]), N);
-    assert_int_equal(atomic_load(&g.msgs), sent);
+    assert_int_equal(atomic_load(&g.msgs), t.sent);
     /* the pinned ones never moved */
     sn_stats_t st1, st2;
     sn_sched_stats(g_node[1], &st1);
     sn_sched_stats(g_node[2], &st2);
-    assert_int_equal(st1.migrated_out, (uint64_t)moved);
-    assert_int_equal(st2.migrated_in, (uint64_t)moved);
+    assert_int_equal(st1.migrated_out, (uint64_t)t.moved);
+    assert_int_equal(st2.migrated_in, (uint64_t)t.moved);
     assert_int_equal(st1.live, 0);
     assert_int_equal(st2.live, 0);
-    print_message("moved %d, reverted %d, %d takes, %ld messages followed\n", moved, reverted, rounds, sent);
+    print_message("moved %d, reverted %d, %d takes, %ld messages followed\n", t.moved, t.reverted, t.rounds, t.sent);
     /* a message to a moved PID on node 1 now has nowhere to go there (no
      * relay): noproc, not a crash, not a wrong process */
     sn_sched_destroy(&g_node[1]);
