@@ -311,27 +311,11 @@ static void seq_write(const seq_t *s, const char *name) { write_file("relay", na
 /* A record's op: what, and its argument. */
 #define OP(what, arg) ((uint8_t)((what) | (arg) << 3))
 
-static void codec_seeds(void)
+/* The membership frames: heartbeats, Hellos, a Welcome and gossip, a
+ * refusal, a Leave, an ack. */
+static void codec_member_seeds(void)
 {
-    sn_wire_send_t one = {{FZ_SELF, 1000}, {2, 5}, 0, SN_EV_MESSAGE, 0, text("hello"), 0, 0};
-    frame_t f = sends(2, 5, 1, &one, 1);
-    write_file("codec", "sends-one", f.buf, f.len);
-    free(f.buf);
-    sn_wire_send_t mixed[] = {
-        {{1, 1000}, {2, 5}, 1, SN_EV_MESSAGE, 0, sn_payload_u64(42), 0, 0},
-        {{1, 1001}, {2, 6}, 2, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("back"), 0, 0},
-        {{1, 1002}, {0, 0}, 3, SN_EV_CANCEL, 0, NULL, 0, 0},
-        {{3, 300}, {2, 7}, 4, SN_EV_DOWN, SN_ENODEDOWN, NULL, 0, 0},
-        {{1, 1000}, {2, 8}, 5, SN_RELAY_MONITOR, 0, NULL, 0, 0},
-        {{1, 1000}, {2, 8}, 5, SN_RELAY_DEMONITOR, 0, NULL, 0, 0},
-        {{1, 1003}, {2, 9}, 6, SN_RELAY_RESULT, 0, sn_payload_pid((sn_pid_t){2, 9}), 0, 0},
-    };
-    size_t nmixed = sizeof mixed / sizeof mixed[0];
-    f = sends(2, 5, 2, mixed, nmixed);
-    write_file("codec", "sends-mixed", f.buf, f.len);
-    write_file("codec", "edge-sends-truncated", f.buf, f.len / 2);
-    free(f.buf);
-    f = heartbeat(2, 5, 7);
+    frame_t f = heartbeat(2, 5, 7);
     write_file("codec", "heartbeat-stats", f.buf, f.len);
     free(f.buf);
     must(sn_codec_encode_heartbeat(2, 5, 4, NULL, "schednode", &f.buf, &f.len));
@@ -361,7 +345,12 @@ static void codec_seeds(void)
     must(sn_codec_encode_ack(2, 5, 17, &f.buf, &f.len));
     write_file("codec", "ack", f.buf, f.len);
     free(f.buf);
-    f = request(SN_OP_STATUS, NULL, NULL, NULL, SN_PID_NONE, 1);
+}
+
+/* The client's frames: requests, and the replies to a status and a call. */
+static void codec_client_seeds(void)
+{
+    frame_t f = request(SN_OP_STATUS, NULL, NULL, NULL, SN_PID_NONE, 1);
     write_file("codec", "request-status", f.buf, f.len);
     free(f.buf);
     f = request(SN_OP_CALL, FZ_TYPE, "run", text("arg"), SN_PID_NONE, 2);
@@ -382,7 +371,13 @@ static void codec_seeds(void)
     sn_payload_destroy(&rep.result);
     write_file("codec", "reply-call", f.buf, f.len);
     free(f.buf);
-    f = steal_request(2, 1, 64);
+}
+
+/* A steal handover's frames: request, offer, accept, a commit forwarding
+ * the first three of fw, and an abort (an empty commit). */
+static void codec_steal_seeds(const sn_wire_send_t *fw)
+{
+    frame_t f = steal_request(2, 1, 64);
     write_file("codec", "steal-request", f.buf, f.len);
     free(f.buf);
     static const sn_pid_t moved[] = {{2, 200}, {2, 201}};
@@ -393,12 +388,37 @@ static void codec_seeds(void)
     f = steal_accept(2, 1, moved, 2);
     write_file("codec", "steal-accept", f.buf, f.len);
     free(f.buf);
-    f = steal_commit(2, 1, moved, 2, mixed, 3);
+    f = steal_commit(2, 1, moved, 2, fw, 3);
     write_file("codec", "steal-commit", f.buf, f.len);
     free(f.buf);
     f = steal_commit(2, 1, NULL, 0, NULL, 0);
     write_file("codec", "steal-abort", f.buf, f.len);
     free(f.buf);
+}
+
+static void codec_seeds(void)
+{
+    sn_wire_send_t one = {{FZ_SELF, 1000}, {2, 5}, 0, SN_EV_MESSAGE, 0, text("hello"), 0, 0};
+    frame_t f = sends(2, 5, 1, &one, 1);
+    write_file("codec", "sends-one", f.buf, f.len);
+    free(f.buf);
+    sn_wire_send_t mixed[] = {
+        {{1, 1000}, {2, 5}, 1, SN_EV_MESSAGE, 0, sn_payload_u64(42), 0, 0},
+        {{1, 1001}, {2, 6}, 2, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("back"), 0, 0},
+        {{1, 1002}, {0, 0}, 3, SN_EV_CANCEL, 0, NULL, 0, 0},
+        {{3, 300}, {2, 7}, 4, SN_EV_DOWN, SN_ENODEDOWN, NULL, 0, 0},
+        {{1, 1000}, {2, 8}, 5, SN_RELAY_MONITOR, 0, NULL, 0, 0},
+        {{1, 1000}, {2, 8}, 5, SN_RELAY_DEMONITOR, 0, NULL, 0, 0},
+        {{1, 1003}, {2, 9}, 6, SN_RELAY_RESULT, 0, sn_payload_pid((sn_pid_t){2, 9}), 0, 0},
+    };
+    size_t nmixed = sizeof mixed / sizeof mixed[0];
+    f = sends(2, 5, 2, mixed, nmixed);
+    write_file("codec", "sends-mixed", f.buf, f.len);
+    write_file("codec", "edge-sends-truncated", f.buf, f.len / 2);
+    free(f.buf);
+    codec_member_seeds();
+    codec_client_seeds();
+    codec_steal_seeds(mixed);
     for (size_t i = 0; i < nmixed; i++)
         sn_payload_destroy(&mixed[i].payload);
     sn_payload_destroy(&one.payload);
@@ -407,60 +427,69 @@ static void codec_seeds(void)
     write_file("codec", "edge-oversize", "\xff\x08\x01", 3);
 }
 
-static void relay_seeds(void)
-{
-    static seq_t s;
-    const uint8_t joined = FZ_SETUP_JOINED | FZ_SETUP_STEAL;
-    const sn_pid_t none = SN_PID_NONE;
+/* Most relay inputs start as a member with stealing on. */
+#define JOINED ((uint8_t)(FZ_SETUP_JOINED | FZ_SETUP_STEAL))
 
+/* Joins: a node joins through us, with the refusals; we join (the seed's
+ * Welcome, then its gossip); we are refused. */
+static void join_seeds(seq_t *s)
+{
     /* a new node joins through us; refusals: another cluster, our own id,
      * an id a live member holds, an earlier run */
-    seq_start(&s, joined);
-    seq_frame(&s, OP(FZ_ROUTER, 0), hello(4, 1, "tcp://127.0.0.1:7004", "schednode", ""));
-    seq_frame(&s, OP(FZ_ROUTER, 1), hello(5, 1, "tcp://127.0.0.1:7005", "other", ""));
-    seq_frame(&s, OP(FZ_ROUTER, 1), hello(FZ_SELF, 1, "tcp://127.0.0.1:7009", "schednode", ""));
-    seq_frame(&s, OP(FZ_ROUTER, 1), hello(FZ_PARTNER, 9, "tcp://127.0.0.1:7019", "schednode", ""));
-    seq_frame(&s, OP(FZ_ROUTER, 1), hello(FZ_PARTNER, 1, "tcp://127.0.0.1:7002", "schednode", ""));
-    seq_frame(&s, OP(FZ_PEER, 0), hello(4, 1, "tcp://127.0.0.1:7004", "schednode", ""));
-    seq_op(&s, FZ_MEMBERS_TICK);
-    seq_write(&s, "join-hello");
+    seq_start(s, JOINED);
+    seq_frame(s, OP(FZ_ROUTER, 0), hello(4, 1, "tcp://127.0.0.1:7004", "schednode", ""));
+    seq_frame(s, OP(FZ_ROUTER, 1), hello(5, 1, "tcp://127.0.0.1:7005", "other", ""));
+    seq_frame(s, OP(FZ_ROUTER, 1), hello(FZ_SELF, 1, "tcp://127.0.0.1:7009", "schednode", ""));
+    seq_frame(s, OP(FZ_ROUTER, 1), hello(FZ_PARTNER, 9, "tcp://127.0.0.1:7019", "schednode", ""));
+    seq_frame(s, OP(FZ_ROUTER, 1), hello(FZ_PARTNER, 1, "tcp://127.0.0.1:7002", "schednode", ""));
+    seq_frame(s, OP(FZ_PEER, 0), hello(4, 1, "tcp://127.0.0.1:7004", "schednode", ""));
+    seq_op(s, FZ_MEMBERS_TICK);
+    seq_write(s, "join-hello");
 
     /* we join: the seed's Welcome, then its gossip; a refusal after it */
-    seq_start(&s, FZ_SETUP_STEAL);
+    seq_start(s, FZ_SETUP_STEAL);
     sn_wire_member_t view[] = {member(2, SN_MEMBER_UP, 5, &fz_v1, 1), member(FZ_SELF, SN_MEMBER_UP, 7, NULL, 0),
                                member(3, SN_MEMBER_UP, 5, NULL, 0), member(6, SN_MEMBER_UP, 1, fz_types, 2),
                                member(7, SN_MEMBER_LEFT, 1, NULL, 0)};
-    seq_frame(&s, OP(FZ_SEED, 0), members(2, 5, 1, view, 5));
-    seq_frame(&s, OP(FZ_SEED, 0), members(2, 5, 1, view, 2));
-    seq_frame(&s, OP(FZ_PEER, 0), members(2, 5, 0, view, 5));
-    seq_op(&s, FZ_MEMBERS_TICK);
-    seq_write(&s, "join-welcome");
+    seq_frame(s, OP(FZ_SEED, 0), members(2, 5, 1, view, 5));
+    seq_frame(s, OP(FZ_SEED, 0), members(2, 5, 1, view, 2));
+    seq_frame(s, OP(FZ_PEER, 0), members(2, 5, 0, view, 5));
+    seq_op(s, FZ_MEMBERS_TICK);
+    seq_write(s, "join-welcome");
 
-    seq_start(&s, 0);
+    seq_start(s, 0);
     frame_t f;
     must(sn_codec_encode_refusal(2, 5, SN_EREFUSED, "node id 1 is taken", &f.buf, &f.len));
-    seq_frame(&s, OP(FZ_SEED, 0), f);
+    seq_frame(s, OP(FZ_SEED, 0), f);
     must(sn_codec_encode_refusal(2, 5, SN_EREFUSED, "out of a join", &f.buf, &f.len));
-    seq_frame(&s, OP(FZ_PEER, 0), f);
-    seq_frame(&s, OP(FZ_PEER, 0), members(9, 1, 1, view, 1)); /* a Welcome not from a seed */
-    seq_write(&s, "join-refused");
+    seq_frame(s, OP(FZ_PEER, 0), f);
+    seq_frame(s, OP(FZ_PEER, 0), members(9, 1, 1, view, 1)); /* a Welcome not from a seed */
+    seq_write(s, "join-refused");
+}
 
-    /* gossip: a new member, one left, one restarted, one down; then a Leave */
-    seq_start(&s, joined);
+/* gossip: a new member, one left, one restarted, one down; then a Leave */
+static void gossip_seeds(seq_t *s)
+{
+    seq_start(s, JOINED);
     sn_wire_member_t gossip[] = {member(6, SN_MEMBER_UP, 1, fz_types, 2), member(3, SN_MEMBER_LEFT, 5, NULL, 0),
                                  member(2, SN_MEMBER_UP, 6, &fz_v1, 1), member(8, SN_MEMBER_DOWN, 1, NULL, 0)};
-    seq_frame(&s, OP(FZ_PEER, 0), members(2, 5, 0, gossip, 4));
-    seq_frame(&s, OP(FZ_PEER, 0), members(9, 1, 0, gossip, 1)); /* from a stranger */
+    seq_frame(s, OP(FZ_PEER, 0), members(2, 5, 0, gossip, 4));
+    seq_frame(s, OP(FZ_PEER, 0), members(9, 1, 0, gossip, 1)); /* from a stranger */
+    frame_t f;
     must(sn_codec_encode_leave(6, 1, "shutdown", &f.buf, &f.len));
-    seq_frame(&s, OP(FZ_ROUTER, 0), f);
+    seq_frame(s, OP(FZ_ROUTER, 0), f);
     must(sn_codec_encode_leave(9, 1, "who?", &f.buf, &f.len));
-    seq_frame(&s, OP(FZ_ROUTER, 0), f);
-    seq_op(&s, FZ_MEMBERS_TICK);
-    seq_write(&s, "gossip-leave");
+    seq_frame(s, OP(FZ_ROUTER, 0), f);
+    seq_op(s, FZ_MEMBERS_TICK);
+    seq_write(s, "gossip-leave");
+}
 
-    /* sends of every kind for processes here (none live: they bounce to
-     * node 2), numbered, then its ack; a frame of an earlier run */
-    seq_start(&s, joined);
+/* sends of every kind for processes here (none live: they bounce to
+ * node 2), numbered, then its ack; a frame of an earlier run */
+static void send_seeds(seq_t *s)
+{
+    const sn_pid_t none = SN_PID_NONE;
+    seq_start(s, JOINED);
     sn_wire_send_t in[] = {
         {{1, 1000}, {2, 205}, 1, SN_EV_MESSAGE, 0, text("hi"), 0, 0},
         {{1, 1001}, {2, 206}, 2, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("back"), 0, 0},
@@ -472,27 +501,34 @@ static void relay_seeds(void)
         {{3, 300}, {2, 210}, 7, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("for 3"), 0, 0},
     };
     size_t nin = sizeof in / sizeof in[0];
-    seq_frame(&s, OP(FZ_ROUTER, 0), sends(2, 5, 1, in, nin));
-    seq_frame(&s, OP(FZ_ROUTER, 0), sends(2, 5, 2, in, 1));
-    seq_frame(&s, OP(FZ_ROUTER, 0), sends(2, 4, 3, in, 1)); /* an earlier run */
+    seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 1, in, nin));
+    seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 2, in, 1));
+    seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 4, 3, in, 1)); /* an earlier run */
+    frame_t f;
     must(sn_codec_encode_ack(2, 5, 1, &f.buf, &f.len));
-    seq_frame(&s, OP(FZ_PEER, 0), f);
-    seq_op(&s, OP(FZ_PEER_GONE, 0));
-    seq_frame(&s, OP(FZ_ROUTER, 0), sends(2, 6, 1, in, 2)); /* back, a new run */
-    seq_write(&s, "sends");
+    seq_frame(s, OP(FZ_PEER, 0), f);
+    seq_op(s, OP(FZ_PEER_GONE, 0));
+    seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 6, 1, in, 2)); /* back, a new run */
+    seq_write(s, "sends");
+    for (size_t i = 0; i < nin; i++)
+        sn_payload_destroy(&in[i].payload);
+}
 
-    /* client requests, then sends for the processes they made (serials
-     * from 1000: the scheduler's first) */
-    seq_start(&s, joined);
-    seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_STATUS, NULL, NULL, NULL, none, 1));
-    seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, FZ_TYPE, "idle", NULL, none, 2));
-    seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, FZ_TYPE, "nope", NULL, none, 3));
-    seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, "missing", "run", NULL, none, 4));
-    seq_frame(&s, OP(FZ_ROUTER, 2), request(SN_OP_CALL, FZ_TYPE, "run", text("x"), none, 5));
-    seq_frame(&s, OP(FZ_ROUTER, 2), request(SN_OP_CALL, FZ_TYPE, "fail", NULL, none, 6));
-    seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_SEND, NULL, NULL, text("hi"), (sn_pid_t){1, 1000}, 7));
-    seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_SEND, NULL, NULL, text("x"), (sn_pid_t){2, 5}, 8));
-    seq_frame(&s, OP(FZ_PEER, 0), request(SN_OP_STATUS, NULL, NULL, NULL, none, 9)); /* not on the ROUTER */
+/* client requests, then sends for the processes they made (serials
+ * from 1000: the scheduler's first) */
+static void client_seeds(seq_t *s)
+{
+    const sn_pid_t none = SN_PID_NONE;
+    seq_start(s, JOINED);
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_STATUS, NULL, NULL, NULL, none, 1));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, FZ_TYPE, "idle", NULL, none, 2));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, FZ_TYPE, "nope", NULL, none, 3));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, "missing", "run", NULL, none, 4));
+    seq_frame(s, OP(FZ_ROUTER, 2), request(SN_OP_CALL, FZ_TYPE, "run", text("x"), none, 5));
+    seq_frame(s, OP(FZ_ROUTER, 2), request(SN_OP_CALL, FZ_TYPE, "fail", NULL, none, 6));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SEND, NULL, NULL, text("hi"), (sn_pid_t){1, 1000}, 7));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SEND, NULL, NULL, text("x"), (sn_pid_t){2, 5}, 8));
+    seq_frame(s, OP(FZ_PEER, 0), request(SN_OP_STATUS, NULL, NULL, NULL, none, 9)); /* not on the ROUTER */
     sn_wire_send_t mon[] = {
         {{1, 1000}, {2, 220}, 9, SN_RELAY_MONITOR, 0, NULL, 0, 0},
         {{1, 1000}, {2, 220}, 9, SN_EV_MESSAGE, 0, text("hi"), 0, 0},
@@ -500,101 +536,130 @@ static void relay_seeds(void)
         {{1, 1000}, {2, 221}, 10, SN_RELAY_DEMONITOR, 0, NULL, 0, 0},
         {{1, 1000}, {2, 220}, 11, SN_EV_MESSAGE, 0, text("stop"), 0, 0},
     };
-    seq_frame(&s, OP(FZ_ROUTER, 0), sends(2, 5, 1, mon, sizeof mon / sizeof mon[0]));
-    seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_STATUS, NULL, NULL, NULL, none, 10));
-    seq_write(&s, "client");
+    seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 1, mon, sizeof mon / sizeof mon[0]));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_STATUS, NULL, NULL, NULL, none, 10));
+    seq_write(s, "client");
+    for (size_t i = 0; i < sizeof mon / sizeof mon[0]; i++)
+        sn_payload_destroy(&mon[i].payload);
+}
 
+/* The steals we make: a whole handover, the smallest one, an aborted one. */
+static void steal_thief_seeds(seq_t *s)
+{
+    const sn_pid_t none = SN_PID_NONE;
     /* we steal: node 2 says it is loaded, our tick asks it (id 1), it
      * offers two processes (and one we cannot take: another type
      * version's state), we accept, it commits with their queued events */
-    seq_start(&s, joined);
-    seq_frame(&s, OP(FZ_ROUTER, 0), heartbeat(2, 5, 8));
-    seq_op(&s, FZ_STEAL_TICK);
+    seq_start(s, JOINED);
+    seq_frame(s, OP(FZ_ROUTER, 0), heartbeat(2, 5, 8));
+    seq_op(s, FZ_STEAL_TICK);
     static const sn_pid_t got[] = {{2, 230}, {2, 231}, {2, 232}};
     static const uint64_t got_modes[] = {FZ_MODE_IDLE, FZ_MODE_BUSY, 99};
-    seq_frame(&s, OP(FZ_PEER, 0), steal_offer(2, 1, got, got_modes, 3));
+    seq_frame(s, OP(FZ_PEER, 0), steal_offer(2, 1, got, got_modes, 3));
     sn_wire_send_t queued[] = {{{2, 230}, {3, 300}, 1, SN_EV_MESSAGE, 0, text("queued"), 0, 0},
                                {{2, 231}, none, 2, SN_EV_CANCEL, 0, NULL, 0, 0}};
-    seq_frame(&s, OP(FZ_PEER, 0), steal_commit(2, 1, got, 2, queued, 2));
-    seq_frame(&s, OP(FZ_ROUTER, 0), sends(2, 5, 1, queued, 1)); /* forwarded after the commit */
-    seq_write(&s, "steal-thief");
+    seq_frame(s, OP(FZ_PEER, 0), steal_commit(2, 1, got, 2, queued, 2));
+    seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 1, queued, 1)); /* forwarded after the commit */
+    seq_write(s, "steal-thief");
+    for (size_t i = 0; i < 2; i++)
+        sn_payload_destroy(&queued[i].payload);
 
     /* the smallest migration in: one idle process, which the shutdown's
      * CANCEL must reach (it did not: sn_cancel skipped the local table for
      * a PID of another node, so the shutdown waited its whole timeout) */
-    seq_start(&s, joined);
-    seq_frame(&s, OP(FZ_ROUTER, 0), heartbeat(2, 5, 8));
-    seq_op(&s, FZ_STEAL_TICK);
-    seq_frame(&s, OP(FZ_PEER, 0), steal_offer(2, 1, got, got_modes, 1));
-    seq_frame(&s, OP(FZ_PEER, 0), steal_commit(2, 1, got, 1, NULL, 0));
-    seq_write(&s, "regress-cancel-migrated-in");
+    seq_start(s, JOINED);
+    seq_frame(s, OP(FZ_ROUTER, 0), heartbeat(2, 5, 8));
+    seq_op(s, FZ_STEAL_TICK);
+    seq_frame(s, OP(FZ_PEER, 0), steal_offer(2, 1, got, got_modes, 1));
+    seq_frame(s, OP(FZ_PEER, 0), steal_commit(2, 1, got, 1, NULL, 0));
+    seq_write(s, "regress-cancel-migrated-in");
 
     /* the same, aborted by the victim; and an offer nobody asked for */
-    seq_start(&s, joined);
-    seq_frame(&s, OP(FZ_ROUTER, 0), heartbeat(2, 5, 8));
-    seq_op(&s, FZ_STEAL_TICK);
-    seq_frame(&s, OP(FZ_PEER, 0), steal_offer(2, 1, got, got_modes, 2));
-    seq_frame(&s, OP(FZ_PEER, 0), steal_commit(2, 1, NULL, 0, NULL, 0));
-    seq_frame(&s, OP(FZ_PEER, 0), steal_offer(2, 9, got, got_modes, 1));
-    seq_frame(&s, OP(FZ_PEER, 0), steal_offer(3, 1, got, got_modes, 1)); /* not a partner */
-    seq_op(&s, FZ_STEAL_TICK);
-    seq_op(&s, OP(FZ_PEER_GONE, 0));
-    seq_write(&s, "steal-thief-abort");
+    seq_start(s, JOINED);
+    seq_frame(s, OP(FZ_ROUTER, 0), heartbeat(2, 5, 8));
+    seq_op(s, FZ_STEAL_TICK);
+    seq_frame(s, OP(FZ_PEER, 0), steal_offer(2, 1, got, got_modes, 2));
+    seq_frame(s, OP(FZ_PEER, 0), steal_commit(2, 1, NULL, 0, NULL, 0));
+    seq_frame(s, OP(FZ_PEER, 0), steal_offer(2, 9, got, got_modes, 1));
+    seq_frame(s, OP(FZ_PEER, 0), steal_offer(3, 1, got, got_modes, 1)); /* not a partner */
+    seq_op(s, FZ_STEAL_TICK);
+    seq_op(s, OP(FZ_PEER_GONE, 0));
+    seq_write(s, "steal-thief-abort");
+}
 
+/* The steals made from us: a whole handover, and one whose thief goes down. */
+static void steal_victim_seeds(seq_t *s)
+{
+    const sn_pid_t none = SN_PID_NONE;
     /* we are stolen from: busy processes here, node 2 asks, we offer,
      * it accepts them all, we commit */
-    seq_start(&s, joined);
+    seq_start(s, JOINED);
     for (uint64_t id = 1; id <= 4; id++)
-        seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, FZ_TYPE, "busy", NULL, none, id));
-    seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, "pinned", "busy", NULL, none, 5));
-    seq_frame(&s, OP(FZ_ROUTER, 0), steal_request(2, 11, 8));
-    seq_frame(&s, OP(FZ_ROUTER, 0), steal_request(3, 12, 8)); /* not a partner: an empty offer */
+        seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, FZ_TYPE, "busy", NULL, none, id));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, "pinned", "busy", NULL, none, 5));
+    seq_frame(s, OP(FZ_ROUTER, 0), steal_request(2, 11, 8));
+    seq_frame(s, OP(FZ_ROUTER, 0), steal_request(3, 12, 8)); /* not a partner: an empty offer */
     static const sn_pid_t ours[] = {{1, 1000}, {1, 1001}, {1, 1002}, {1, 1003}};
-    seq_frame(&s, OP(FZ_ROUTER, 0), steal_accept(2, 11, ours, 4));
-    seq_frame(&s, OP(FZ_ROUTER, 0), sends(2, 5, 1, in, 1)); /* for one that moved: forwarded */
-    seq_frame(&s, OP(FZ_ROUTER, 0), steal_accept(2, 11, ours, 4)); /* again: no such offer */
-    seq_write(&s, "steal-victim");
+    seq_frame(s, OP(FZ_ROUTER, 0), steal_accept(2, 11, ours, 4));
+    sn_wire_send_t hi = {{1, 1000}, {2, 205}, 1, SN_EV_MESSAGE, 0, text("hi"), 0, 0}; /* (the first of "sends") */
+    seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 1, &hi, 1)); /* for one that moved: forwarded */
+    sn_payload_destroy(&hi.payload);
+    seq_frame(s, OP(FZ_ROUTER, 0), steal_accept(2, 11, ours, 4)); /* again: no such offer */
+    seq_write(s, "steal-victim");
 
     /* victim, the thief goes down before it accepts; a request from a
      * stranger */
-    seq_start(&s, joined);
+    seq_start(s, JOINED);
     for (uint64_t id = 1; id <= 3; id++)
-        seq_frame(&s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, FZ_TYPE, "busy", NULL, none, id));
-    seq_frame(&s, OP(FZ_ROUTER, 0), steal_request(2, 11, 8));
-    seq_op(&s, OP(FZ_PEER_GONE, 0));
-    seq_frame(&s, OP(FZ_ROUTER, 0), steal_request(9, 1, 8));
-    seq_frame(&s, OP(FZ_ROUTER, 0), steal_accept(2, 11, ours, 2));
-    seq_write(&s, "steal-victim-gone");
+        seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SPAWN, FZ_TYPE, "busy", NULL, none, id));
+    seq_frame(s, OP(FZ_ROUTER, 0), steal_request(2, 11, 8));
+    seq_op(s, OP(FZ_PEER_GONE, 0));
+    seq_frame(s, OP(FZ_ROUTER, 0), steal_request(9, 1, 8));
+    seq_frame(s, OP(FZ_ROUTER, 0), steal_accept(2, 11, ours, 2));
+    seq_write(s, "steal-victim-gone");
+}
 
-    /* secure: members need keys; a Hello with one and without */
-    seq_start(&s, FZ_SETUP_JOINED | FZ_SETUP_SECURE | FZ_SETUP_NOSTEAL);
-    seq_frame(&s, OP(FZ_ROUTER, 0), hello(4, 1, "tcp://127.0.0.1:7004", "schednode", ""));
-    seq_frame(&s, OP(FZ_ROUTER, 1), hello(5, 1, "tcp://127.0.0.1:7005", "schednode",
-                                           "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"));
-    seq_frame(&s, OP(FZ_ROUTER, 0), steal_request(2, 1, 8));
-    seq_op(&s, FZ_MEMBERS_TICK);
-    seq_op(&s, FZ_STEAL_TICK);
-    seq_write(&s, "secure");
+/* secure: members need keys; a Hello with one and without */
+static void secure_seeds(seq_t *s)
+{
+    seq_start(s, FZ_SETUP_JOINED | FZ_SETUP_SECURE | FZ_SETUP_NOSTEAL);
+    seq_frame(s, OP(FZ_ROUTER, 0), hello(4, 1, "tcp://127.0.0.1:7004", "schednode", ""));
+    seq_frame(s, OP(FZ_ROUTER, 1), hello(5, 1, "tcp://127.0.0.1:7005", "schednode",
+                                          "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"));
+    seq_frame(s, OP(FZ_ROUTER, 0), steal_request(2, 1, 8));
+    seq_op(s, FZ_MEMBERS_TICK);
+    seq_op(s, FZ_STEAL_TICK);
+    seq_write(s, "secure");
+}
 
-    /* bad frames: garbage, oversize, out of protocol (an ack on the
-     * ROUTER from a stranger, a location) */
-    seq_start(&s, joined);
+/* bad frames: garbage, oversize, out of protocol (an ack on the
+ * ROUTER from a stranger, a location) */
+static void bad_frame_seeds(seq_t *s)
+{
+    seq_start(s, JOINED);
     frame_t g = {malloc(9000), 9000};
     memset(g.buf, 0x41, g.len);
-    seq_frame(&s, OP(FZ_ROUTER, 0), g);
+    seq_frame(s, OP(FZ_ROUTER, 0), g);
     g = (frame_t){malloc(5), 5};
     memcpy(g.buf, "\x0a\x05junk", 5);
-    seq_frame(&s, OP(FZ_PEER, 0), g);
+    seq_frame(s, OP(FZ_PEER, 0), g);
+    frame_t f;
     must(sn_codec_encode_ack(9, 1, 1, &f.buf, &f.len));
-    seq_frame(&s, OP(FZ_ROUTER, 1), f);
-    seq_write(&s, "bad-frames");
+    seq_frame(s, OP(FZ_ROUTER, 1), f);
+    seq_write(s, "bad-frames");
+}
 
-    for (size_t i = 0; i < nin; i++)
-        sn_payload_destroy(&in[i].payload);
-    for (size_t i = 0; i < sizeof mon / sizeof mon[0]; i++)
-        sn_payload_destroy(&mon[i].payload);
-    for (size_t i = 0; i < 2; i++)
-        sn_payload_destroy(&queued[i].payload);
+static void relay_seeds(void)
+{
+    static seq_t s; /* (static: 64 KiB) */
+    join_seeds(&s);
+    gossip_seeds(&s);
+    send_seeds(&s);
+    client_seeds(&s);
+    steal_thief_seeds(&s);
+    steal_victim_seeds(&s);
+    secure_seeds(&s);
+    bad_frame_seeds(&s);
 }
 
 int main(int argc, char **argv)
