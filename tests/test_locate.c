@@ -1,0 +1,319 @@
+/* test_locate.c - relay/locate.c, where a process that moved lives: three
+ * nodes in one process, each a real scheduler with relay/'s logic files
+ * over the test double of relay.c (tests/relay_fake.c); the test thread
+ * carries the frames and moves the fake clock.
+ *
+ * A process P of node 1 (its home) is stolen by node 2. Node 3's send to
+ * it goes to the home, which forwards it and tells node 3 where P is
+ * (REDIRECT); node 3 then holds its new sends while a FLUSH marker goes
+ * down the old path, and sends them straight to node 2, in order, once
+ * the marker is answered; the marker goes again on the fake clock while
+ * it is not, and after 15 s the held sends go on anyway. When P moves on
+ * again (2 -> 3), its new node tells the home, whose record and route
+ * follow it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "movers.h"
+#include "relay_fake.h"
+
+#define FLUSH_RETRY_NS UINT64_C(1000000000) /* locate.c's */
+#define DOWN_RELEASE_NS UINT64_C(15000000000) /* locate.c's */
+#define MS UINT64_C(1000000)
+
+typedef struct trio {
+    fake_node_t *n[4]; /* nodes 1, 2, 3 */
+} trio_t;
+
+static int setup(void **state)
+{
+    movers_reset();
+    trio_t *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    for (uint32_t i = 1; i <= 3; i++)
+        c->n[i] = fake_node_new(i, 1, mover_types, 2, true, true);
+    fake_link(c->n[1], c->n[2]);
+    fake_link(c->n[1], c->n[3]);
+    fake_link(c->n[2], c->n[3]);
+    *state = c;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    trio_t *c = *state;
+    for (uint32_t i = 1; i <= 3; i++)
+        movers_release(i);
+    for (uint32_t i = 1; i <= 3; i++)
+        fake_node_destroy(&c->n[i]);
+    free(c);
+    return 0;
+}
+
+/* thief steals from victim (the third node says it has nothing, so the
+ * thief asks the victim); returns how many moved, their PIDs in moved. */
+static size_t steal(trio_t *c, uint32_t victim, uint32_t thief, sn_pid_t *moved)
+{
+    fake_node_t *v = c->n[victim], *t = c->n[thief];
+    fake_say_load(t, 6 - victim - thief, 0);
+    sn__steal_tick(&t->r, fake_clock());
+    assert_true(fake_pass(t, v, SN_FRAME_STEAL_REQUEST, NULL));
+    assert_true(fake_pass(v, t, SN_FRAME_STEAL_OFFER, NULL));
+    assert_true(fake_pass(t, v, SN_FRAME_STEAL_ACCEPT, NULL));
+    sn_frame_t f;
+    assert_true(fake_pass(v, t, SN_FRAME_STEAL_COMMIT, &f));
+    size_t n = f.npids;
+    for (size_t i = 0; i < n; i++) {
+        moved[i] = f.pids[i];
+        assert_true(fake_here(fake_sched(t), moved[i]));
+        assert_false(fake_here(fake_sched(v), moved[i]));
+    }
+    sn_frame_clear(&f);
+    return n;
+}
+
+/* The one send in the oldest Sends frame node `from` sent to `to`, taken
+ * (into f: the caller clears it). */
+static sn_wire_send_t take_send(fake_node_t *from, uint32_t to, sn_frame_t *f)
+{
+    assert_true(fake_take_decoded(from, to, SN_FRAME_SENDS, f));
+    assert_int_equal(f->nsends, 1);
+    return f->sends[0];
+}
+
+static uint64_t u64_of(const sn_wire_send_t *s)
+{
+    uint64_t v = 0;
+    assert_non_null(s->payload);
+    assert_int_equal(sn_payload_get_u64(s->payload, &v), 0);
+    return v;
+}
+
+/* Every Sends frame from node `from` to node `to`, in order, into `to`. */
+static int pass_all(trio_t *c, uint32_t from, uint32_t to)
+{
+    int n = 0;
+    while (fake_pass(c->n[from], c->n[to], SN_FRAME_SENDS, NULL))
+        n++;
+    return n;
+}
+
+/* P (a mover of home node 1, its index in *idx) moves to node 2; node 3
+ * sends it message 1 through the home, which forwards it and redirects
+ * node 3; node 3 starts its flush through the home (the marker is in its
+ * outbox) and holds messages 2, 3, 4. Returns P. */
+static sn_pid_t redirected(trio_t *c, uint64_t *idx)
+{
+    fake_node_t *h = c->n[1], *s = c->n[3];
+    movers_hold(fake_sched(h));
+    sn_pid_t spawned[2] = {mover_spawn(fake_sched(h), 0), mover_spawn(fake_sched(h), 1)};
+    sn_pid_t pid;
+    assert_int_equal(steal(c, 1, 2, &pid), 1);
+    *idx = sn_pid_eq(pid, spawned[0]) ? 0 : 1;
+    assert_true(sn_pid_eq(pid, spawned[*idx]));
+    movers_release(1);
+
+    /* node 3 knows nothing of the move: its send goes to the home */
+    send_u64(fake_sched(s), pid, 1);
+    fake_drain(s);
+    assert_int_equal(fake_count(s, 1, SN_FRAME_SENDS), 1);
+    assert_int_equal(fake_count(s, 0, 0), 1);
+    assert_int_equal(pass_all(c, 3, 1), 1);
+    /* the home forwards it to node 2 and tells node 3 where P is */
+    fake_drain(h);
+    assert_int_equal(fake_count(h, 0, 0), 2);
+    sn_frame_t f;
+    assert_true(fake_peek(h, 2, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_EV_MESSAGE);
+    assert_true(sn_pid_eq(f.sends[0].to, pid));
+    assert_int_equal(u64_of(&f.sends[0]), 1);
+    sn_frame_clear(&f);
+    assert_true(fake_peek(h, 3, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_REDIRECT);
+    assert_true(sn_pid_eq(f.sends[0].to, pid));
+    assert_int_equal(f.sends[0].tag, 2);
+    sn_frame_clear(&f);
+    assert_int_equal(atomic_load(&h->r.forwarded), 1);
+    assert_int_equal(atomic_load(&h->r.redirects), 1);
+    assert_int_equal(pass_all(c, 1, 2), 1);
+    assert_int_equal(pass_all(c, 1, 3), 1);
+    assert_true(mover_wait_msgs(*idx, 1));
+    assert_int_equal(mover_msg(*idx, 0), 1);
+
+    /* node 3 switches: the marker goes down the old path, its new sends wait */
+    for (uint64_t v = 2; v <= 4; v++)
+        send_u64(fake_sched(s), pid, v);
+    fake_drain(s);
+    assert_int_equal(fake_count(s, 0, 0), 1);
+    assert_true(fake_peek(s, 1, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSH);
+    assert_true(sn_pid_eq(f.sends[0].to, pid));
+    assert_int_equal(f.sends[0].from.node, 3);
+    assert_true(f.sends[0].id != 0);
+    sn_frame_clear(&f);
+    return pid;
+}
+
+/* The redirect, and the flush answered: node 3's held sends go straight
+ * to node 2, in order, after the one that went through the home. */
+static void test_redirect_and_flush(void **state)
+{
+    trio_t *c = *state;
+    uint64_t idx;
+    sn_pid_t pid = redirected(c, &idx);
+    fake_node_t *h = c->n[1], *t = c->n[2], *s = c->n[3];
+
+    /* the marker: node 3 -> home -> node 2, answered to node 3 */
+    assert_int_equal(pass_all(c, 3, 1), 1);
+    fake_drain(h);
+    sn_frame_t f;
+    assert_true(fake_peek(h, 2, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSH);
+    sn_frame_clear(&f);
+    assert_int_equal(pass_all(c, 1, 2), 1);
+    fake_drain(t);
+    assert_true(fake_peek(t, 3, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSHED);
+    assert_int_equal(f.sends[0].tag, 2); /* where it lives */
+    sn_frame_clear(&f);
+    assert_int_equal(fake_count(s, 0, 0), 0); /* still held */
+    assert_int_equal(pass_all(c, 2, 3), 1);
+    /* released, straight to node 2 */
+    assert_int_equal(fake_count(s, 1, 0), 0);
+    assert_int_equal(fake_count(s, 2, SN_FRAME_SENDS), 3);
+    assert_int_equal(pass_all(c, 3, 2), 3);
+    /* and from now on straight there */
+    send_u64(fake_sched(s), pid, 5);
+    fake_drain(s);
+    assert_int_equal(fake_count(s, 1, 0), 0);
+    assert_int_equal(pass_all(c, 3, 2), 1);
+    assert_true(mover_wait_msgs(idx, 5));
+    for (int k = 0; k < 5; k++) /* in the order sent, across the switch */
+        assert_int_equal(mover_msg(idx, k), (uint64_t)k + 1);
+    assert_int_equal(atomic_load(&g_mv.steps_on[idx][1]), 0); /* it never ran at home */
+}
+
+/* The marker, or its answer, is lost: it goes again every second (the same
+ * flush id) while the sends wait; after 15 s without an answer they go on
+ * to where the redirect said, in order. */
+static void test_flush_retry_and_release(void **state)
+{
+    trio_t *c = *state;
+    uint64_t idx;
+    sn_pid_t pid = redirected(c, &idx);
+    fake_node_t *s = c->n[3];
+    sn_frame_t f;
+    assert_true(fake_take_decoded(s, 1, SN_FRAME_SENDS, &f)); /* lost */
+    uint64_t id = f.sends[0].id;
+    sn_frame_clear(&f);
+
+    fake_clock_advance(FLUSH_RETRY_NS - 100 * MS);
+    sn__loc_tick(&s->r, fake_clock());
+    fake_drain(s);
+    assert_int_equal(fake_count(s, 0, 0), 0); /* not yet */
+    int markers = 0;
+    uint64_t start = fake_clock();
+    while (fake_clock() - start < DOWN_RELEASE_NS - 2 * FLUSH_RETRY_NS) {
+        fake_clock_advance(100 * MS);
+        sn__loc_tick(&s->r, fake_clock());
+        fake_drain(s);
+        while (fake_take_decoded(s, 1, SN_FRAME_SENDS, &f)) { /* each one lost too */
+            assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSH);
+            assert_int_equal(f.sends[0].id, id);
+            sn_frame_clear(&f);
+            markers++;
+        }
+        assert_int_equal(fake_count(s, 0, 0), 0); /* the sends still wait */
+    }
+    assert_in_range(markers, 11, 13); /* one a second */
+    /* 15 s after the flush began: they go to where the redirect said */
+    fake_clock_advance(3 * FLUSH_RETRY_NS);
+    sn__loc_tick(&s->r, fake_clock());
+    fake_drain(s);
+    assert_int_equal(fake_count(s, 1, 0), 0);
+    assert_int_equal(fake_count(s, 2, SN_FRAME_SENDS), 3);
+    for (uint64_t v = 2; v <= 4; v++) {
+        sn_wire_send_t m = take_send(s, 2, &f);
+        assert_true(sn_pid_eq(m.to, pid));
+        assert_int_equal(u64_of(&m), v);
+        sn_frame_clear(&f);
+    }
+}
+
+/* P moves on (node 2 -> node 3): the node it arrived at tells its home,
+ * whose record follows (sn__loc_last_seen) and whose own route is
+ * switched by a flush down the old path. */
+static void test_home_follows(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *h = c->n[1], *t = c->n[2], *u = c->n[3];
+    movers_hold(fake_sched(h));
+    movers_hold(fake_sched(t)); /* what arrives at node 2 stays Ready there */
+    sn_pid_t pids[4], moved[4], again[4];
+    for (uint64_t i = 0; i < 4; i++)
+        pids[i] = mover_spawn(fake_sched(h), i);
+    assert_int_equal(steal(c, 1, 2, moved), 2);
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(sn__loc_last_seen(&h->r, moved[i]), 2);
+    assert_int_equal(steal(c, 2, 3, again), 1);
+    sn_pid_t pid = again[0];
+    assert_int_equal(fake_forward_of(fake_sched(t), pid), 3);
+    assert_int_equal(fake_forward_of(fake_sched(h), pid), 2);
+    assert_int_equal(sn__loc_last_seen(&h->r, pid), 2); /* not yet told */
+
+    /* node 3 tells the home */
+    fake_drain(u);
+    sn_frame_t f;
+    assert_true(fake_peek(u, 1, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_REDIRECT);
+    assert_int_equal(f.sends[0].tag, 3);
+    assert_int_equal(f.sends[0].error, 2); /* its move number */
+    sn_frame_clear(&f);
+    assert_int_equal(pass_all(c, 3, 1), 1);
+    assert_int_equal(sn__loc_last_seen(&h->r, pid), 3);
+    /* the home's own sends switch too: a flush down the old path, the
+     * send meanwhile held */
+    send_u64(fake_sched(h), pid, 7);
+    fake_drain(h);
+    assert_int_equal(fake_count(h, 0, 0), 1);
+    assert_true(fake_peek(h, 2, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSH);
+    sn_frame_clear(&f);
+    assert_int_equal(pass_all(c, 1, 2), 1);
+    fake_drain(t);
+    assert_int_equal(pass_all(c, 2, 3), 1); /* node 2 passes it on to node 3 */
+    fake_drain(u);
+    assert_true(fake_peek(u, 1, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSHED);
+    assert_int_equal(f.sends[0].tag, 3);
+    sn_frame_clear(&f);
+    assert_int_equal(pass_all(c, 3, 1), 1);
+    sn_wire_send_t m = take_send(h, 3, &f);
+    assert_int_equal(u64_of(&m), 7);
+    assert_int_equal(fake_count(h, 0, 0), 0);
+    sn_frame_clear(&f);
+    /* from now on straight to node 3 */
+    send_u64(fake_sched(h), pid, 8);
+    fake_drain(h);
+    assert_int_equal(fake_count(h, 3, SN_FRAME_SENDS), 1);
+    assert_int_equal(fake_count(h, 0, 0), 1);
+    (void)pids;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_redirect_and_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_retry_and_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_home_follows, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,285 @@
+/* test_steal.c - relay/steal.c, the relay's half of cross-node stealing,
+ * driven step by step: two nodes in one process (victim 1, thief 2), each
+ * a real scheduler with relay/'s logic files over the test double of
+ * relay.c (tests/relay_fake.c), the test thread carrying each frame from
+ * one to the other and moving the fake clock.
+ *
+ * The handover request -> offer -> accept -> commit, with every process
+ * on exactly one side at each step, a message sent mid-handover following
+ * the process; and its aborts: the thief never accepts (the victim's offer
+ * times out and it reverts), the thief leaves mid-handover, a late accept
+ * after the abort.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "movers.h"
+#include "relay_fake.h"
+
+#define N 8 /* movers on the victim; the thief, with none, gets half */
+#define OFFER_TIMEOUT_NS UINT64_C(3000000000) /* steal.c's */
+
+typedef struct pair {
+    fake_node_t *v, *t;
+    sn_pid_t pids[N];
+} pair_t;
+
+/* Victim 1 with N Ready movers (its worker held), thief 2 (its worker
+ * idle), members of each other. */
+static int setup(void **state)
+{
+    movers_reset();
+    pair_t *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->v = fake_node_new(1, 1, mover_types, 2, true, true);
+    p->t = fake_node_new(2, 1, mover_types, 2, true, true);
+    fake_link(p->v, p->t);
+    movers_hold(fake_sched(p->v));
+    for (uint64_t i = 0; i < N; i++)
+        p->pids[i] = mover_spawn(fake_sched(p->v), i);
+    *state = p;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    pair_t *p = *state;
+    movers_release(1);
+    movers_release(2);
+    fake_node_destroy(&p->t);
+    fake_node_destroy(&p->v);
+    free(p);
+    return 0;
+}
+
+/* Where each mover is: the node whose PID table has it (0: neither, in
+ * flight between the commit and its activation; -1: both). */
+static int owner(pair_t *p, sn_pid_t pid)
+{
+    bool v = fake_here(fake_sched(p->v), pid), t = fake_here(fake_sched(p->t), pid);
+    return v && t ? -1 : v ? 1 : t ? 2 : 0;
+}
+
+static int index_of(pair_t *p, sn_pid_t pid)
+{
+    for (int i = 0; i < N; i++)
+        if (sn_pid_eq(p->pids[i], pid))
+            return i;
+    fail_msg("pid %u.%llu is not one of the movers", pid.node, (unsigned long long)pid.serial);
+    return -1;
+}
+
+/* The thief's tick sends its request to the victim; returns its id. */
+static uint64_t request(pair_t *p)
+{
+    sn__steal_tick(&p->t->r, fake_clock());
+    sn_frame_t f;
+    assert_true(fake_peek(p->t, 1, SN_FRAME_STEAL_REQUEST, &f));
+    assert_int_equal(f.steal_ready, 0); /* the thief has nothing Ready */
+    assert_int_equal(f.steal_max, 64);
+    uint64_t id = f.steal_id;
+    sn_frame_clear(&f);
+    sn__steal_tick(&p->t->r, fake_clock()); /* one request at a time: no second one */
+    assert_int_equal(fake_count(p->t, 0, 0), 1);
+    return id;
+}
+
+/* The request to the victim, its offer (decoded into off) to the thief:
+ * the thief's accept is then in its outbox. */
+static void offer(pair_t *p, uint64_t id, sn_frame_t *off)
+{
+    assert_true(fake_pass(p->t, p->v, SN_FRAME_STEAL_REQUEST, NULL));
+    assert_true(fake_pass(p->v, p->t, SN_FRAME_STEAL_OFFER, off));
+    assert_int_equal(off->steal_id, id);
+}
+
+/* The whole handover, step by step: each step's frame, and where every
+ * process is after it. */
+static void test_handover(void **state)
+{
+    pair_t *p = *state;
+    uint64_t id = request(p);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(owner(p, p->pids[i]), 1);
+
+    /* offer: half of the victim's Ready work, frozen there, its owner still */
+    assert_true(fake_pass(p->t, p->v, SN_FRAME_STEAL_REQUEST, NULL));
+    sn_frame_t f;
+    assert_true(fake_peek(p->v, 2, SN_FRAME_STEAL_OFFER, &f));
+    assert_int_equal(f.steal_id, id);
+    assert_int_equal(f.nmigrants, N / 2);
+    sn_pid_t moved[N];
+    size_t nmoved = f.nmigrants;
+    for (size_t i = 0; i < nmoved; i++) {
+        moved[i] = f.migrants[i].pid;
+        assert_string_equal(f.migrants[i].type, "mover");
+        assert_int_equal(f.migrants[i].moves, 1);
+        (void)index_of(p, moved[i]);
+    }
+    sn_frame_clear(&f);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(owner(p, p->pids[i]), 1);
+    /* a message for one of them while it is offered: it follows it */
+    send_u64(fake_sched(p->v), moved[0], 4242);
+
+    /* accept: the thief built frozen copies, outside its table */
+    assert_true(fake_pass(p->v, p->t, SN_FRAME_STEAL_OFFER, NULL));
+    assert_true(fake_peek(p->t, 1, SN_FRAME_STEAL_ACCEPT, &f));
+    assert_int_equal(f.steal_id, id);
+    assert_int_equal(f.npids, nmoved);
+    for (size_t i = 0; i < nmoved; i++)
+        assert_true(sn_pid_eq(f.pids[i], moved[i]));
+    sn_frame_clear(&f);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(owner(p, p->pids[i]), 1);
+
+    /* commit: the victim decided; each left its table for a forwarding
+     * entry, its queued message rides along */
+    assert_true(fake_pass(p->t, p->v, SN_FRAME_STEAL_ACCEPT, NULL));
+    assert_true(fake_peek(p->v, 2, SN_FRAME_STEAL_COMMIT, &f));
+    assert_int_equal(f.steal_id, id);
+    assert_int_equal(f.npids, nmoved);
+    assert_int_equal(f.nsends, 1);
+    assert_true(sn_pid_eq(f.sends[0].to, moved[0]));
+    assert_int_equal(f.sends[0].kind, SN_EV_MESSAGE);
+    sn_frame_clear(&f);
+    for (size_t i = 0; i < nmoved; i++) {
+        assert_int_equal(owner(p, moved[i]), 0); /* in flight: in neither table, run by neither */
+        assert_int_equal(fake_forward_of(fake_sched(p->v), moved[i]), 2);
+        assert_int_equal(sn__loc_last_seen(&p->v->r, moved[i]), 2); /* its home knows where it went */
+    }
+    assert_int_equal(atomic_load(&p->v->r.steals_out), 1);
+
+    /* the thief activates them */
+    assert_true(fake_pass(p->v, p->t, SN_FRAME_STEAL_COMMIT, NULL));
+    assert_int_equal(atomic_load(&p->t->r.steals_in), 1);
+    int on_v = 0, on_t = 0;
+    for (int i = 0; i < N; i++) {
+        int o = owner(p, p->pids[i]);
+        assert_true(o == 1 || o == 2); /* exactly one side */
+        on_v += o == 1;
+        on_t += o == 2;
+    }
+    assert_int_equal(on_t, (int)nmoved);
+    assert_int_equal(on_v, N - (int)nmoved);
+    for (size_t i = 0; i < nmoved; i++)
+        assert_int_equal(owner(p, moved[i]), 2);
+    assert_int_equal(fake_count(p->v, 0, 0), 0); /* nothing more was said */
+    assert_int_equal(fake_count(p->t, 0, 0), 0);
+
+    /* they run where they are, the message with the one it was for */
+    movers_release(1);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mover_wait_ran((uint64_t)i), (unsigned)owner(p, p->pids[i]));
+    int m0 = index_of(p, moved[0]);
+    assert_true(mover_wait_msgs((uint64_t)m0, 1));
+    assert_int_equal(mover_msg((uint64_t)m0, 0), 4242);
+    for (int i = 0; i < N; i++) /* a moved one never ran on the victim, the others never on the thief */
+        assert_int_equal(atomic_load(&g_mv.steps_on[i][owner(p, p->pids[i]) == 1 ? 2 : 1]), 0);
+}
+
+/* The thief's accept never comes: the victim's offer times out, it sends
+ * the abort (an empty commit) and runs them again; a late accept then
+ * changes nothing. */
+static void test_offer_times_out(void **state)
+{
+    pair_t *p = *state;
+    uint64_t id = request(p);
+    sn_frame_t off;
+    offer(p, id, &off);
+    size_t n = off.nmigrants;
+    assert_int_equal(n, N / 2);
+    fake_frame_t acc; /* lost, for now */
+    assert_true(fake_take(p->t, 1, SN_FRAME_STEAL_ACCEPT, &acc));
+
+    /* just before the deadline: nothing */
+    fake_clock_advance(OFFER_TIMEOUT_NS - 1000000u);
+    sn__steal_tick(&p->v->r, fake_clock());
+    assert_int_equal(fake_count(p->v, 0, 0), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(owner(p, p->pids[i]), 1);
+    /* after it: the abort, and they are the victim's to run again */
+    fake_clock_advance(2000000u);
+    sn__steal_tick(&p->v->r, fake_clock());
+    sn_frame_t ab;
+    assert_true(fake_pass(p->v, p->t, SN_FRAME_STEAL_COMMIT, &ab)); /* the thief drops its copies */
+    assert_int_equal(ab.steal_id, id);
+    assert_int_equal(ab.npids, 0);
+    sn_frame_clear(&ab);
+
+    /* the late accept: no offer of that id any more, no commit */
+    fake_inbound(p->v, acc.buf, acc.len, NULL, 0, false);
+    free(acc.buf);
+    assert_int_equal(fake_count(p->v, 0, 0), 0);
+    assert_int_equal(atomic_load(&p->v->r.steals_out), 0);
+    assert_int_equal(atomic_load(&p->t->r.steals_in), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(owner(p, p->pids[i]), 1);
+        assert_int_equal(fake_forward_of(fake_sched(p->v), p->pids[i]), 0);
+    }
+    sn_frame_clear(&off);
+
+    movers_release(1);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mover_wait_ran((uint64_t)i), 1);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(atomic_load(&g_mv.steps_on[i][2]), 0);
+}
+
+/* The thief leaves after the offer, its accept still on the way: the
+ * victim's handovers with it end, its processes run there again, and the
+ * accept that arrives after is not a member's. */
+static void test_thief_leaves(void **state)
+{
+    pair_t *p = *state;
+    uint64_t id = request(p);
+    sn_frame_t off;
+    offer(p, id, &off);
+    sn_frame_clear(&off);
+    fake_frame_t acc;
+    assert_true(fake_take(p->t, 1, SN_FRAME_STEAL_ACCEPT, &acc));
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_leave(2, p->t->r.incarnation, "test", &buf, &len), 0);
+    fake_inbound(p->v, buf, len, NULL, 0, false);
+    free(buf);
+    assert_int_equal(fake_peer(p->v, 2)->state, SN_MEMBER_LEFT);
+    assert_int_equal(p->v->nbounces, 1);
+    assert_int_equal(p->v->bounces[0].node, 2);
+    assert_true(p->v->bounces[0].gone);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(owner(p, p->pids[i]), 1);
+
+    fake_inbound(p->v, acc.buf, acc.len, NULL, 0, false);
+    free(acc.buf);
+    assert_int_equal(p->v->bad, 1);
+    assert_string_equal(p->v->bad_why, "steal message from a node that is not a live member");
+    /* and the offer's deadline passes with no abort to send */
+    fake_clock_advance(OFFER_TIMEOUT_NS * 2);
+    sn__steal_tick(&p->v->r, fake_clock());
+    assert_int_equal(fake_count(p->v, 0, 0), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(fake_forward_of(fake_sched(p->v), p->pids[i]), 0);
+
+    movers_release(1);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mover_wait_ran((uint64_t)i), 1);
+    assert_int_equal(atomic_load(&p->v->r.steals_out), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_handover, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_offer_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_thief_leaves, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
