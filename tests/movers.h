@@ -21,10 +21,10 @@
 #define MOVER_NODES 8
 
 static struct {
-    atomic_uint ran_on[MOVERS_MAX];                 /* the node of its last step (0: none yet) */
-    atomic_int steps_on[MOVERS_MAX][MOVER_NODES];   /* its steps on each node */
-    atomic_int nmsgs[MOVERS_MAX];                   /* messages it got (release: after msgs) */
-    atomic_ullong msgs[MOVERS_MAX][MOVER_MSGS];     /* their values, in the order it got them */
+    atomic_uint ran_on[MOVERS_MAX];               /* the node of its last step (0: none yet) */
+    atomic_int steps_on[MOVERS_MAX][MOVER_NODES]; /* its steps on each node */
+    atomic_int nmsgs[MOVERS_MAX];                 /* messages it got (release: after msgs) */
+    atomic_ullong msgs[MOVERS_MAX][MOVER_MSGS];   /* their values, in the order it got them */
     atomic_int hold[MOVER_NODES], holding[MOVER_NODES];
 } g_mv;
 
@@ -73,10 +73,13 @@ static int mover_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
     return 0;
 }
 
-static const sn_type_t mover_type = {"mover",       1, sizeof(mover_t), mover_init, mover_step, NULL,
-                                     mover_marshal, mover_unmarshal};
+static const sn_type_t mover_type = {"mover",    1,    sizeof(mover_t), mover_init,
+                                     mover_step, NULL, mover_marshal,   mover_unmarshal};
 
-static int holder_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input) { return 0; }
+static int holder_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    return 0;
+}
 
 static void holder_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
@@ -91,7 +94,10 @@ static const sn_type_t holder_type = {"holder", 1, 8, holder_init, holder_step, 
 
 static const sn_type_t *const mover_types[] = {&mover_type, &holder_type};
 
-static inline void movers_reset(void) { memset(&g_mv, 0, sizeof g_mv); }
+static inline void movers_reset(void)
+{
+    memset(&g_mv, 0, sizeof g_mv);
+}
 
 /* Keeps node's one worker busy (a holder) until movers_release(node). */
 static inline void movers_hold(sn_sched_t *s)
@@ -102,7 +108,10 @@ static inline void movers_hold(sn_sched_t *s)
     assert_true(wait_count(&g_mv.holding[node], 1, WAIT_MS));
 }
 
-static inline void movers_release(uint32_t node) { atomic_store(&g_mv.hold[node], 0); }
+static inline void movers_release(uint32_t node)
+{
+    atomic_store(&g_mv.hold[node], 0);
+}
 
 /* A mover with this index on s. */
 static inline sn_pid_t mover_spawn(sn_sched_t *s, uint64_t index)

@@ -28,15 +28,30 @@
 /* (workers never read it; atomic all the same) */
 static _Atomic uint64_t clock_ns = UINT64_C(1000000000000);
 
-uint64_t fake_clock(void) { return atomic_load_explicit(&clock_ns, memory_order_relaxed); }
-void fake_clock_set(uint64_t ns) { atomic_store_explicit(&clock_ns, ns, memory_order_relaxed); }
-void fake_clock_advance(uint64_t ns) { atomic_fetch_add_explicit(&clock_ns, ns, memory_order_relaxed); }
+uint64_t fake_clock(void)
+{
+    return atomic_load_explicit(&clock_ns, memory_order_relaxed);
+}
+void fake_clock_set(uint64_t ns)
+{
+    atomic_store_explicit(&clock_ns, ns, memory_order_relaxed);
+}
+void fake_clock_advance(uint64_t ns)
+{
+    atomic_fetch_add_explicit(&clock_ns, ns, memory_order_relaxed);
+}
 
 /* ------------------------------------------------------ relay.c, again */
 
-static fake_node_t *node_of(sn_relay_t *r) { return (fake_node_t *)r; }
+static fake_node_t *node_of(sn_relay_t *r)
+{
+    return (fake_node_t *)r;
+}
 
-uint64_t sn__relay_now_ns(void) { return fake_clock(); }
+uint64_t sn__relay_now_ns(void)
+{
+    return fake_clock();
+}
 
 peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
 {
@@ -112,8 +127,6 @@ void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d)
     p->dealer = NULL;
 }
 
-zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key) { return NULL; }
-
 /* relay.c also returns what was waiting for p to its senders; nothing
  * waits here. What it tells the logic files, it tells them. */
 void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
@@ -137,7 +150,10 @@ void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
     p->has_stats = false;
 }
 
-void sn__relay_poke(sn_relay_t *r) { atomic_fetch_add_explicit(&node_of(r)->pokes, 1, memory_order_relaxed); }
+void sn__relay_poke(sn_relay_t *r)
+{
+    atomic_fetch_add_explicit(&node_of(r)->pokes, 1, memory_order_relaxed);
+}
 
 void sn__relay_enqueue(sn_relay_t *r, item_t *it)
 {
@@ -267,8 +283,10 @@ static int hook_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int
     it->dest = via ? via : to.node;
     it->diverted = via == r->node;
     it->forwarded = passing_on;
-    it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL, 0,
-                             atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
+    it->s = (sn_wire_send_t){to,    from,
+                             tag,   kind,
+                             error, msg ? sn_take(msg) : NULL,
+                             0,     atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
     sn__relay_enqueue(r, it);
     return 0;
 }
@@ -350,9 +368,15 @@ void fake_node_destroy(fake_node_t **self_p)
     *self_p = NULL;
 }
 
-sn_sched_t *fake_sched(fake_node_t *n) { return n->r.sched; }
+sn_sched_t *fake_sched(fake_node_t *n)
+{
+    return n->r.sched;
+}
 
-peer_t *fake_peer(fake_node_t *n, uint32_t node) { return sn__relay_find_peer(&n->r, node); }
+peer_t *fake_peer(fake_node_t *n, uint32_t node)
+{
+    return sn__relay_find_peer(&n->r, node);
+}
 
 static void member_of(fake_node_t *n, sn_wire_member_t *m)
 {
@@ -507,8 +531,7 @@ bool fake_pass(fake_node_t *from, fake_node_t *to, sn_frame_kind_t kind, sn_fram
     fake_frame_t fr;
     bool found = false;
     for (size_t i = 0; i < from->nout && !found; i++) /* (an answer is for whoever asked: the test says who) */
-        if ((from->out[i].to == to->r.node || from->out[i].how == FAKE_ANSWER) &&
-            matches(&from->out[i], 0, kind)) {
+        if ((from->out[i].to == to->r.node || from->out[i].how == FAKE_ANSWER) && matches(&from->out[i], 0, kind)) {
             fr = from->out[i];
             memmove(&from->out[i], &from->out[i + 1], (from->nout - i - 1) * sizeof *from->out);
             from->nout--;
@@ -531,7 +554,10 @@ bool fake_pass(fake_node_t *from, fake_node_t *to, sn_frame_kind_t kind, sn_fram
     return true;
 }
 
-void fake_drain(fake_node_t *n) { sn__relay_drain(&n->r); }
+void fake_drain(fake_node_t *n)
+{
+    sn__relay_drain(&n->r);
+}
 
 void fake_say_load(fake_node_t *to, uint32_t from, uint64_t ready)
 {

@@ -36,10 +36,11 @@ void fake_clock_advance(uint64_t ns);
 /* ------------------------------------------------------------- the nodes */
 
 /* How a frame left its node. */
-enum { FAKE_TRY = 1, /* sn__relay_try_send (members: probes, gossip, broadcasts) */
-       FAKE_ORDERED, /* sn__relay_send_ordered (stealing) */
-       FAKE_ANSWER,  /* sn__relay_answer: on the ROUTER, to ident (Welcome, refusals) */
-       FAKE_ROUTED   /* an outbound item routed to a peer, as a Sends frame of one send */
+enum {
+    FAKE_TRY = 1, /* sn__relay_try_send (members: probes, gossip, broadcasts) */
+    FAKE_ORDERED, /* sn__relay_send_ordered (stealing) */
+    FAKE_ANSWER,  /* sn__relay_answer: on the ROUTER, to ident (Welcome, refusals) */
+    FAKE_ROUTED   /* an outbound item routed to a peer, as a Sends frame of one send */
 };
 
 typedef struct fake_frame {
@@ -63,14 +64,14 @@ typedef struct fake_node {
     sn_relay_t r;
     fake_frame_t *out; /* frames sent, oldest first */
     size_t nout, capout;
-    int bad;                  /* sn__relay_bad calls */
-    char bad_why[256];        /* the last one's reason */
+    int bad;                   /* sn__relay_bad calls */
+    char bad_why[256];         /* the last one's reason */
     fake_bounce_t bounces[16]; /* sn__relay_bounce_peer calls (the first 16) */
     size_t nbounces;
-    int bounced;              /* items route() returned (a path through a node that is down, unknown) */
-    int undeliverable;        /* inbound messages the scheduler refused */
-    _Atomic int pokes;        /* sn__relay_poke and sn__relay_enqueue wake-ups */
-    int full;                 /* try_send: nonzero, every peer's pipe is full */
+    int bounced;       /* items route() returned (a path through a node that is down, unknown) */
+    int undeliverable; /* inbound messages the scheduler refused */
+    _Atomic int pokes; /* sn__relay_poke and sn__relay_enqueue wake-ups */
+    int full;          /* try_send: nonzero, every peer's pipe is full */
 } fake_node_t;
 
 /* A node `node` (its scheduler with `workers` workers and these process

@@ -29,12 +29,15 @@
 #define PERIOD_NS (200 * MS) /* hb_ms */
 #define PEERS 3              /* simulated members 2, 3, 4 */
 
-static uint64_t inc_of(uint32_t node) { return 200 + node; }
+static uint64_t inc_of(uint32_t node)
+{
+    return 200 + node;
+}
 
 static void member(sn_wire_member_t *m, uint32_t node, int state, uint64_t version)
 {
-    *m = (sn_wire_member_t){.node = node, .state = state, .incarnation = inc_of(node), .first_serial = 1,
-                            .version = version};
+    *m = (sn_wire_member_t){
+        .node = node, .state = state, .incarnation = inc_of(node), .first_serial = 1, .version = version};
     snprintf(m->endpoint, sizeof m->endpoint, "tcp://127.0.0.1:%u", 7000u + node);
 }
 
@@ -62,10 +65,10 @@ static int teardown(void **state)
 
 /* What node 1 sent, as the simulated members saw it. */
 typedef struct seen {
-    int pings[8];            /* PINGs to each node */
-    int ping_reqs[8];        /* PING_REQs about each target */
-    int req_helpers[8];      /* PING_REQs each helper got */
-    int bcast[8][4][8];      /* [about][state][to]: one-member Members frames (broadcasts) */
+    int pings[8];                  /* PINGs to each node */
+    int ping_reqs[8];              /* PING_REQs about each target */
+    int req_helpers[8];            /* PING_REQs each helper got */
+    int bcast[8][4][8];            /* [about][state][to]: one-member Members frames (broadcasts) */
     uint64_t first_bcast_ns[8][4]; /* [about][state]: the first one's time */
 } seen_t;
 
@@ -133,8 +136,14 @@ static void run(fake_node_t *n, uint64_t until, seen_t *sn, bool (*stop)(fake_no
     }
 }
 
-static bool four_down(fake_node_t *n) { return atomic_load(&fake_peer(n, 4)->down) != 0; }
-static bool four_suspect(fake_node_t *n) { return sn__members_state(&n->r, fake_peer(n, 4)) == SN_MEMBER_SUSPECT; }
+static bool four_down(fake_node_t *n)
+{
+    return atomic_load(&fake_peer(n, 4)->down) != 0;
+}
+static bool four_suspect(fake_node_t *n)
+{
+    return sn__members_state(&n->r, fake_peer(n, 4)) == SN_MEMBER_SUSPECT;
+}
 
 /* All answer for 30 periods (past the start-up, when no one is accused):
  * every member is probed, none suspected. */
@@ -281,12 +290,12 @@ static void test_suspect_then_down(void **state)
     run(n, t0 + 10 * PERIOD_NS, &sn, four_suspect);
     assert_int_equal(sn__members_state(&n->r, fake_peer(n, 4)), SN_MEMBER_SUSPECT);
     uint64_t ts = fake_clock();
-    assert_true(sn.pings[4] >= 1);                          /* probed */
-    assert_true(sn.ping_reqs[4] >= 1);                      /* then through others */
-    assert_int_equal(sn.req_helpers[4], 0);                 /* (never asking it) */
+    assert_true(sn.pings[4] >= 1);          /* probed */
+    assert_true(sn.ping_reqs[4] >= 1);      /* then through others */
+    assert_int_equal(sn.req_helpers[4], 0); /* (never asking it) */
     assert_true(sn.req_helpers[2] + sn.req_helpers[3] >= 1);
-    assert_true(ts - t0 <= 3 * PERIOD_NS);                  /* within a period or two */
-    for (uint32_t k = 2; k <= 4; k++)                       /* the suspicion, to every member */
+    assert_true(ts - t0 <= 3 * PERIOD_NS); /* within a period or two */
+    for (uint32_t k = 2; k <= 4; k++)      /* the suspicion, to every member */
         assert_int_equal(sn.bcast[4][SN_MEMBER_SUSPECT][k], 1);
     assert_int_equal(atomic_load(&fake_peer(n, 4)->down), 0); /* suspect is still up */
     assert_int_equal(n->nbounces, 0);
