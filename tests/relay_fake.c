@@ -322,7 +322,7 @@ fake_node_t *fake_node_new(uint32_t node, int workers, const sn_type_t *const *t
     assert_int_equal(sn__members_init(r), 0);
     atomic_store(&r->joined, joined ? 1 : 0);
     const sn_type_t *t[SN_WIRE_TYPES_MAX];
-    r->ntypes = sn_sched_types(r->sched, t, SN_WIRE_TYPES_MAX);
+    r->ntypes = sn__sched_types(r->sched, t, SN_WIRE_TYPES_MAX);
     r->types = calloc(r->ntypes ? r->ntypes : 1, sizeof *r->types);
     assert_non_null(r->types);
     for (size_t i = 0; i < r->ntypes; i++) {

@@ -58,11 +58,15 @@ static int teardown(void **state)
     return 0;
 }
 
-/* thief steals from victim (the third node says it has nothing, so the
- * thief asks the victim); returns how many moved, their PIDs in moved. */
+/* thief steals from victim (the victim says what it has Ready, the third
+ * node that it has nothing, so the thief asks the victim); returns how
+ * many moved, their PIDs in moved. */
 static size_t steal(trio_t *c, uint32_t victim, uint32_t thief, sn_pid_t *moved)
 {
     fake_node_t *v = c->n[victim], *t = c->n[thief];
+    sn_stats_t st;
+    sn_sched_stats(fake_sched(v), &st);
+    fake_say_load(t, victim, st.ready);
     fake_say_load(t, 6 - victim - thief, 0);
     sn__steal_tick(&t->r, fake_clock());
     assert_true(fake_pass(t, v, SN_FRAME_STEAL_REQUEST, NULL));
