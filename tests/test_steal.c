@@ -101,6 +101,21 @@ static void offer(pair_t *p, uint64_t id, sn_frame_t *off)
     assert_int_equal(off->steal_id, id);
 }
 
+/* Released, they run where they are, the message (4242) with the one it
+ * was for (to); a moved one never ran on the victim, the others never on
+ * the thief. */
+static void run_where_they_are(pair_t *p, sn_pid_t to)
+{
+    movers_release(1);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mover_wait_ran((uint64_t)i), (unsigned)owner(p, p->pids[i]));
+    int m0 = index_of(p, to);
+    assert_true(mover_wait_msgs((uint64_t)m0, 1));
+    assert_int_equal(mover_msg((uint64_t)m0, 0), 4242);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(atomic_load(&g_mv.steps_on[i][owner(p, p->pids[i]) == 1 ? 2 : 1]), 0);
+}
+
 /* The whole handover, step by step: each step's frame, and where every
  * process is after it. */
 static void test_handover(void **state)
@@ -174,16 +189,7 @@ static void test_handover(void **state)
         assert_int_equal(owner(p, moved[i]), 2);
     assert_int_equal(fake_count(p->v, 0, 0), 0); /* nothing more was said */
     assert_int_equal(fake_count(p->t, 0, 0), 0);
-
-    /* they run where they are, the message with the one it was for */
-    movers_release(1);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(mover_wait_ran((uint64_t)i), (unsigned)owner(p, p->pids[i]));
-    int m0 = index_of(p, moved[0]);
-    assert_true(mover_wait_msgs((uint64_t)m0, 1));
-    assert_int_equal(mover_msg((uint64_t)m0, 0), 4242);
-    for (int i = 0; i < N; i++) /* a moved one never ran on the victim, the others never on the thief */
-        assert_int_equal(atomic_load(&g_mv.steps_on[i][owner(p, p->pids[i]) == 1 ? 2 : 1]), 0);
+    run_where_they_are(p, moved[0]);
 }
 
 /* The thief's accept never comes: the victim's offer times out, it sends
