@@ -527,12 +527,11 @@ static int bench_deque(void)
     while (sn__deque_pop(&d))
         popped++;
     if (popped + stolen != pushed) {
-        fprintf(stderr, "schedbench: deque lost or duplicated items: %ld pushed, %ld taken\n", pushed,
-                popped + stolen);
+        fprintf(stderr, "schedbench: deque lost or duplicated items: %ld pushed, %ld taken\n", pushed, popped + stolen);
         return 1;
     }
-    printf("deque: %d thief(s) stole %ld of %ld items in %.2f s while the owner pushed and popped\n", thieves,
-           stolen, pushed, secs);
+    printf("deque: %d thief(s) stole %ld of %ld items in %.2f s while the owner pushed and popped\n", thieves, stolen,
+           pushed, secs);
     free(args);
     free(th);
     sn__deque_fini(&d);
@@ -559,17 +558,35 @@ static int bench_idle(void)
     return 0;
 }
 
-static int bench_xnode_send(void) { return sn_bench_xnode_send(workers); }
-static int bench_xnode_rtt(void) { return sn_bench_xnode_rtt(workers); }
-static int bench_steal_imbalance(void) { return sn_bench_steal_imbalance(); }
-static int bench_steal_join(void) { return sn_bench_steal_join(); }
+static int bench_xnode_send(void)
+{
+    return sn_bench_xnode_send(workers);
+}
+static int bench_xnode_rtt(void)
+{
+    return sn_bench_xnode_rtt(workers);
+}
+static int bench_steal_imbalance(void)
+{
+    return sn_bench_steal_imbalance();
+}
+static int bench_steal_join(void)
+{
+    return sn_bench_steal_join();
+}
 
 static const struct {
     const char *name;
     int (*fn)(void);
-} cases[] = {{"skynet", bench_skynet}, {"pingpong", bench_pingpong}, {"pairs", bench_pairs},
-             {"spawn", bench_spawn},   {"memory", bench_memory},     {"deque", bench_deque},
-             {"idle", bench_idle},     {"xnode-send", bench_xnode_send}, {"xnode-rtt", bench_xnode_rtt},
+} cases[] = {{"skynet", bench_skynet},
+             {"pingpong", bench_pingpong},
+             {"pairs", bench_pairs},
+             {"spawn", bench_spawn},
+             {"memory", bench_memory},
+             {"deque", bench_deque},
+             {"idle", bench_idle},
+             {"xnode-send", bench_xnode_send},
+             {"xnode-rtt", bench_xnode_rtt},
              {"steal-imbalance", bench_steal_imbalance},
              {"steal-join", bench_steal_join}};
 

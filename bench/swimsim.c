@@ -80,7 +80,10 @@ static uint64_t rnd(void)
     return rng;
 }
 
-static bool before(const ev_t *a, const ev_t *b) { return a->t < b->t || (a->t == b->t && a->seq < b->seq); }
+static bool before(const ev_t *a, const ev_t *b)
+{
+    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
 
 static void push(ev_t *e)
 {
@@ -121,8 +124,14 @@ static void pop(ev_t *out)
         heap.h[i] = last;
 }
 
-static uint64_t delay(void) { return dmin + (dmax > dmin ? rnd() % (dmax - dmin + 1) : 0); }
-static bool lost(void) { return loss > 0 && (double)(rnd() % 1000000) < loss * 1e6; }
+static uint64_t delay(void)
+{
+    return dmin + (dmax > dmin ? rnd() % (dmax - dmin + 1) : 0);
+}
+static bool lost(void)
+{
+    return loss > 0 && (double)(rnd() % 1000000) < loss * 1e6;
+}
 
 static void io_send(void *arg, uint32_t to, const sn_swim_msg_t *m)
 {
@@ -285,10 +294,10 @@ typedef struct args {
 static int parse(int argc, char **argv, args_t *a)
 {
     *a = (args_t){.n = 1000, .ncrash = 1, .warmup = 10, .settle = 15, .period_ms = 200, .dmin_ms = 1, .dmax_ms = 10};
-    static const struct option opts[] = {{"members", 1, 0, 'n'}, {"crash", 1, 0, 'k'},    {"loss", 1, 0, 'l'},
+    static const struct option opts[] = {{"members", 1, 0, 'n'},   {"crash", 1, 0, 'k'},     {"loss", 1, 0, 'l'},
                                          {"delay-min", 1, 0, 'd'}, {"delay-max", 1, 0, 'D'}, {"period", 1, 0, 'p'},
-                                         {"warmup", 1, 0, 'w'},  {"settle", 1, 0, 's'},   {"seed", 1, 0, 'x'},
-                                         {"check", 0, 0, 'c'},   {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
+                                         {"warmup", 1, 0, 'w'},    {"settle", 1, 0, 's'},    {"seed", 1, 0, 'x'},
+                                         {"check", 0, 0, 'c'},     {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
     int c;
     char *end;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -301,24 +310,49 @@ static int parse(int argc, char **argv, args_t *a)
             return 2;
         }
         switch (c) {
-        case 'n': a->n = (uint32_t)v; break;
-        case 'k': a->ncrash = (uint32_t)v; break;
-        case 'l': loss = v; break;
-        case 'd': a->dmin_ms = v; break;
-        case 'D': a->dmax_ms = v; break;
-        case 'p': a->period_ms = v; break;
-        case 'w': a->warmup = v; break;
-        case 's': a->settle = v; break;
-        case 'x': rng = (uint64_t)v | 1; break;
-        case 'c': a->check = true; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'n':
+            a->n = (uint32_t)v;
+            break;
+        case 'k':
+            a->ncrash = (uint32_t)v;
+            break;
+        case 'l':
+            loss = v;
+            break;
+        case 'd':
+            a->dmin_ms = v;
+            break;
+        case 'D':
+            a->dmax_ms = v;
+            break;
+        case 'p':
+            a->period_ms = v;
+            break;
+        case 'w':
+            a->warmup = v;
+            break;
+        case 's':
+            a->settle = v;
+            break;
+        case 'x':
+            rng = (uint64_t)v | 1;
+            break;
+        case 'c':
+            a->check = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc || a->n < 3 || a->ncrash >= a->n / 2 || loss >= 1 || a->dmax_ms < a->dmin_ms ||
         a->period_ms < 1) {
         usage(stderr);
-        fprintf(stderr, "swimsim: need --members >= 3, --crash < members / 2, --loss < 1, --delay-min <= --delay-max, --period >= 1\n");
+        fprintf(stderr, "swimsim: need --members >= 3, --crash < members / 2, --loss < 1, --delay-min <= --delay-max, "
+                        "--period >= 1\n");
         return 2;
     }
     return -1;
@@ -437,8 +471,7 @@ int main(int argc, char **argv)
     run(join_at + (uint64_t)(a.settle * 1e9), all_join_seen);
     clock_gettime(CLOCK_MONOTONIC, &w1);
 
-    report(&a, (double)(now - t0) / 1e9,
-           (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9);
+    report(&a, (double)(now - t0) / 1e9, (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9);
     for (uint32_t i = 1; i <= nn; i++)
         sn_swim_free(&nodes[i].swim);
     free(nodes);

@@ -202,8 +202,9 @@ static pid_t start_node2(int workers, int p1, int p2, const char *type, const ch
     snprintf(w, sizeof w, "%d", workers);
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", p2);
     snprintf(peer, sizeof peer, "1=tcp://127.0.0.1:%d", p1);
-    char *argv[] = {bin, "-n", "2", "-w", w, "--listen", listen, "--peer", peer, "--log-level", "warn",
-                    "--down-after-ms", "5000", "--insecure", NULL};
+    char *argv[] = {bin,    "-n",         "2",  "-w",          w,      "--listen",
+                    listen, "--peer",     peer, "--log-level", "warn", "--down-after-ms",
+                    "5000", "--insecure", NULL};
     pid_t child = start(argv);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p2);
     sn_wire_request_t req = {.id = 1, .op = SN_OP_SPAWN, .type = (char *)type, .method = (char *)method};
@@ -353,8 +354,8 @@ static double raw_req_rep(void)
 /* ------------------------------------------------------------ cases */
 /* Starts node 2 (running one `type method arg` process, whose PID goes to
  * *peer) and node 1 in this process. */
-static int two_nodes(int workers, const char *type, const char *method, const char *arg, sn_pid_t *peer,
-                     node_t *nd, pid_t *child)
+static int two_nodes(int workers, const char *type, const char *method, const char *arg, sn_pid_t *peer, node_t *nd,
+                     pid_t *child)
 {
     int p1 = free_port(), p2 = free_port();
     *child = start_node2(workers, p1, p2, type, method, arg, peer);
@@ -406,8 +407,8 @@ int sn_bench_xnode_rtt(int workers)
     if (warm < 0 || secs < 0)
         return 1;
     double us = secs * 1e6 / RTT_N, raw_us = raw * 1e6 / RTT_N;
-    printf("xnode-rtt: %d round trips process-to-process across two nodes: %.1f us each; raw REQ/REP %.1f us\n",
-           RTT_N, us, raw_us);
+    printf("xnode-rtt: %d round trips process-to-process across two nodes: %.1f us each; raw REQ/REP %.1f us\n", RTT_N,
+           us, raw_us);
     printf("xnode-rtt: %.2fx raw libzmq's round trip\n", us / raw_us);
     printf("RESULT zmq-raw-rtt %.1f us\n", raw_us);
     printf("RESULT xnode-rtt %.1f us\n", us);
@@ -445,10 +446,11 @@ static double imbalance_run(bool steal, char *where, size_t wlen)
     snprintf(la, sizeof la, "tcp://127.0.0.1:%d", pa);
     snprintf(lb, sizeof lb, "tcp://127.0.0.1:%d", pb);
     snprintf(ja, sizeof ja, "tcp://127.0.0.1:%d", pa);
-    char *flag = steal ? "--steal-batch" : "--no-steal", *val = steal ? getenv("SN_STEAL_BATCH") ? getenv("SN_STEAL_BATCH") : "64" : NULL;
+    char *flag = steal ? "--steal-batch" : "--no-steal",
+         *val = steal ? getenv("SN_STEAL_BATCH") ? getenv("SN_STEAL_BATCH") : "64" : NULL;
     char *a[] = {bin, "-n", "1", "-w", "1", "--listen", la, "--insecure", "--log-level", "warn", flag, val, NULL};
-    char *b[] = {bin, "-n", "2", "-w", "1", "--listen", lb, "--insecure", "--join", ja, "--log-level", "warn",
-                 flag, val, NULL};
+    char *b[] = {bin,      "-n", "2",           "-w",   "1",  "--listen", lb,  "--insecure",
+                 "--join", ja,   "--log-level", "warn", flag, val,        NULL};
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     pid_t na = start_pinned(0, a);
     usleep(300000);
@@ -510,8 +512,8 @@ int sn_bench_steal_imbalance(void)
         on[i] = imbalance_run(true, on_where, sizeof on_where);
         if (off[i] < 0 || on[i] < 0)
             return 1;
-        printf("steal-imbalance: round %d: stealing off %.0f ms (%s); on %.0f ms (%s): %.2fx\n", i + 1,
-               off[i] * 1000, off_where, on[i] * 1000, on_where, off[i] / on[i]);
+        printf("steal-imbalance: round %d: stealing off %.0f ms (%s); on %.0f ms (%s): %.2fx\n", i + 1, off[i] * 1000,
+               off_where, on[i] * 1000, on_where, off[i] / on[i]);
         fflush(stdout);
     }
     qsort(off, STEAL_ROUNDS, sizeof off[0], cmp_double);
@@ -587,8 +589,8 @@ int sn_bench_steal_join(void)
         const char *at;
         if (t_join < 0 && strstr(line, "joined cluster"))
             t_join = now_s();
-        else if (t_join >= 0 && (at = strstr(line, "steal ")) && sscanf(at, "steal %llu: %llu processes", &id, &n) == 2 &&
-                 n > 0 && strstr(line, "run here now"))
+        else if (t_join >= 0 && (at = strstr(line, "steal ")) &&
+                 sscanf(at, "steal %llu: %llu processes", &id, &n) == 2 && n > 0 && strstr(line, "run here now"))
             t_work = now_s();
     }
     kill(nb, SIGKILL);
@@ -598,7 +600,8 @@ int sn_bench_steal_join(void)
     if (log)
         fclose(log);
     if (t_join < 0 || t_work < 0) {
-        fprintf(stderr, "schedbench: steal-join: %s\n", t_join < 0 ? "node B did not join" : "node B got no work in 10 s");
+        fprintf(stderr, "schedbench: steal-join: %s\n",
+                t_join < 0 ? "node B did not join" : "node B got no work in 10 s");
         return 1;
     }
     printf("steal-join: node B joined %.1f ms after it started and ran stolen work %.1f ms after joining "

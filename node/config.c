@@ -29,7 +29,7 @@
 
 typedef struct own {
     zconfig_t *root;
-    char *text; /* the file as read */
+    char *text;     /* the file as read */
     char **strings; /* values we made (absolute paths); freed with the config */
     size_t nstrings;
 } own_t;
@@ -38,8 +38,8 @@ typedef struct own {
  * each. ZPL indents each level by 4 spaces. */
 typedef struct walk {
     const char *p, *end;
-    int lineno;       /* of the line just read */
-    size_t levels;    /* stack[0..levels) hold the names above this line */
+    int lineno;    /* of the line just read */
+    size_t levels; /* stack[0..levels) hold the names above this line */
     char stack[16][256];
     char here[4096];  /* the path of the line just read */
     size_t name_end;  /* offset in the line where its name ends */
@@ -346,8 +346,8 @@ static int check_text(ctx_t *c)
             return -1;
         }
         if (len > LINE_MAX_) {
-            snprintf(c->err, c->errlen, "%s:%d: a line of %zu bytes, over the %d a line may have", c->file, lineno,
-                     len, LINE_MAX_);
+            snprintf(c->err, c->errlen, "%s:%d: a line of %zu bytes, over the %d a line may have", c->file, lineno, len,
+                     LINE_MAX_);
             return -1;
         }
         p = nl ? nl + 1 : end;
@@ -363,8 +363,8 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
             return -1;
         o->node_id = (uint32_t)n;
     } else if (!strcmp(key, "name")) {
-        if (!*v || strlen(v) > 32 || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-                                         strlen(v))
+        if (!*v || strlen(v) > 32 ||
+            strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(v))
             return fail(c, path, nth, "'%s': a name has 1 to 32 letters, digits, '.', '_' or '-'", v);
         o->name = v;
     } else if (!strcmp(key, "workers")) {
@@ -392,8 +392,9 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
             return fail(c, path, nth, "'%s' is not one of %s", v, sn__log_level_names());
         o->log_level = level;
     } else {
-        return fail(c, path, nth, "unknown key (node takes id, name, workers, listen, advertise, "
-                                  "plugin, shutdown-timeout-ms, log-level)");
+        return fail(c, path, nth,
+                    "unknown key (node takes id, name, workers, listen, advertise, "
+                    "plugin, shutdown-timeout-ms, log-level)");
     }
     return 0;
 }
@@ -434,8 +435,9 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
             return -1;
         o->max_frame = n;
     } else {
-        return fail(c, path, nth, "unknown key (cluster takes name, seed, heartbeat-ms, down-after-ms, "
-                                  "join-timeout-ms, max-frame, steal, steal-batch)");
+        return fail(c, path, nth,
+                    "unknown key (cluster takes name, seed, heartbeat-ms, down-after-ms, "
+                    "join-timeout-ms, max-frame, steal, steal-batch)");
     }
     return 0;
 }
@@ -523,8 +525,9 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
     if (o->nseeds && !o->listen)
         return fail(&c, "cluster/seed", 0, "joining needs node/listen (members must reach this node)");
     if (o->heartbeat_ms && o->down_after_ms && o->down_after_ms < 2 * o->heartbeat_ms)
-        return fail(&c, "cluster/down-after-ms", 0, "%d ms is under two heartbeats (%d ms each): every node would "
-                                                    "look down",
+        return fail(&c, "cluster/down-after-ms", 0,
+                    "%d ms is under two heartbeats (%d ms each): every node would "
+                    "look down",
                     o->down_after_ms, o->heartbeat_ms);
     return 0;
 }

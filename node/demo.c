@@ -195,8 +195,7 @@ static void sleeper_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, s
     sn_out_done(out, &res);
 }
 
-static const sn_type_t sleeper_type = {"sleeper", 1, sizeof(sleeper_t), sleeper_init, sleeper_step, NULL, NULL,
-                                       NULL};
+static const sn_type_t sleeper_type = {"sleeper", 1, sizeof(sleeper_t), sleeper_init, sleeper_step, NULL, NULL, NULL};
 
 /* ---- oops: yields a command nobody registered and reports the error */
 static int oops_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
@@ -369,8 +368,8 @@ static int spin_unmarshal_any(sn_ctx_t *ctx, void *state, const sn_payload_t *in
 #define spin_marshal spin_marshal_any
 #define spin_unmarshal spin_unmarshal_any
 
-static const sn_type_t spin_type = {"spin", 1, sizeof(spin_t), spin_init, spin_step, NULL, spin_marshal,
-                                    spin_unmarshal};
+static const sn_type_t spin_type = {"spin",    1,    sizeof(spin_t), spin_init,
+                                    spin_step, NULL, spin_marshal,   spin_unmarshal};
 _Static_assert(sizeof(spin_t) == 16, "spin_marshal_any copies 16 bytes");
 /* burn: the same work, but it cannot move (no marshal) */
 static const sn_type_t burn_type = {"burn", 1, sizeof(spin_t), spin_init, spin_step, NULL, NULL, NULL};
@@ -416,8 +415,8 @@ static void msink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
 }
 
 _Static_assert(sizeof(msink_t) == 16, "spin_marshal_any copies 16 bytes");
-static const sn_type_t msink_type = {"msink", 1, sizeof(msink_t), msink_init, msink_step, NULL, spin_marshal_any,
-                                     spin_unmarshal_any};
+static const sn_type_t msink_type = {"msink",    1,    sizeof(msink_t),  msink_init,
+                                     msink_step, NULL, spin_marshal_any, spin_unmarshal_any};
 
 /* ---- spread run "N MS": spawns N spins (awaited), and finishes when all
  * are back with "N done: A on node X, B on node Y, ..." (each result is
@@ -427,12 +426,12 @@ typedef struct spread {
     struct ran_on {
         uint32_t node;  /* a node the children ran on (in the order they first reported) */
         uint64_t count; /* how many ran there */
-    } *on;
+    } * on;
     size_t non, capon;
-    char type[16];     /* spin (can move) or burn (cannot) */
+    char type[16];        /* spin (can move) or burn (cannot) */
     uint64_t deadline_ms; /* 0, or finish after this long with what came back */
     int timed_out;
-    uint8_t *seen;     /* per child: finished already (a duplicate fails) */
+    uint8_t *seen; /* per child: finished already (a duplicate fails) */
 } spread_t;
 
 static int spread_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
@@ -534,8 +533,8 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
     sn_out_done(out, &r);
 }
 
-static const sn_type_t spread_type = {"spread", 1, sizeof(spread_t), spread_init, spread_step, spread_close, NULL,
-                                      NULL};
+static const sn_type_t spread_type = {"spread", 1,   sizeof(spread_t), spread_init, spread_step, spread_close,
+                                      NULL,     NULL};
 
 /* ---- xwatch watch "PID": monitors PID and finishes with what its DOWN
  * said: "down PID: finished", "down PID: failed: REASON", or the error
@@ -615,20 +614,21 @@ int sn_demo_run(sn_sched_t *sched)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = sn_call(sched, "tree", "sum", &(sn_payload_t *){sn_payload_new(SN_CT_USER, &r, sizeof r)}, 60000, &res);
     sn_payload_get_u64(res, &v);
-    printf("1. fork-join tree  sum(0..999999) = %" PRIu64 " (expected 499999500000) in %.1f ms: %s\n", v,
-           since(&t0), rc == 0 && v == 499999500000ull ? "ok" : "WRONG");
+    printf("1. fork-join tree  sum(0..999999) = %" PRIu64 " (expected 499999500000) in %.1f ms: %s\n", v, since(&t0),
+           rc == 0 && v == 499999500000ull ? "ok" : "WRONG");
     failures += !(rc == 0 && v == 499999500000ull);
     sn_payload_destroy(&res);
 
     /* 2. token ring */
     uint64_t cfg[2] = {1000, 100};
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = sn_call(sched, "ring", "coordinator",
-                 &(sn_payload_t *){sn_payload_new(SN_CT_USER, cfg, sizeof cfg)}, 60000, &res);
+    rc = sn_call(sched, "ring", "coordinator", &(sn_payload_t *){sn_payload_new(SN_CT_USER, cfg, sizeof cfg)}, 60000,
+                 &res);
     v = 0;
     sn_payload_get_u64(res, &v);
     double ms = since(&t0);
-    printf("2. token ring      %" PRIu64 " members x %" PRIu64 " laps = %" PRIu64 " hops in %.1f ms (%.2f M msgs/s): %s\n",
+    printf("2. token ring      %" PRIu64 " members x %" PRIu64 " laps = %" PRIu64
+           " hops in %.1f ms (%.2f M msgs/s): %s\n",
            cfg[0], cfg[1], v, ms, (double)v / ms / 1e3, rc == 0 && v == cfg[0] * cfg[1] ? "ok" : "WRONG");
     failures += !(rc == 0 && v == cfg[0] * cfg[1]);
     sn_payload_destroy(&res);

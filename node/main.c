@@ -162,9 +162,11 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
             const sn_wire_stats_t *r = &rows[i];
             printf("%s\n  {\"id\": %u, \"endpoint\": \"%s\", \"state\": \"%s\", \"workers\": %u, "
                    "\"idle_workers\": %u, \"live\": %" PRIu64 ", \"ready\": %" PRIu64 ", \"idle\": %" PRIu64
-                   ", \"blocked\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"msgs_in\": %" PRIu64 ", \"msgs_out\": %" PRIu64
-                   ", \"steals_in\": %" PRIu64 ", \"steals_out\": %" PRIu64 ", \"migrated\": %" PRIu64
-                   ", \"forwarded\": %" PRIu64 ", \"refused\": %" PRIu64 ", \"disconnects\": %" PRIu64 ", \"forwarding\": %" PRIu64 ", \"bad_frames\": %" PRIu64 ", \"uptime_ms\": %" PRIu64 "}",
+                   ", \"blocked\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"msgs_in\": %" PRIu64
+                   ", \"msgs_out\": %" PRIu64 ", \"steals_in\": %" PRIu64 ", \"steals_out\": %" PRIu64
+                   ", \"migrated\": %" PRIu64 ", \"forwarded\": %" PRIu64 ", \"refused\": %" PRIu64
+                   ", \"disconnects\": %" PRIu64 ", \"forwarding\": %" PRIu64 ", \"bad_frames\": %" PRIu64
+                   ", \"uptime_ms\": %" PRIu64 "}",
                    i ? "," : "", r->node, r->endpoint, state_name(r->state), r->workers, r->idle_workers, r->live,
                    r->ready, r->idle, r->blocked, r->completed, r->msgs_in, r->msgs_out, r->steals_in, r->steals_out,
                    r->migrated, r->forwarded, r->refused, r->disconnects, r->forwarding, r->bad_frames, r->uptime_ms);
@@ -178,11 +180,10 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
         const sn_wire_stats_t *r = &rows[i];
         char up[32];
         snprintf(up, sizeof up, "%" PRIu64 ".%01" PRIu64 "s", r->uptime_ms / 1000, r->uptime_ms % 1000 / 100);
-        printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64 " %6" PRIu64
-               " %6" PRIu64 " %10s\n",
+        printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64
+               " %6" PRIu64 " %6" PRIu64 " %10s\n",
                r->node, r->endpoint, state_name(r->state), r->workers, r->ready, r->idle, r->blocked, r->completed,
-               r->msgs_in,
-               r->msgs_out, r->steals_in, r->steals_out, up);
+               r->msgs_in, r->msgs_out, r->steals_in, r->steals_out, up);
     }
 }
 
@@ -222,7 +223,10 @@ static void raise_term(void *arg)
 
 /* The configuration file, if one was given (read before the flags). */
 static sn_node_config_t config_file;
-static void free_config_file(void) { sn_config_free(&config_file); }
+static void free_config_file(void)
+{
+    sn_config_free(&config_file);
+}
 
 /* What the command line (and the configuration file under it) asks for.
  * The lists have room for every argument and the file's entries; their

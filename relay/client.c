@@ -10,12 +10,10 @@
 
 #include "relay_int.h"
 
-
 /* Takes one frame from the node: 0 with *reply set when it is the answer
  * to request id, SN_EPROTO when it cannot be (err says why: an answer
  * over the limit is the only one coming), SN_ETIMEDOUT to keep waiting. */
-static int client_take(zsock_t *s, const char *endpoint, uint64_t id, sn_wire_reply_t *reply, char *err,
-                       size_t errlen)
+static int client_take(zsock_t *s, const char *endpoint, uint64_t id, sn_wire_reply_t *reply, char *err, size_t errlen)
 {
     zmq_msg_t m;
     zmq_msg_init(&m);
@@ -28,8 +26,9 @@ static int client_take(zsock_t *s, const char *endpoint, uint64_t id, sn_wire_re
     sn_frame_t f;
     const char *why = "";
     if (size > SN_WIRE_MAX_FRAME) {
-        snprintf(err, errlen, "the answer from %s is %zu bytes, over the client's limit of %u bytes (%u MiB, the "
-                              "largest frame schednode reads): a call's result must be smaller",
+        snprintf(err, errlen,
+                 "the answer from %s is %zu bytes, over the client's limit of %u bytes (%u MiB, the "
+                 "largest frame schednode reads): a call's result must be smaller",
                  endpoint, size, SN_WIRE_MAX_FRAME, SN_WIRE_MAX_FRAME >> 20);
         rc = SN_EPROTO;
     } else if (sn_codec_decode(zmq_msg_data(&m), size, SN_WIRE_MAX_FRAME, &f, &why) == 0) {
@@ -159,4 +158,3 @@ void sn_client_reply_clear(sn_wire_reply_t *reply)
     sn_payload_destroy(&reply->result);
     memset(reply, 0, sizeof *reply);
 }
-

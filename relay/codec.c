@@ -48,18 +48,13 @@ const char *sn_frame_kind_name(sn_frame_kind_t kind)
  * for anything else. */
 static const struct {
     int ours, wire;
-} send_kinds[] = {{SN_EV_MESSAGE, SCHEDNODE__SEND_KIND__MESSAGE},
-                  {SN_EV_YIELD_COMPLETE, SCHEDNODE__SEND_KIND__YIELD_COMPLETE},
-                  {SN_EV_CANCEL, SCHEDNODE__SEND_KIND__CANCEL},
-                  {SN_EV_DOWN, SCHEDNODE__SEND_KIND__DOWN},
-                  {SN_RELAY_MONITOR, SCHEDNODE__SEND_KIND__MONITOR},
-                  {SN_RELAY_DEMONITOR, SCHEDNODE__SEND_KIND__DEMONITOR},
-                  {SN_RELAY_RESULT, SCHEDNODE__SEND_KIND__RESULT},
-                  {SN_WIRE_REDIRECT, SCHEDNODE__SEND_KIND__REDIRECT},
-                  {SN_WIRE_FLUSH, SCHEDNODE__SEND_KIND__FLUSH},
-                  {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED},
-                  {SN_RELAY_GONE, SCHEDNODE__SEND_KIND__GONE},
-                  {SN_WIRE_WATCHED, SCHEDNODE__SEND_KIND__WATCHED}};
+} send_kinds[] = {
+    {SN_EV_MESSAGE, SCHEDNODE__SEND_KIND__MESSAGE},    {SN_EV_YIELD_COMPLETE, SCHEDNODE__SEND_KIND__YIELD_COMPLETE},
+    {SN_EV_CANCEL, SCHEDNODE__SEND_KIND__CANCEL},      {SN_EV_DOWN, SCHEDNODE__SEND_KIND__DOWN},
+    {SN_RELAY_MONITOR, SCHEDNODE__SEND_KIND__MONITOR}, {SN_RELAY_DEMONITOR, SCHEDNODE__SEND_KIND__DEMONITOR},
+    {SN_RELAY_RESULT, SCHEDNODE__SEND_KIND__RESULT},   {SN_WIRE_REDIRECT, SCHEDNODE__SEND_KIND__REDIRECT},
+    {SN_WIRE_FLUSH, SCHEDNODE__SEND_KIND__FLUSH},      {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED},
+    {SN_RELAY_GONE, SCHEDNODE__SEND_KIND__GONE},       {SN_WIRE_WATCHED, SCHEDNODE__SEND_KIND__WATCHED}};
 
 static int wire_kind(int ours)
 {
@@ -328,8 +323,8 @@ int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq,
 }
 
 int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_probe_t *probe,
-                          const sn_wire_stats_t *stats, const char *cluster, const sn_wire_member_t *updates,
-                          size_t n, void **buf, size_t *len)
+                          const sn_wire_stats_t *stats, const char *cluster, const sn_wire_member_t *updates, size_t n,
+                          void **buf, size_t *len)
 {
     Schednode__Heartbeat hb;
     Schednode__NodeStats ns;
@@ -362,8 +357,8 @@ int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_pro
 }
 
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
-                          uint64_t first_serial, const char *public_key, const sn_wire_type_t *types,
-                          size_t ntypes, void **buf, size_t *len)
+                          uint64_t first_serial, const char *public_key, const sn_wire_type_t *types, size_t ntypes,
+                          void **buf, size_t *len)
 {
     Schednode__Hello h;
     schednode__hello__init(&h);
@@ -386,8 +381,8 @@ int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpo
     return rc;
 }
 
-int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members,
-                            size_t n, void **buf, size_t *len)
+int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members, size_t n,
+                            void **buf, size_t *len)
 {
     pb_members_t pm;
     if (members_to_pb(members, n, &pm) != 0)
@@ -414,8 +409,7 @@ int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, co
     return rc;
 }
 
-int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf,
-                            size_t *len)
+int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf, size_t *len)
 {
     Schednode__Error e;
     schednode__error__init(&e);
@@ -480,8 +474,7 @@ int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *le
     return pack(&env, buf, len);
 }
 
-int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf,
-                          size_t *len)
+int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf, size_t *len)
 {
     Schednode__ClientReply r;
     schednode__client_reply__init(&r);
@@ -547,8 +540,8 @@ int sn_codec_encode_steal_request(uint32_t node, uint64_t incarnation, uint64_t 
     return pack(&env, buf, len);
 }
 
-int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id, const sn_wire_migrant_t *m,
-                                size_t n, void **buf, size_t *len)
+int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id, const sn_wire_migrant_t *m, size_t n,
+                                void **buf, size_t *len)
 {
     struct one {
         Schednode__Migrant mg;
@@ -683,8 +676,8 @@ static int pid_from_pb(const Schednode__Pid *p, sn_pid_t *out)
 static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
 {
     size_t n = b ? b->n_to_serial : 0;
-    if (n == 0 || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n ||
-        b->n_size != n || (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n) ||
+    if (n == 0 || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n || b->n_size != n ||
+        (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n) ||
         (b->n_to_nodes != 0 && b->n_to_nodes != n) || (b->n_hops != 0 && b->n_hops != n) ||
         (b->n_id_delta != 0 && b->n_id_delta != n))
         return SN_EPROTO;

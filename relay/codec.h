@@ -93,7 +93,7 @@ typedef struct sn_wire_member {
     uint64_t incarnation;
     uint64_t first_serial;
     char endpoint[SN_WIRE_ENDPOINT_MAX];
-    char public_key[41]; /* Z85 CurveZMQ key, "" when insecure */
+    char public_key[41];   /* Z85 CurveZMQ key, "" when insecure */
     sn_wire_type_t *types; /* decoding: owned by the frame; encoding: borrowed */
     size_t ntypes;
     uint64_t version; /* raised by the member to refute a suspicion (relay/swim.c) */
@@ -124,9 +124,9 @@ typedef struct sn_wire_stats {
     int state; /* SN_MEMBER_* as the answering node sees it */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     uint64_t live, ready, idle, blocked;
-    uint64_t completed; /* processes that finished on the node */
-    uint64_t forwarded; /* messages it passed on to where their process had moved */
-    uint64_t refused;   /* connections refused in the CurveZMQ handshake */
+    uint64_t completed;   /* processes that finished on the node */
+    uint64_t forwarded;   /* messages it passed on to where their process had moved */
+    uint64_t refused;     /* connections refused in the CurveZMQ handshake */
     uint64_t disconnects; /* inbound connections closed */
     uint64_t forwarding;  /* forwarding entries held */
     uint64_t msgs_in, msgs_out, steals_in, steals_out, migrated, bad_frames, uptime_ms;
@@ -151,8 +151,8 @@ typedef struct sn_frame {
     sn_frame_kind_t kind;
     sn_wire_send_t *sends; /* SN_FRAME_SENDS: owned by the frame */
     size_t nsends;
-    uint64_t seq;          /* SN_FRAME_SENDS: batch number; SN_FRAME_ACK: acknowledged up to */
-    uint64_t to_incarnation; /* SN_FRAME_SENDS: the receiver's run it was meant for (0: any) */
+    uint64_t seq;              /* SN_FRAME_SENDS: batch number; SN_FRAME_ACK: acknowledged up to */
+    uint64_t to_incarnation;   /* SN_FRAME_SENDS: the receiver's run it was meant for (0: any) */
     sn_wire_request_t request; /* SN_FRAME_REQUEST */
     sn_wire_reply_t reply;     /* SN_FRAME_REPLY */
     /* SN_FRAME_HELLO */
@@ -198,33 +198,31 @@ int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq,
 /* A heartbeat carrying a SWIM probe (probe may be NULL) and piggybacked
  * membership updates (n may be 0). */
 int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_probe_t *probe,
-                          const sn_wire_stats_t *stats, const char *cluster, const sn_wire_member_t *updates,
-                          size_t n, void **buf, size_t *len);
+                          const sn_wire_stats_t *stats, const char *cluster, const sn_wire_member_t *updates, size_t n,
+                          void **buf, size_t *len);
 /* Membership: a joining node's Hello to a seed; the seed's Welcome, or a
  * gossiped Members view (welcome = 0); a refusal (Error with code and
  * reason); a graceful Leave. */
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
-                          uint64_t first_serial, const char *public_key, const sn_wire_type_t *types,
-                          size_t ntypes, void **buf, size_t *len);
-int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members,
-                            size_t n, void **buf, size_t *len);
-int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf,
-                            size_t *len);
+                          uint64_t first_serial, const char *public_key, const sn_wire_type_t *types, size_t ntypes,
+                          void **buf, size_t *len);
+int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members, size_t n,
+                            void **buf, size_t *len);
+int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf, size_t *len);
 int sn_codec_encode_leave(uint32_t node, uint64_t incarnation, const char *reason, void **buf, size_t *len);
 /* Stealing: request, offer, accept, commit (forwarded events in sends; a
  * commit of no PIDs aborts the handover). */
 int sn_codec_encode_steal_request(uint32_t node, uint64_t incarnation, uint64_t id, uint32_t max, uint32_t ready,
                                   void **buf, size_t *len);
-int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id, const sn_wire_migrant_t *m,
-                                size_t n, void **buf, size_t *len);
+int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id, const sn_wire_migrant_t *m, size_t n,
+                                void **buf, size_t *len);
 int sn_codec_encode_steal_accept(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
                                  void **buf, size_t *len);
 int sn_codec_encode_steal_commit(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
                                  const sn_wire_send_t *sends, size_t nsends, void **buf, size_t *len);
 int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len);
 int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *len);
-int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf,
-                          size_t *len);
+int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf, size_t *len);
 
 /* Decodes one frame of at most max_len bytes (0: SN_WIRE_MAX_FRAME). On
  * success returns 0 and fills *out (clear it with sn_frame_clear). Bad input

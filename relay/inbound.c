@@ -173,8 +173,7 @@ typedef struct call_ctx {
     size_t ident_len;
 } call_ctx_t;
 
-static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
-                      void *arg)
+static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result, void *arg)
 {
     call_ctx_t *c = arg;
     reply_item_t *it = calloc(1, sizeof *it);
@@ -303,8 +302,8 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         sn__relay_ack_later(r, p, f->seq, ident, ident_len);
 }
 
-void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident,
-                             size_t ident_len, zsock_t *from_seed)
+void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,
+                             zsock_t *from_seed)
 {
     if (size > r->max_frame) {
         sn__relay_bad(r, "oversize", 0);
@@ -406,10 +405,9 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
         else if (router) {
             r->in_key = r->cert ? zmq_msg_gets(&body, "User-Id") : NULL; /* set by the ZAP handler: the key */
             sn__relay_inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), zmq_msg_data(&id), zmq_msg_size(&id),
-                          NULL);
+                                    NULL);
             r->in_key = NULL;
-        }
-        else
+        } else
             sn__relay_inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0, from_seed);
         zmq_msg_close(&id);
         zmq_msg_close(&body);

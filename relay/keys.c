@@ -20,8 +20,9 @@ int sn_keys_generate(const char *dir, const char *name, const char *endpoint, ui
         return -1;
     }
     if (node && !endpoint) {
-        snprintf(err, errlen, "keygen: a node's certificate names where it listens as well as its id: give "
-                              "--endpoint tcp://HOST:PORT with --node-id");
+        snprintf(err, errlen,
+                 "keygen: a node's certificate names where it listens as well as its id: give "
+                 "--endpoint tcp://HOST:PORT with --node-id");
         return -1;
     }
     if (zsys_file_exists(path)) {
@@ -70,8 +71,9 @@ zcert_t *sn_keys_load(const char *path, char *err, size_t errlen)
     }
     static const char zero[41] = "0000000000000000000000000000000000000000";
     if (!strcmp(zcert_secret_txt(cert), zero)) {
-        snprintf(err, errlen, "%s has no secret key: give this node's own NAME.cert (with NAME.cert_secret next to "
-                              "it), not another node's public certificate",
+        snprintf(err, errlen,
+                 "%s has no secret key: give this node's own NAME.cert (with NAME.cert_secret next to "
+                 "it), not another node's public certificate",
                  path);
         zcert_destroy(&cert);
         return NULL;
@@ -137,8 +139,9 @@ int sn_keys_server_key(const char *dir, const char *endpoint, char out[41], char
     }
     zcert_t *cert = find_cert(dir, says_endpoint, endpoint);
     if (!cert) {
-        snprintf(err, errlen, "no certificate in %s says it is the node at %s (make that node's key with "
-                              "`schednode keygen DIR --endpoint %s` and copy its .cert file there)",
+        snprintf(err, errlen,
+                 "no certificate in %s says it is the node at %s (make that node's key with "
+                 "`schednode keygen DIR --endpoint %s` and copy its .cert file there)",
                  dir, endpoint, endpoint);
         return -1;
     }
@@ -175,18 +178,21 @@ static bool names_claimed_node(zcert_t *cert, const char *file, const void *arg)
     char *end = NULL;
     unsigned long long n = id ? strtoull(id, &end, 10) : 0;
     if (!names_a_node(cert))
-        snprintf(why, sizeof why, "its certificate %s names no node (a client's key cannot join or speak as a node; "
-                                  "make the node's own with `schednode keygen DIR --endpoint %s --node-id %" PRIu32 "`)",
+        snprintf(why, sizeof why,
+                 "its certificate %s names no node (a client's key cannot join or speak as a node; "
+                 "make the node's own with `schednode keygen DIR --endpoint %s --node-id %" PRIu32 "`)",
                  file, c->endpoint ? c->endpoint : "tcp://HOST:PORT", c->node);
     else if (c->endpoint && strcmp(ep, c->endpoint) != 0)
-        snprintf(why, sizeof why, "its certificate %s names the node at %s, but it says it is at %s (a key is bound "
-                                  "to the endpoint in its certificate)",
+        snprintf(why, sizeof why,
+                 "its certificate %s names the node at %s, but it says it is at %s (a key is bound "
+                 "to the endpoint in its certificate)",
                  file, ep, c->endpoint);
     else if (id && (!*id || *end || n == 0 || n > UINT32_MAX))
         snprintf(why, sizeof why, "its certificate %s has a bad node-id '%s'", file, id);
     else if (id && n != c->node)
-        snprintf(why, sizeof why, "its certificate %s names node %llu, but it says it is node %" PRIu32
-                                  " (a key is bound to the node id in its certificate)",
+        snprintf(why, sizeof why,
+                 "its certificate %s names node %llu, but it says it is node %" PRIu32
+                 " (a key is bound to the node id in its certificate)",
                  file, n, c->node);
     if (!why[0])
         return true;
@@ -196,8 +202,7 @@ static bool names_claimed_node(zcert_t *cert, const char *file, const void *arg)
     return false;
 }
 
-int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const char *endpoint, char *why,
-                       size_t whylen)
+int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const char *endpoint, char *why, size_t whylen)
 {
     bool seen = false;
     claim_t c = {.key = key, .endpoint = endpoint, .node = node, .why = why, .whylen = whylen, .seen = &seen};
@@ -214,8 +219,9 @@ int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const ch
 int sn_keys_check(const sn_security_t *sec, char *err, size_t errlen)
 {
     if (!sec->cert != !sec->authorized) {
-        snprintf(err, errlen, "--cert and --authorized-keys go together: the certificate says who this is, the "
-                              "directory who may talk to it");
+        snprintf(err, errlen,
+                 "--cert and --authorized-keys go together: the certificate says who this is, the "
+                 "directory who may talk to it");
         return -1;
     }
     if (!sec->cert)

@@ -71,7 +71,6 @@ bool sn_keys_is_node(const char *dir, const char *key);
  * Returns 0, or -1 with why saying what is wrong, for the logs of both
  * sides (e.g. "its certificate client.cert names no node (a client's key
  * cannot join or speak as a node ...)"). Reads the directory. */
-int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const char *endpoint, char *why,
-                       size_t whylen);
+int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const char *endpoint, char *why, size_t whylen);
 
 #endif

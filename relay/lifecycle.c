@@ -115,8 +115,10 @@ static int open_router(sn_relay_t *r, const sn_relay_config_t *cfg, char *err, s
     sn__relay_io_watch(r, r->router_monitor, SN_IO_ROUTER_MON, 0, true);
     const char *adv = cfg->advertise ? cfg->advertise : r->endpoint;
     if (wildcard(adv) && (cfg->nseeds || cfg->npeers)) {
-        snprintf(err, errlen, "%s listens on every interface: say which address peers should use with --advertise "
-                              "tcp://HOST:PORT", r->endpoint);
+        snprintf(err, errlen,
+                 "%s listens on every interface: say which address peers should use with --advertise "
+                 "tcp://HOST:PORT",
+                 r->endpoint);
         return -1;
     }
     if (!sn_wire_endpoint_ok(adv)) {
@@ -334,7 +336,10 @@ void sn_relay_stats(sn_relay_t *r, sn_relay_stats_t *out)
     out->bounced = atomic_load(&r->bounced);
 }
 
-const char *sn_relay_endpoint(sn_relay_t *r) { return r->endpoint; }
+const char *sn_relay_endpoint(sn_relay_t *r)
+{
+    return r->endpoint;
+}
 
 int sn_relay_out(sn_relay_t *r, char *why, size_t len)
 {
@@ -343,4 +348,3 @@ int sn_relay_out(sn_relay_t *r, char *why, size_t len)
     snprintf(why, len, "%s", r->out_reason);
     return 1;
 }
-

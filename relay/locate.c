@@ -66,24 +66,24 @@
 #include "relay_int.h"
 #include "sn_node.h"
 
-#define FLUSH_RETRY_NS (1000u * 1000000u) /* a FLUSH not answered in this long is sent again */
+#define FLUSH_RETRY_NS (1000u * 1000000u)     /* a FLUSH not answered in this long is sent again */
 #define DOWN_RELEASE_NS (15000ull * 1000000u) /* a path through a down node is given up after this */
 #define STUCK_RETRY_NS (500u * 1000000u)      /* a FLUSH stuck further down the path is sent again after this */
-#define MAX_ENTRIES 65536u /* past this, direct entries are dropped (they are only shortcuts) */
+#define MAX_ENTRIES 65536u                    /* past this, direct entries are dropped (they are only shortcuts) */
 #define REDIRECT_QUIET_NS (200u * 1000000u)
 
 typedef struct loc {
     struct loc *next;
     sn_pid_t pid;
-    uint32_t moves;    /* home table: the move number that took it to `node` */
-    uint32_t node;     /* where it lives (pending: the hint, or this node when settling) */
-    uint32_t hop;      /* pending: where the FLUSH went */
+    uint32_t moves; /* home table: the move number that took it to `node` */
+    uint32_t node;  /* where it lives (pending: the hint, or this node when settling) */
+    uint32_t hop;   /* pending: where the FLUSH went */
     bool pending;
-    uint64_t since_ns; /* pending: when the FLUSH (or its last retry) went */
+    uint64_t since_ns;   /* pending: when the FLUSH (or its last retry) went */
     uint64_t started_ns; /* pending: when the flush began (retries keep it) */
-    uint64_t flush_id; /* pending: this flush's markers carry it; only an answer that does counts */
-    uint64_t stuck_ns; /* pending: when a node down the path first said it could not pass the FLUSH on (0: none) */
-    item_t **held;     /* pending: sends to it, oldest first */
+    uint64_t flush_id;   /* pending: this flush's markers carry it; only an answer that does counts */
+    uint64_t stuck_ns;   /* pending: when a node down the path first said it could not pass the FLUSH on (0: none) */
+    item_t **held;       /* pending: sends to it, oldest first */
     size_t nheld, cap;
 } loc_t;
 
@@ -102,7 +102,7 @@ struct sn_locs {
     struct notice {
         sn_pid_t pid;
         uint32_t moves;
-    } *notices;
+    } * notices;
     size_t nnotices, capnotices;
     struct { /* the last REDIRECT per slot, not to repeat it for every message of a batch */
         sn_pid_t pid;
@@ -318,7 +318,8 @@ int sn__loc_route(sn_relay_t *r, item_t *it)
 {
     struct sn_locs *c = r->locs;
     if (it->forwarded || c->count == 0 || it->s.kind == SN_WIRE_REDIRECT || it->s.kind == SN_WIRE_FLUSHED ||
-        it->s.kind == SN_RELAY_GONE || it->s.kind == SN_WIRE_WATCHED) /* (a forward, or addressed to a node, not to where the process is) */
+        it->s.kind == SN_RELAY_GONE ||
+        it->s.kind == SN_WIRE_WATCHED) /* (a forward, or addressed to a node, not to where the process is) */
         return SN_LOC_SEND;
     loc_t *l = find(c, it->s.to);
     if (!l)
@@ -515,8 +516,10 @@ void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at, uint64_t id)
     uint64_t now = sn__relay_now_ns();
     if (!l->stuck_ns) {
         l->stuck_ns = now;
-        SNLOG_INFO(r, "the flush of the path to %" PRIu32 ".%" PRIu64 " through node %" PRIu32
-                   " is stuck before node %" PRIu32 ", which is down there: its sends wait", pid.node, pid.serial, l->hop, at);
+        SNLOG_INFO(r,
+                   "the flush of the path to %" PRIu32 ".%" PRIu64 " through node %" PRIu32
+                   " is stuck before node %" PRIu32 ", which is down there: its sends wait",
+                   pid.node, pid.serial, l->hop, at);
     }
     l->since_ns = now; /* news: the retry clock (sn__loc_tick) starts again */
 }
@@ -585,8 +588,9 @@ void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from)
     loc_t *l = pid.node == r->node ? find(r->locs->home, pid) : NULL;
     if (!l || l->node != from || sn__migrate_here(r->sched, pid))
         return;
-    SNLOG_INFO(r, "%" PRIu32 ".%" PRIu64 " left node %" PRIu32
-               " (where it was seen last) for a run that ended: lost with it", pid.node, pid.serial, from);
+    SNLOG_INFO(
+        r, "%" PRIu32 ".%" PRIu64 " left node %" PRIu32 " (where it was seen last) for a run that ended: lost with it",
+        pid.node, pid.serial, from);
     sn__migrate_drop_forward(r->sched, pid);
     l->node = 0;
     l->moves++;
@@ -595,8 +599,8 @@ void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from)
 /* Releases a pending entry's held sends (see the top of this file). */
 static void release(sn_relay_t *r, loc_t *l, const char *why)
 {
-    SNLOG_WARN(r, "%s for %" PRIu32 ".%" PRIu64 " through node %" PRIu32
-               ": sending its held messages on", why, l->pid.node, l->pid.serial, l->hop);
+    SNLOG_WARN(r, "%s for %" PRIu32 ".%" PRIu64 " through node %" PRIu32 ": sending its held messages on", why,
+               l->pid.node, l->pid.serial, l->hop);
     finish(r, l, l->node);
 }
 
@@ -692,4 +696,7 @@ void sn__loc_peer_up(sn_relay_t *r, uint32_t node)
                 start_flush(r, l, l->node, l->hop);
 }
 
-void sn__loc_tick(sn_relay_t *r, uint64_t now) { give_up(r, 0, now); }
+void sn__loc_tick(sn_relay_t *r, uint64_t now)
+{
+    give_up(r, 0, now);
+}

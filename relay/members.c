@@ -42,10 +42,11 @@
 
 #define HELLO_EVERY_NS 500000000u
 #define JOIN_NEWS_GAP_NS 20000000u /* a seed tells the members of joins at most this often */
-#define GOSSIP_EVERY 10 /* periods between anti-entropy pushes */
-#define LOAD_EVERY 5    /* periods between load broadcasts while there is work to give */
+#define GOSSIP_EVERY 10            /* periods between anti-entropy pushes */
+#define LOAD_EVERY 5               /* periods between load broadcasts while there is work to give */
 #define LEAVE_TICK_NS 10000000u
-#define EARLY_HB_GAP_NS 5000000u /* an early heartbeat (work appeared) comes this long after the last at the soonest */
+/* an early heartbeat (work appeared) comes this long after the last at the soonest */
+#define EARLY_HB_GAP_NS 5000000u
 
 static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down);
 static void join_news(sn_relay_t *r);
@@ -71,8 +72,10 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
     snprintf(p->public_key, sizeof p->public_key, "%s", key);
     uint8_t raw[32];
     if (r->cert && (strlen(key) != 40 || !zmq_z85_decode(raw, key))) { /* (czmq asserts on a bad one) */
-        SNLOG_ERROR(r, "node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
-                   "cannot be reached", p->node, endpoint);
+        SNLOG_ERROR(r,
+                    "node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
+                    "cannot be reached",
+                    p->node, endpoint);
         return;
     }
     if (!sn_wire_endpoint_ok(endpoint)) {
@@ -87,8 +90,10 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
 static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
     if (p->incarnation) {
-        SNLOG_WARN(r, "node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
-                     "nodedown, its old PIDs are dead", p->node, p->endpoint);
+        SNLOG_WARN(r,
+                   "node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
+                   "nodedown, its old PIDs are dead",
+                   p->node, p->endpoint);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
     }
     sn__relay_reset_peer(p, inc);
@@ -145,13 +150,11 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         p->last_heard_ns = now;
         set_down(p, m->state == SN_MEMBER_LEFT ? SN_MEMBER_LEFT : SN_MEMBER_UP);
         if (p->state == SN_MEMBER_UP && !first)
-            SNLOG_INFO(r, "node %" PRIu32 " at %s is a member again, a new run (%s)", p->node,
-                      p->endpoint, how);
+            SNLOG_INFO(r, "node %" PRIu32 " at %s is a member again, a new run (%s)", p->node, p->endpoint, how);
     } else if (m->incarnation == p->incarnation && m->state == SN_MEMBER_LEFT && p->state != SN_MEMBER_LEFT) {
         set_down(p, SN_MEMBER_LEFT);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
-        SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (%s)", p->node, p->endpoint,
-                  how);
+        SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (%s)", p->node, p->endpoint, how);
         sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, m->version}, now);
     }
     if (m->first_serial > atomic_load_explicit(&p->first_serial, memory_order_relaxed) &&
@@ -241,16 +244,15 @@ static void put_out(sn_relay_t *r, const char *fmt, ...)
         r->on_out(r->on_out_arg);
 }
 
-void sn__members_superseded(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const unsigned char *ident,
-                            size_t ident_len)
+void sn__members_superseded(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const unsigned char *ident, size_t ident_len)
 {
     uint64_t now = sn__relay_now_ns();
     if (p->out_said_ns && now - p->out_said_ns < 500000000u)
         return;
     p->out_said_ns = now;
     char why[512];
-    snprintf(why, sizeof why, "a newer run of node %" PRIu32 " joined at %s after this one was declared down",
-             p->node, p->endpoint);
+    snprintf(why, sizeof why, "a newer run of node %" PRIu32 " joined at %s after this one was declared down", p->node,
+             p->endpoint);
     SNLOG_WARN(r, "an earlier run of node %" PRIu32 " is still sending: telling it it is out (%s)", p->node, why);
     void *buf;
     size_t len;
@@ -311,11 +313,10 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
     return v;
 }
 
-static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f,
-                   const char *reason)
+static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f, const char *reason)
 {
-    SNLOG_WARN(r, "refused node %" PRIu32 " from %s%s%s%s: %s", f->node, f->endpoint,
-               r->in_key ? " (key " : "", r->in_key ? r->in_key : "", r->in_key ? ")" : "", reason);
+    SNLOG_WARN(r, "refused node %" PRIu32 " from %s%s%s%s: %s", f->node, f->endpoint, r->in_key ? " (key " : "",
+               r->in_key ? r->in_key : "", r->in_key ? ")" : "", reason);
     void *buf;
     size_t len;
     if (sn_codec_encode_refusal(r->node, r->incarnation, SN_EREFUSED, reason, &buf, &len) == 0) {
@@ -345,8 +346,9 @@ static bool held_by_another(sn_relay_t *r, uint32_t node, const char *key, const
             return true;
         }
         if (q->node != node && (!strcmp(q->public_key, key) || !strcmp(q->endpoint, endpoint))) {
-            snprintf(why, whylen, "its %s is node %" PRIu32 "'s (at %s), which is up: one key and one endpoint "
-                                  "per node",
+            snprintf(why, whylen,
+                     "its %s is node %" PRIu32 "'s (at %s), which is up: one key and one endpoint "
+                     "per node",
                      strcmp(q->public_key, key) ? "endpoint" : "key", q->node, q->endpoint);
             return true;
         }
@@ -392,7 +394,9 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         refuse(r, ident, ident_len, f, why);
         return;
     }
-    sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation,
+    sn_wire_member_t m = {.node = f->node,
+                          .state = SN_MEMBER_UP,
+                          .incarnation = f->incarnation,
                           .first_serial = f->first_serial,
                           .types = f->nmembers ? f->members[0].types : NULL,
                           .ntypes = f->nmembers ? f->members[0].ntypes : 0};
@@ -478,8 +482,8 @@ static void welcome(sn_relay_t *r, sn_frame_t *f, zsock_t *from_seed, int joined
     for (size_t i = 0; i < f->nmembers; i++)
         if (f->members[i].node != r->node)
             sn__members_upsert(r, &f->members[i], "welcome");
-    SNLOG_INFO(r, "joined cluster '%s' through node %" PRIu32 " (%zu members)", r->cluster,
-              f->node, f->nmembers); /* the seed's view includes us */
+    SNLOG_INFO(r, "joined cluster '%s' through node %" PRIu32 " (%zu members)", r->cluster, f->node,
+               f->nmembers); /* the seed's view includes us */
     atomic_store_explicit(&r->joined, 1, memory_order_release);
 }
 
@@ -559,8 +563,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         if (p->state != SN_MEMBER_LEFT) {
             set_down(p, SN_MEMBER_LEFT);
             sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
-            SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (%s)", p->node,
-                      p->endpoint, f->reason);
+            SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (%s)", p->node, p->endpoint, f->reason);
             sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, 0},
                           sn__relay_now_ns());
         }
@@ -705,8 +708,10 @@ static void swim_changed(void *arg, uint32_t node, uint64_t run, int state, int 
         return;
     if (state == SN_SWIM_DEAD && p->state == SN_MEMBER_UP) {
         set_down(p, SN_MEMBER_DOWN);
-        SNLOG_WARN(r, "node %" PRIu32 " at %s is down: it answered no probe, direct or through "
-                   "others, nor its suspicion", p->node, p->endpoint);
+        SNLOG_WARN(r,
+                   "node %" PRIu32 " at %s is down: it answered no probe, direct or through "
+                   "others, nor its suspicion",
+                   p->node, p->endpoint);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, false);
     } else if (state == SN_SWIM_ALIVE && p->state == SN_MEMBER_DOWN) {
         set_down(p, SN_MEMBER_UP);
@@ -715,8 +720,7 @@ static void swim_changed(void *arg, uint32_t node, uint64_t run, int state, int 
     } else if (state == SN_SWIM_LEFT && p->state != SN_MEMBER_LEFT) {
         set_down(p, SN_MEMBER_LEFT);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
-        SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (gossip)", p->node,
-                   p->endpoint);
+        SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (gossip)", p->node, p->endpoint);
     } else if (state == SN_SWIM_SUSPECT) {
         SNLOG_DEBUG(r, "node %" PRIu32 " at %s is suspect", p->node, p->endpoint);
     }
@@ -729,15 +733,17 @@ int sn__members_init(sn_relay_t *r)
     /* --down-after-ms: the suspicion timeout of a cluster of up to ten
      * members when no other member confirms it; a third of it when three
      * do; both grow with log10 of the size past ten (swim.h) */
-    sn_swim_config_t cfg = {.period_ns = (uint64_t)r->hb_ms * ms,
-                            .suspect_min_ns = (uint64_t)r->down_ms * ms / 3,
-                            .suspect_max_mult = 3};
+    sn_swim_config_t cfg = {
+        .period_ns = (uint64_t)r->hb_ms * ms, .suspect_min_ns = (uint64_t)r->down_ms * ms / 3, .suspect_max_mult = 3};
     sn_swim_io_t io = {swim_send, swim_broadcast, swim_changed, r};
     r->swim = sn_swim_new(r->node, r->incarnation, &cfg, &io, r->incarnation ^ ((uint64_t)r->node << 32));
     return r->swim ? 0 : SN_ENOMEM;
 }
 
-void sn__members_fini(sn_relay_t *r) { sn_swim_free(&r->swim); }
+void sn__members_fini(sn_relay_t *r)
+{
+    sn_swim_free(&r->swim);
+}
 
 void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f)
 {
@@ -829,8 +835,7 @@ static void hellos(sn_relay_t *r)
     void *buf;
     size_t len;
     if (sn_codec_encode_hello(r->node, r->incarnation, r->advertise, r->cluster, r->first_serial, r->public_key,
-                              r->types, r->ntypes, &buf,
-                              &len) != 0)
+                              r->types, r->ntypes, &buf, &len) != 0)
         return;
     for (size_t i = 0; i < r->nseeds; i++)
         zmq_send(zsock_resolve(r->seeds[i].dealer), buf, len, ZMQ_DONTWAIT);
@@ -871,8 +876,10 @@ static void stalled(sn_relay_t *r, uint64_t now)
         return;
     uint64_t late = now - due;
     if (late >= (uint64_t)r->down_ms * 500000u)
-        SNLOG_WARN(r, "this node did not run for %" PRIu64 " ms (stopped or starved of CPU): "
-                   "members get that time back before any is declared down", late / 1000000u);
+        SNLOG_WARN(r,
+                   "this node did not run for %" PRIu64 " ms (stopped or starved of CPU): "
+                   "members get that time back before any is declared down",
+                   late / 1000000u);
 }
 
 void sn__members_tick(sn_relay_t *r)

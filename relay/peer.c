@@ -33,7 +33,10 @@ void sn__relay_io_list(uint16_t *list, size_t *n, bool *flag, sn_relay_t *r, pee
 
 /* p's dealer needs a look this turn: it woke us, or we sent on it (libzmq
  * may have taken the wake-up of an inbound frame inside the send). */
-void sn__relay_io_look(sn_relay_t *r, peer_t *p) { sn__relay_io_list(r->io_look, &r->nio_look, &p->io_look, r, p); }
+void sn__relay_io_look(sn_relay_t *r, peer_t *p)
+{
+    sn__relay_io_list(r->io_look, &r->nio_look, &p->io_look, r, p);
+}
 
 bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
 {
@@ -41,8 +44,8 @@ bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
         sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, p->endpoint, p->public_key));
         if (!p->dealer) {
             p->dial = false;
-            SNLOG_ERROR(r, "cannot connect to node %" PRIu32 " at %s: %s", p->node,
-                        p->endpoint, zmq_strerror(zmq_errno()));
+            SNLOG_ERROR(r, "cannot connect to node %" PRIu32 " at %s: %s", p->node, p->endpoint,
+                        zmq_strerror(zmq_errno()));
         }
     }
     if (!p->dealer)
@@ -196,8 +199,10 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
         struct forget fg = {r, NULL, 0, 0};
         size_t moved = 0, n = sn__migrate_forget_node(r->sched, p->node, forget_instead, &fg, &moved);
         if (n || moved)
-            SNLOG_INFO(r, "node %" PRIu32 "'s run ended: %zu forwarding entries through it dropped, "
-                       "%zu point past it now", p->node, n, moved);
+            SNLOG_INFO(r,
+                       "node %" PRIu32 "'s run ended: %zu forwarding entries through it dropped, "
+                       "%zu point past it now",
+                       p->node, n, moved);
         for (size_t i = 0; i < fg.n; i++)
             if (!sn__migrate_here(r->sched, fg.lost[i])) /* (an entry left from before it came back here) */
                 sn__loc_left_for_gone(r, fg.lost[i]);

@@ -26,7 +26,10 @@
 
 #include "relay_int.h"
 
-void sn_relay_set_log_level(int level) { sn__log_set_level(level); }
+void sn_relay_set_log_level(int level)
+{
+    sn__log_set_level(level);
+}
 
 uint64_t sn__relay_now_ns(void)
 {
@@ -276,8 +279,8 @@ static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
         sn__members_tick(r);
         sn__loc_tick(r, sn__relay_now_ns()); /* flushes that got no answer */
     }
-    if (!r->no_steal && (atomic_load_explicit(&r->want_work, memory_order_relaxed) ||
-                         sn__relay_now_ns() >= sn__steal_next_ns(r)))
+    if (!r->no_steal &&
+        (atomic_load_explicit(&r->want_work, memory_order_relaxed) || sn__relay_now_ns() >= sn__steal_next_ns(r)))
         sn__steal_tick(r, sn__relay_now_ns());
     /* sends on the ROUTER (acks, answers) or the pipe may have taken
      * their wake-ups: look again at once if something is waiting */
@@ -303,4 +306,3 @@ void sn__relay_actor(zsock_t *pipe, void *arg)
      * through a ZeroMQ pipe, which TSan cannot see; this it can) */
     atomic_store_explicit(&r->actor_done, 1, memory_order_release);
 }
-

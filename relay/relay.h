@@ -21,21 +21,21 @@ typedef struct sn_peer_config {
 } sn_peer_config_t;
 
 typedef struct sn_relay_config {
-    const char *listen;            /* endpoint to bind, e.g. tcp://127.0.0.1:7001 */
-    const char *advertise;         /* where peers reach us; NULL: the bound endpoint */
-    const char *cluster;           /* cluster name, must match at join; NULL: "schednode" */
-    const char *const *seeds;      /* members to join through (none: start a cluster) */
+    const char *listen;       /* endpoint to bind, e.g. tcp://127.0.0.1:7001 */
+    const char *advertise;    /* where peers reach us; NULL: the bound endpoint */
+    const char *cluster;      /* cluster name, must match at join; NULL: "schednode" */
+    const char *const *seeds; /* members to join through (none: start a cluster) */
     size_t nseeds;
     const sn_peer_config_t *peers; /* static peers (no join: a fixed cluster) */
     size_t npeers;
-    uint64_t first_serial;         /* the scheduler's first PID serial (see main.c) */
-    sn_security_t security;        /* CurveZMQ on every socket, or (cert NULL) plain TCP */
-    int steal;                     /* cross-node stealing: 1 on (the default is off: 0) */
-    int steal_batch;               /* most processes one steal moves (0: 64) */
-    uint64_t incarnation;          /* this run of the node */
-    size_t max_frame;              /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
-    int heartbeat_ms;              /* 0 = 200 */
-    int down_after_ms;             /* no frame from a peer for this long: down; 0 = 1500 */
+    uint64_t first_serial;  /* the scheduler's first PID serial (see main.c) */
+    sn_security_t security; /* CurveZMQ on every socket, or (cert NULL) plain TCP */
+    int steal;              /* cross-node stealing: 1 on (the default is off: 0) */
+    int steal_batch;        /* most processes one steal moves (0: 64) */
+    uint64_t incarnation;   /* this run of the node */
+    size_t max_frame;       /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
+    int heartbeat_ms;       /* 0 = 200 */
+    int down_after_ms;      /* no frame from a peer for this long: down; 0 = 1500 */
     /* Called once, on the relay's I/O thread, when this run is put out of
      * its cluster (see sn_relay_out); the program decides how to stop
      * (schednode raises SIGTERM). NULL: only sn_relay_out reports it. */

@@ -66,15 +66,15 @@ typedef struct watch {
 } watch_t;
 
 typedef struct peer {
-    uint32_t node;                  /* any thread: fixed once published */
-    _Atomic int down;               /* any thread: down or left, sends bounce */
-    _Atomic uint64_t first_serial;  /* any thread: lower serials are dead */
-    int state;                      /* SN_MEMBER_UP, _DOWN or _LEFT (suspect is derived) */
+    uint32_t node;                 /* any thread: fixed once published */
+    _Atomic int down;              /* any thread: down or left, sends bounce */
+    _Atomic uint64_t first_serial; /* any thread: lower serials are dead */
+    int state;                     /* SN_MEMBER_UP, _DOWN or _LEFT (suspect is derived) */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
-    char public_key[41];            /* its CurveZMQ key ("" when insecure) */
-    zsock_t *dealer;                /* NULL until the first send to it (sn__relay_try_send) */
-    bool dial;                      /* endpoint and key known and usable: a dealer may be made */
-    bool tell_load;                 /* new here: it gets our load at the next tick (members.c) */
+    char public_key[41]; /* its CurveZMQ key ("" when insecure) */
+    zsock_t *dealer;     /* NULL until the first send to it (sn__relay_try_send) */
+    bool dial;           /* endpoint and key known and usable: a dealer may be made */
+    bool tell_load;      /* new here: it gets our load at the next tick (members.c) */
     uint64_t last_heard_ns;
     /* outbound: the batch being filled, a frame the socket refused (full
      * pipe), and frames sent but not yet acknowledged, oldest first */
@@ -92,14 +92,14 @@ typedef struct peer {
     /* inbound: the peer's batches to us, to acknowledge on its connection,
      * numbered within the peer's incarnation (its run) */
     uint64_t incarnation, recv_seq, acked_seq;
-    uint64_t ack_due_ns; /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
-    sn__log_limit_t bad_log;        /* its bad-frame log lines */
-    uint64_t out_said_ns;           /* when we last told an earlier run of it that it is out */
+    uint64_t ack_due_ns;     /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
+    sn__log_limit_t bad_log; /* its bad-frame log lines */
+    uint64_t out_said_ns;    /* when we last told an earlier run of it that it is out */
     unsigned char ident[256];
     size_t ident_len;
     sn_wire_type_t *types; /* its process types (gossip) */
     size_t ntypes;
-    int steal_ok;          /* -1 unknown, 0 types conflict (logged once), 1 a steal partner */
+    int steal_ok;   /* -1 unknown, 0 types conflict (logged once), 1 a steal partner */
     watch_t *watch; /* the remote monitors on its processes */
     size_t nwatch, capwatch;
     /* its last heartbeat's counters, for `status` */
@@ -128,26 +128,27 @@ struct sn_relay {
     void *on_out_arg;
     char cluster[SN_CLUSTER_MAX];
     char advertise[SN_WIRE_ENDPOINT_MAX];
-    peer_t *peers;              /* SN_MAX_NODES slots */
-    _Atomic size_t npeers;      /* any thread: see the top of this file */
+    peer_t *peers;         /* SN_MAX_NODES slots */
+    _Atomic size_t npeers; /* any thread: see the top of this file */
     seed_t *seeds;
     size_t nseeds;
-    char seed_list[1024];       /* for error messages (immutable after start) */
-    uint64_t found_by_ns;       /* the first seed listed starts the cluster if no other seed answers by then */
+    char seed_list[1024]; /* for error messages (immutable after start) */
+    uint64_t found_by_ns; /* the first seed listed starts the cluster if no other seed answers by then */
     uint64_t next_hello_ns, next_tick_ns;
     uint64_t ticked_ns; /* when sn__members_tick last ran */
-    uint64_t last_hb_ns; /* an early heartbeat when work appears comes EARLY_HB_GAP_NS after it at the soonest (members.c) */
-    _Atomic int joined;         /* any thread: 0 joining, 1 member, -1 refused */
-    _Atomic int out;            /* any thread: 1 once this run was told it is out of the cluster */
-    char out_reason[640];       /* why (written before `out` is set, release) */
-    char join_error[1024];      /* set before joined = -1 (release) */
-    bool gossip_due;            /* push the view to a member soon (anti-entropy) */
-    uint64_t next_push_ns;      /* the next anti-entropy push (members.c) */
+    uint64_t
+        last_hb_ns; /* an early heartbeat when work appears comes EARLY_HB_GAP_NS after it at the soonest (members.c) */
+    _Atomic int joined;    /* any thread: 0 joining, 1 member, -1 refused */
+    _Atomic int out;       /* any thread: 1 once this run was told it is out of the cluster */
+    char out_reason[640];  /* why (written before `out` is set, release) */
+    char join_error[1024]; /* set before joined = -1 (release) */
+    bool gossip_due;       /* push the view to a member soon (anti-entropy) */
+    uint64_t next_push_ns; /* the next anti-entropy push (members.c) */
     unsigned push_round;
-    struct sn_swim *swim;       /* failure detection (swim.c, driven by members.c) */
-    uint64_t next_load_ns;      /* when this node's load goes to every member again while it has work to give */
-    bool said_loaded;           /* the last load it sent said it had work to give */
-    bool tell_load;             /* some peer has tell_load set */
+    struct sn_swim *swim;  /* failure detection (swim.c, driven by members.c) */
+    uint64_t next_load_ns; /* when this node's load goes to every member again while it has work to give */
+    bool said_loaded;      /* the last load it sent said it had work to give */
+    bool tell_load;        /* some peer has tell_load set */
     /* A seed's joins not yet told to the members: told together, at most
      * once per JOIN_NEWS_GAP_NS (a storm of joins costs one message per
      * member per batch, not per join). Relay thread only (members.c). */
@@ -157,15 +158,15 @@ struct sn_relay {
     uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
     sn_wire_type_t *types;      /* our process types, for the view */
     size_t ntypes;
-    struct sn_steal *steal;     /* steal.c's state (I/O thread) */
-    struct sn_locs *locs;       /* locate.c's state (I/O thread) */
+    struct sn_steal *steal; /* steal.c's state (I/O thread) */
+    struct sn_locs *locs;   /* locate.c's state (I/O thread) */
     /* Send ids (sn_wire_send_t.id): the next one a send from here gets
      * (any thread: relay_deliver; relaxed, only uniqueness matters), and
      * the errors returned to senders here, by id (I/O thread; relay.c,
      * error_repeat; allocated at the first) */
     _Atomic uint64_t next_send_id;
     struct err_slot *errs;
-    uint64_t errors_repeated;   /* repeats not returned (I/O thread) */
+    uint64_t errors_repeated; /* repeats not returned (I/O thread) */
     /* one bit per PID hash: this node sent something over the network to
      * a process with that hash (never cleared). A process that arrives
      * here with its bit clear had nothing on its way from here, so it
@@ -175,23 +176,23 @@ struct sn_relay {
      * NULL (insecure, or not a ROUTER frame): a member's frames must come
      * with that member's key (I/O thread, set around each inbound_frame) */
     const char *in_key;
-    _Atomic uint64_t forwarded, redirects; /* any thread reads */
-    _Atomic int want_work;      /* any thread: a worker found nothing locally */
-    _Atomic int load_news;      /* any thread: work piled up after a heartbeat said there was none */
+    _Atomic uint64_t forwarded, redirects;  /* any thread reads */
+    _Atomic int want_work;                  /* any thread: a worker found nothing locally */
+    _Atomic int load_news;                  /* any thread: work piled up after a heartbeat said there was none */
     _Atomic uint64_t steals_in, steals_out; /* any thread reads */
-    bool no_steal;              /* stopped (shutting down) */
+    bool no_steal;                          /* stopped (shutting down) */
     sn__mpsc_t outq;
     int efd;
     _Atomic int signaled;
     zsock_t *router;
-    zsock_t *router_monitor;    /* refused connections (secure clusters) */
+    zsock_t *router_monitor;       /* refused connections (secure clusters) */
     sn__log_limit_t refuse_log[4]; /* per SN_KEYS_* kind */
-    zcert_t *cert;              /* this node's certificate; NULL: insecure */
-    zactor_t *auth;             /* czmq's ZAP handler: the authorized keys */
+    zcert_t *cert;                 /* this node's certificate; NULL: insecure */
+    zactor_t *auth;                /* czmq's ZAP handler: the authorized keys */
     char public_key[41];
     char authorized[1024];
     zactor_t *actor;
-    zsock_t *actor_pipe;        /* the actor's end, to signal a finished leave */
+    zsock_t *actor_pipe; /* the actor's end, to signal a finished leave */
     /* The I/O loop (I/O thread): one epoll set over every socket's ZMQ_FD
      * and the eventfd, and the peers to look at this turn (indexes into
      * peers, each on a list at most once: the io_* flags) */
@@ -199,13 +200,13 @@ struct sn_relay {
     bool router_look; /* the ROUTER woke us, was sent on or stopped on the budget: look at it */
     uint16_t io_look[SN_MAX_NODES], io_batch[SN_MAX_NODES], io_ack[SN_MAX_NODES];
     size_t nio_look, nio_batch, nio_ack;
-    _Atomic int actor_done;     /* set (release) as the actor returns */
+    _Atomic int actor_done; /* set (release) as the actor returns */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     uint64_t start_ns, hb_seq;
     sn__log_limit_t bad_log;   /* bad frames from senders that are not peers (one for all) */
     sn__log_limit_t route_log; /* sends whose path loops (route.c) */
     _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
-    _Atomic uint64_t refused; /* connections refused in the CurveZMQ handshake */
+    _Atomic uint64_t refused;     /* connections refused in the CurveZMQ handshake */
     _Atomic uint64_t disconnects; /* inbound connections closed */
     /* keys (Z85) seen speaking for nodes that are not members here, and
      * whether each is a node's (sn_keys_is_node): a small cache, so a
@@ -220,10 +221,10 @@ struct sn_relay {
 
 /* Logging (log.h): each line names this relay's node once. The level is
  * looked at first, so a line filtered out costs no formatting. */
-#define SN__RLOG(r, level, ...)                                                                                    \
-    do {                                                                                                           \
-        if (sn__log_level() >= (level))                                                                            \
-            sn__logf((r)->node, (level), __VA_ARGS__);                                                             \
+#define SN__RLOG(r, level, ...)                                                                                        \
+    do {                                                                                                               \
+        if (sn__log_level() >= (level))                                                                                \
+            sn__logf((r)->node, (level), __VA_ARGS__);                                                                 \
     } while (0)
 #define SNLOG_ERROR(r, ...) SN__RLOG(r, SN__LOG_ERROR, __VA_ARGS__)
 #define SNLOG_WARN(r, ...) SN__RLOG(r, SN__LOG_WARN, __VA_ARGS__)
@@ -253,8 +254,8 @@ bool sn__relay_drain(sn_relay_t *r);
  * the sender's routing id), on a member's DEALER (ident NULL), or on a
  * seed's (from_seed). The I/O loop's read_socket calls it for every frame;
  * tests/fuzz/fuzz_relay.c calls it directly, without sockets. */
-void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident,
-                             size_t ident_len, zsock_t *from_seed);
+void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,
+                             zsock_t *from_seed);
 /* Sends a frame on p's connection without blocking; false if it would. */
 bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len);
 /* Gives p the dealer d (NULL: none), closing its old one; the I/O loop
@@ -339,12 +340,18 @@ void sn__relay_drop_seeds(sn_relay_t *r);
 #define SN_RCVHWM 1000
 
 /* A counter of the relay's (relaxed: a statistic, it orders nothing). */
-static inline void sn__add(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
+static inline void sn__add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
 
 /* Whether a send's kind is one for a process (message, DOWN, result, ...)
  * rather than one of the relay's own updates (location, GONE): only the
  * former are counted as messages and mark a PID as sent to. */
-static inline bool sn__relay_for_process(int kind) { return kind < SN_WIRE_REDIRECT && kind != SN_RELAY_GONE; }
+static inline bool sn__relay_for_process(int kind)
+{
+    return kind < SN_WIRE_REDIRECT && kind != SN_RELAY_GONE;
+}
 
 #define SN_SENT_BITS (1u << 20)
 static inline size_t sn__sent_bit(sn_pid_t pid)
@@ -431,8 +438,7 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len);
 /* Adds a member or updates what we know of it; returns its slot or NULL. */
 peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char *how);
 /* Handles a Hello, Welcome, Members, Error or Leave frame. */
-void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
-                       zsock_t *from_seed);
+void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed);
 /* A frame of incarnation `inc` came from member p: restart, up again. */
 /* A heartbeat from a node that is not a member here (members.c). */
 peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);

@@ -58,7 +58,6 @@ static _Thread_local uint32_t passing_hops; /* the hops of the send being passed
  * error back to its sender) keeps it; 0: a new send gets a new id. */
 static _Thread_local uint64_t carry_id;
 
-
 void sn__relay_pass_begin(const sn_wire_send_t *s, sn_passing_t *saved)
 {
     *saved = (sn_passing_t){passing_on, passing_hops, carry_id};
@@ -75,7 +74,7 @@ void sn__relay_pass_end(const sn_passing_t *saved)
 }
 
 int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
-                         sn_payload_t **msg)
+                      sn_payload_t **msg)
 {
     sn_relay_t *r = arg;
     peer_t *p = via == r->node ? NULL : sn__relay_find_peer(r, via ? via : to.node);
@@ -101,8 +100,15 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
     it->dest = via ? via : to.node;
     it->diverted = via == r->node;
     it->forwarded = passing_on;
-    it->s = (sn_wire_send_t){to, from, tag, kind, error, msg ? sn_take(msg) : NULL, passing_on ? passing_hops + 1 : 0,
-                             carry_id ? carry_id : atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
+    it->s =
+        (sn_wire_send_t){to,
+                         from,
+                         tag,
+                         kind,
+                         error,
+                         msg ? sn_take(msg) : NULL,
+                         passing_on ? passing_hops + 1 : 0,
+                         carry_id ? carry_id : atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
     if (kind == SN_RELAY_GONE) /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
         sn__mpsc_push(&r->outq, &it->link);
     else
@@ -193,8 +199,9 @@ void sn__relay_return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, s
         int rc = sn__relay_deliver(r, sender, target, s->tag, SN_EV_YIELD_COMPLETE, error, via, &s->payload);
         carry_id = was;
         if (rc != 0)
-            SNLOG_WARN(r, "cannot return an undelivered message to %" PRIu32 ".%" PRIu64
-                       ": its node is down or unknown", sender.node, sender.serial);
+            SNLOG_WARN(r,
+                       "cannot return an undelivered message to %" PRIu32 ".%" PRIu64 ": its node is down or unknown",
+                       sender.node, sender.serial);
     }
 }
 
@@ -259,15 +266,15 @@ bool sn__relay_drain(sn_relay_t *r)
     return done == DRAIN_BUDGET;
 }
 
-
 /* A send that passed through too many nodes (MAX_HOPS): logged at most
  * once a second, with the count of the quiet ones. */
 static void bad_route(sn_relay_t *r, const sn_wire_send_t *s)
 {
     char more[64];
     if (sn__log_limit(&r->route_log, sn__relay_now_ns(), 1000000000u, more, sizeof more))
-        SNLOG_WARN(r, "a send to %" PRIu32 ".%" PRIu64 " passed through %" PRIu32
-                      " nodes: its path loops, it goes back to its sender as unreachable%s",
+        SNLOG_WARN(r,
+                   "a send to %" PRIu32 ".%" PRIu64 " passed through %" PRIu32
+                   " nodes: its path loops, it goes back to its sender as unreachable%s",
                    s->to.node, s->to.serial, s->hops, more);
 }
 
@@ -298,7 +305,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* (bounce_local answers one passing on) */
             sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_ENODEDOWN, NULL);
         sn__relay_bounce_local(r, &it->s, SN_ENODEDOWN, 0); /* (a FLUSH passing through never is: sn__loc_route) */
-        if (it->diverted) /* (it will not be delivered here) */
+        if (it->diverted)                                   /* (it will not be delivered here) */
             sn__migrate_diverted(r->sched, it->s.to);
         sn__relay_free_item(it);
         return;
@@ -328,12 +335,12 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     peer_t *p = sn__relay_find_peer(r, it->dest);
     if (p && atomic_load_explicit(&p->down, memory_order_relaxed) && monitor_via_home(r, it))
         p = sn__relay_find_peer(r, it->dest);
-    int err = !p ? SN_EUNREACHABLE
-              : atomic_load_explicit(&p->down, memory_order_relaxed)                 ? SN_ENODEDOWN
-              : it->dest == it->s.to.node &&
-                      it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed)
-                  ? SN_ENOPROC
-                  : 0;
+    int err =
+        !p                                                     ? SN_EUNREACHABLE
+        : atomic_load_explicit(&p->down, memory_order_relaxed) ? SN_ENODEDOWN
+        : it->dest == it->s.to.node && it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed)
+            ? SN_ENOPROC
+            : 0;
     if (err) {
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* the watcher learns at once */
             sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
@@ -343,13 +350,13 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     }
     if ((it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR) &&
         (!it->forwarded || it->s.from.node == r->node))
-        sn__watch(p, it->s.to, it->s.from, it->s.tag, it->s.kind == SN_RELAY_MONITOR); /* (the watcher's node keeps it) */
+        sn__watch(p, it->s.to, it->s.from, it->s.tag,
+                  it->s.kind == SN_RELAY_MONITOR); /* (the watcher's node keeps it) */
     sn__relay_batch_add(r, p, it);
 }
 
 void sn__relay_install(sn_relay_t *r, bool remote_work)
 {
     sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, sn__relay_deliver, remote_work ? sn__steal_hook : NULL,
-                                                     remote_work ? relay_loaded : NULL});
+                                                      remote_work ? relay_loaded : NULL});
 }
-

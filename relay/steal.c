@@ -74,7 +74,7 @@ struct sn_steal {
     install_t *inst;
     size_t ninst, capinst;
     uint64_t rng;
-    bool refill; /* the last steal brought work: ask again when little is left, before running dry */
+    bool refill;           /* the last steal brought work: ask again when little is left, before running dry */
     uint64_t refill_at_ns; /* while refill: when the tick looks at the queue again */
     uint64_t refill_seen_ns, refill_seen_ready, refill_wait_ns; /* the last look that saw the queue shrink */
     /* victim */
@@ -178,8 +178,10 @@ void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size
             if (!strcmp(r->types[i].name, types[k].name) && r->types[i].migratable &&
                 r->types[i].version != types[k].version) {
                 if (p->steal_ok != 0)
-                    SNLOG_WARN(r, "node %" PRIu32 " is not a steal partner: process type '%s' is "
-                               "version %" PRIu32 " here and %" PRIu32 " there", p->node, r->types[i].name, r->types[i].version, types[k].version);
+                    SNLOG_WARN(r,
+                               "node %" PRIu32 " is not a steal partner: process type '%s' is "
+                               "version %" PRIu32 " here and %" PRIu32 " there",
+                               p->node, r->types[i].name, r->types[i].version, types[k].version);
                 ok = 0;
                 break;
             }
@@ -317,7 +319,8 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
             fw = more;
         }
         for (size_t k = 0; k < nev; k++)
-            fw[nfw++] = (sn_wire_send_t){o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data, 0, 0};
+            fw[nfw++] =
+                (sn_wire_send_t){o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data, 0, 0};
         free(ev);
     }
     send_commit(r, t, o->id, done, ndone, fw, nfw);
@@ -344,8 +347,9 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     size_t nok = 0;
     for (size_t i = 0; ours && ok && i < f->nmigrants; i++) {
         sn_wire_migrant_t *w = &f->migrants[i];
-        sn_migrant_t m = {w->pid,   w->parent, (uint8_t)(w->awaited != 0), w->await_tag, w->type, w->type_version,
-                          w->state, NULL, w->moves};
+        sn_migrant_t m = {w->pid,       w->parent, (uint8_t)(w->awaited != 0),
+                          w->await_tag, w->type,   w->type_version,
+                          w->state,     NULL,      w->moves};
         void *handle;
         install_t *in = sn__grow(s->inst, &s->capinst, s->ninst, sizeof *in, 64, 0);
         if (!in)
@@ -366,8 +370,8 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     free(ok);
     if (!ours)
         return;
-    SNLOG_DEBUG(r, "steal %" PRIu64 ": node %" PRIu32 " offered %zu, took %zu", f->steal_id,
-                v->node, f->nmigrants, nok);
+    SNLOG_DEBUG(r, "steal %" PRIu64 ": node %" PRIu32 " offered %zu, took %zu", f->steal_id, v->node, f->nmigrants,
+                nok);
     if (nok) /* one steal at a time: this one ends with its commit */
         s->asked_deadline_ns = sn__relay_now_ns() + REQUEST_TIMEOUT_NS;
     else
@@ -438,7 +442,8 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         fault("activated");
     if (s->asked == v->node && s->asked_id == f->steal_id)
         s->asked = 0;
-    SNLOG_DEBUG(r, "steal %" PRIu64 ": %zu processes from node %" PRIu32 " run here now", f->steal_id, activated, v->node);
+    SNLOG_DEBUG(r, "steal %" PRIu64 ": %zu processes from node %" PRIu32 " run here now", f->steal_id, activated,
+                v->node);
 }
 
 void sn__steal_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f)
@@ -597,9 +602,9 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
     }
     peer_t *v = pick_victim(r);
     if (!v) { /* nobody has work to give: nothing sent. News brings the next
-                 * look (sn__steal_loaded: a member now has work, or a new
-                 * steal partner); the slow look is only a safety net, so
-                 * that an idle cluster's relays sleep (issue 15) */
+               * look (sn__steal_loaded: a member now has work, or a new
+               * steal partner); the slow look is only a safety net, so
+               * that an idle cluster's relays sleep (issue 15) */
         if (want)
             s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u * NO_VICTIM_PERIODS;
         s->refill = false; /* (refilling: no wait, we ask again once we run dry) */
@@ -612,8 +617,8 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
     if (sn_codec_encode_steal_request(r->node, r->incarnation, id, (uint32_t)s->batch, ours, &buf, &len) != 0)
         return;
     sn__relay_send_ordered(r, v, buf, len);
-    SNLOG_DEBUG(r, "steal %" PRIu64 ": asking node %" PRIu32 " (it has %" PRIu64 " ready)", id,
-                v->node, v->has_stats ? v->stats.ready : 0);
+    SNLOG_DEBUG(r, "steal %" PRIu64 ": asking node %" PRIu32 " (it has %" PRIu64 " ready)", id, v->node,
+                v->has_stats ? v->stats.ready : 0);
     s->asked = v->node;
     s->asked_id = id;
     s->asked_deadline_ns = now + REQUEST_TIMEOUT_NS;

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_HEALTH 8   /* local health: probe timeout x (1 + health) at most x 9 */
-#define RELAYS 64      /* probes we make for others (PING_REQ), the newest */
-#define MAX_CONFIRM 8  /* distinct members whose suspicion we count */
+#define MAX_HEALTH 8  /* local health: probe timeout x (1 + health) at most x 9 */
+#define RELAYS 64     /* probes we make for others (PING_REQ), the newest */
+#define MAX_CONFIRM 8 /* distinct members whose suspicion we count */
 
 /* 32 bytes: a simulated cluster of 10,000 holds 10^8 of them */
 typedef struct member {
@@ -36,8 +36,8 @@ typedef struct suspicion {
     uint32_t node;
     unsigned nconfirm;
     uint32_t confirm[MAX_CONFIRM]; /* the members that suspect it (confirm[0] first; 0: someone) */
-    uint64_t since_ns;    /* here */
-    uint64_t deadline_ns; /* DEAD at this time unless refuted */
+    uint64_t since_ns;             /* here */
+    uint64_t deadline_ns;          /* DEAD at this time unless refuted */
 } suspicion_t;
 
 typedef struct relay {
@@ -93,8 +93,7 @@ static uint64_t rnd(sn_swim_t *s)
     return s->rng * UINT64_C(2685821657736338717);
 }
 
-sn_swim_t *sn_swim_new(uint32_t self, uint64_t run, const sn_swim_config_t *cfg, const sn_swim_io_t *io,
-                       uint64_t seed)
+sn_swim_t *sn_swim_new(uint32_t self, uint64_t run, const sn_swim_config_t *cfg, const sn_swim_io_t *io, uint64_t seed)
 {
     sn_swim_t *s = calloc(1, sizeof *s);
     if (!s)
@@ -279,7 +278,10 @@ static void set_state(sn_swim_t *s, member_t *m, int state)
         s->io.changed(s->io.arg, m->node, m->run, state, was);
 }
 
-static uint32_t ms_of(uint64_t ns) { return (uint32_t)(ns / 1000000u); }
+static uint32_t ms_of(uint64_t ns)
+{
+    return (uint32_t)(ns / 1000000u);
+}
 
 /* m is suspect from now (its version: the one suspected), `by` holds it
  * so: this node (its probe failed), or the member we heard it from. Only
@@ -295,8 +297,8 @@ static void suspect(sn_swim_t *s, member_t *m, uint32_t by, uint64_t now)
         s->suspects = l;
         sp = &s->suspects[s->nsuspects++];
     }
-    *sp = (suspicion_t){.node = m->node, .nconfirm = 1, .confirm = {by}, .since_ns = now,
-                        .deadline_ns = now + suspicion_ns(s, 0)};
+    *sp = (suspicion_t){
+        .node = m->node, .nconfirm = 1, .confirm = {by}, .since_ns = now, .deadline_ns = now + suspicion_ns(s, 0)};
     if ((uint32_t)(ms_of(now) - m->new_ms) < ms_of(s->cfg.period_ns * NEW_PERIODS))
         sp->nconfirm = MAX_CONFIRM; /* (new: confirmations do not shorten it) */
     s->st.suspicions++;
@@ -404,7 +406,8 @@ static void apply(sn_swim_t *s, const sn_swim_update_t *u, uint32_t from, uint64
         if (u->version > m->version || (u->version == m->version && m->state == SN_SWIM_ALIVE)) {
             m->version = u->version;
             suspect(s, m, from, now);
-        } else if (u->version == m->version && m->state == SN_SWIM_SUSPECT && from) { /* (from 0: no one in particular) */
+        } else if (u->version == m->version && m->state == SN_SWIM_SUSPECT &&
+                   from) { /* (from 0: no one in particular) */
             confirm(s, m, from);
         }
         break;
@@ -427,7 +430,8 @@ void sn_swim_apply(sn_swim_t *s, uint32_t from, const sn_swim_update_t *u, uint6
 
 void sn_swim_recv(sn_swim_t *s, uint32_t from, const sn_swim_msg_t *m, uint64_t now)
 {
-    for (size_t i = 0; i < m->nupdates && i < SN_SWIM_PIGGYBACK; i++) /* (the relay drops those of unknown members it cannot add) */
+    for (size_t i = 0; i < m->nupdates && i < SN_SWIM_PIGGYBACK;
+         i++) /* (the relay drops those of unknown members it cannot add) */
         apply(s, &m->updates[i], from, now, true);
     switch (m->kind) {
     case SN_SWIM_PING: {
@@ -542,7 +546,7 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
         if (m && m->state == SN_SWIM_SUSPECT && now >= s->suspects[i].deadline_ns) {
             s->st.deaths++;
             bool ours = s->suspects[i].confirm[0] == s->self; /* (the first to suspect it tells everyone) */
-            set_state(s, m, SN_SWIM_DEAD); /* (takes it off the list) */
+            set_state(s, m, SN_SWIM_DEAD);                    /* (takes it off the list) */
             sn_swim_update_t u = update_of(m);
             spread(s, &u);
             if (ours)
@@ -609,7 +613,10 @@ uint64_t sn_swim_next_ns(const sn_swim_t *s)
     return next;
 }
 
-uint64_t sn_swim_version(const sn_swim_t *s) { return s->version; }
+uint64_t sn_swim_version(const sn_swim_t *s)
+{
+    return s->version;
+}
 
 int sn_swim_state(const sn_swim_t *s, uint32_t node, uint64_t *run, uint64_t *version)
 {
@@ -623,7 +630,10 @@ int sn_swim_state(const sn_swim_t *s, uint32_t node, uint64_t *run, uint64_t *ve
     return m->state;
 }
 
-size_t sn_swim_members(const sn_swim_t *s) { return s->n; }
+size_t sn_swim_members(const sn_swim_t *s)
+{
+    return s->n;
+}
 
 void sn_swim_stats(const sn_swim_t *s, sn_swim_stats_t *out)
 {

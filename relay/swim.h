@@ -84,8 +84,7 @@ typedef struct sn_swim_config {
 
 typedef struct sn_swim sn_swim_t;
 
-sn_swim_t *sn_swim_new(uint32_t self, uint64_t run, const sn_swim_config_t *cfg, const sn_swim_io_t *io,
-                       uint64_t seed);
+sn_swim_t *sn_swim_new(uint32_t self, uint64_t run, const sn_swim_config_t *cfg, const sn_swim_io_t *io, uint64_t seed);
 void sn_swim_free(sn_swim_t **self_p);
 
 /* An update from elsewhere than a probe: a join, a welcome, a static peer

@@ -390,8 +390,8 @@ int main(int argc, char **argv)
     zsock_t *s = dial(&a, &cert, key);
     if (!s)
         return 1;
-    printf("rawzmq: %s client of %s%s%s\n", a.cert_file ? "CurveZMQ" : "plain", a.endpoint,
-           a.cert_file ? " as " : "", a.cert_file ? a.cert_file : "");
+    printf("rawzmq: %s client of %s%s%s\n", a.cert_file ? "CurveZMQ" : "plain", a.endpoint, a.cert_file ? " as " : "",
+           a.cert_file ? a.cert_file : "");
     rc = play(zsock_resolve(s), &a);
     fflush(stdout);
     zsock_destroy(&s);

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ------------------------------------------------------------- the clock */
 
 /* (workers never read it; atomic all the same) */

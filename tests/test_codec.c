@@ -22,7 +22,8 @@ static void roundtrip_batch_in_order(void **st)
     sn_wire_send_t *in = calloc(N, sizeof *in);
     for (int i = 0; i < N; i++) {
         /* mostly PIDs of node 2; every fifth one of node 3 (a process that moved) */
-        in[i] = (sn_wire_send_t){{i % 5 ? 2 : 3, 100 + (uint64_t)i}, {1, 7}, (uint64_t)i * 3, SN_EV_MESSAGE, 0, NULL, (uint32_t)(i % 3), 0};
+        in[i] = (sn_wire_send_t){
+            {i % 5 ? 2 : 3, 100 + (uint64_t)i}, {1, 7}, (uint64_t)i * 3, SN_EV_MESSAGE, 0, NULL, (uint32_t)(i % 3), 0};
         /* send ids: mostly consecutive ones of node 1, some of node 3 (far
          * below: a negative delta), one near the top (a delta that wraps) */
         in[i].id = i % 5 ? (UINT64_C(1) << 48) + 1000 + (uint64_t)i : (UINT64_C(3) << 48) + (uint64_t)i;
@@ -133,14 +134,15 @@ static void hostile_frames_are_refused(void **st)
     expect_refused(no_node, sizeof no_node, 0, "no sender node");
     /* send batches (field 14) whose columns disagree: two targets
      * (field 4) but one sender node (field 5) */
-    const unsigned char ragged[] = {0x08, 0x01, 0x10, 0x01, 0x72, 0x07, 0x22, 0x02,
-                                    0x05, 0x06, 0x2a, 0x01, 0x01};
+    const unsigned char ragged[] = {0x08, 0x01, 0x10, 0x01, 0x72, 0x07, 0x22, 0x02, 0x05, 0x06, 0x2a, 0x01, 0x01};
     expect_refused(ragged, sizeof ragged, 0, "bad send");
     /* one complete send: to 5, from node 1 serial 9, tag 1, ctype 0, a
      * 2-byte payload (size column holds length + 1), then the data */
-#define ONE_SEND(datalen, ...)                                                                                   \
-    {0x08, 0x01, 0x10, 0x01, 0x72, 0x14 + (datalen), 0x22, 0x01, 0x05, 0x2a, 0x01, 0x01, 0x32, 0x01, 0x09, 0x3a, \
-     0x01, 0x01, 0x52, 0x01, 0x00, 0x5a, 0x01, 0x03, 0x62, (datalen), __VA_ARGS__}
+#define ONE_SEND(datalen, ...)                                                                                         \
+    {                                                                                                                  \
+        0x08, 0x01, 0x10, 0x01, 0x72, 0x14 + (datalen), 0x22, 0x01, 0x05, 0x2a, 0x01, 0x01, 0x32, 0x01, 0x09, 0x3a,    \
+            0x01, 0x01, 0x52, 0x01, 0x00, 0x5a, 0x01, 0x03, 0x62, (datalen), __VA_ARGS__                               \
+    }
     const unsigned char short_data[] = ONE_SEND(1, 'a');
     expect_refused(short_data, sizeof short_data, 0, "bad send");
     const unsigned char long_data[] = ONE_SEND(3, 'a', 'b', 'c');
@@ -154,9 +156,9 @@ static void hostile_frames_are_refused(void **st)
     assert_memory_equal(g.sends[0].payload->data, "ab", 2);
     sn_frame_clear(&g);
     /* the same send with an unknown kind (field 8: 30) */
-    const unsigned char bad_kind[] = {0x08, 0x01, 0x10, 0x01, 0x72, 0x19, 0x22, 0x01, 0x05, 0x2a, 0x01, 0x01, 0x32,
-                                      0x01, 0x09, 0x3a, 0x01, 0x01, 0x42, 0x01, 0x1e, 0x52, 0x01, 0x00, 0x5a, 0x01,
-                                      0x03, 0x62, 0x02, 'a', 'b'};
+    const unsigned char bad_kind[] = {0x08, 0x01, 0x10, 0x01, 0x72, 0x19, 0x22, 0x01, 0x05, 0x2a, 0x01,
+                                      0x01, 0x32, 0x01, 0x09, 0x3a, 0x01, 0x01, 0x42, 0x01, 0x1e, 0x52,
+                                      0x01, 0x00, 0x5a, 0x01, 0x03, 0x62, 0x02, 'a',  'b'};
     expect_refused(bad_kind, sizeof bad_kind, 0, "bad send");
 #undef ONE_SEND
     /* an empty send batch */
@@ -182,10 +184,15 @@ static void members_roundtrip_and_bad_endpoints(void **st)
 {
     (void)st;
     sn_wire_type_t types[2] = {{"tree", 1, 0}, {"psum", 3, 1}};
-    sn_wire_member_t m[2] = {{.node = 1, .state = SN_MEMBER_UP, .incarnation = 11, .first_serial = 1000,
-                              .endpoint = "tcp://127.0.0.1:7001", .types = types, .ntypes = 2},
-                             {.node = 2, .state = SN_MEMBER_LEFT, .incarnation = 22, .first_serial = 2000,
-                              .endpoint = "tcp://[::1]:7002"}};
+    sn_wire_member_t m[2] = {
+        {.node = 1,
+         .state = SN_MEMBER_UP,
+         .incarnation = 11,
+         .first_serial = 1000,
+         .endpoint = "tcp://127.0.0.1:7001",
+         .types = types,
+         .ntypes = 2},
+        {.node = 2, .state = SN_MEMBER_LEFT, .incarnation = 22, .first_serial = 2000, .endpoint = "tcp://[::1]:7002"}};
     void *buf;
     size_t len;
     assert_int_equal(sn_codec_encode_members(1, 11, 0, m, 2, &buf, &len), 0);

@@ -14,7 +14,7 @@
 #include "deque.h"
 
 #define ITEM(i) ((void *)(uintptr_t)((i) + 1))
-#define INDEX(p) ((uintptr_t)(p) - 1)
+#define INDEX(p) ((uintptr_t)(p)-1)
 
 static void smoke(void **st)
 {

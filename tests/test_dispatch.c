@@ -98,7 +98,7 @@ static atomic_int g_victim_cancels;
 static atomic_int g_seen[BOUNCE_N]; /* bounce: per message, consumed + bounced */
 
 enum { C_DONE, C_INC, C_FAIL, C_PID, C_VICTIM, C_EAT, C_ORDER, C_VICTIM_FAIL, C_NMODES };
-static const char *const child_methods[C_NMODES] = {"done", "inc",   "fail",       "pid",
+static const char *const child_methods[C_NMODES] = {"done",   "inc", "fail",  "pid",
                                                     "victim", "eat", "order", "victim_fail"};
 
 typedef struct child {
@@ -336,14 +336,13 @@ enum {
     S_NSCEN
 };
 static const char *const script_methods[S_NSCEN] = {
-    "spawn_errors", "unknown_cmd", "send_noproc",   "send_finished", "bounce",   "user_thread",
-    "sleep",        "terminate",   "spawn_await",   "spawn_noawait", "overflow", "order", "monitor",
-    "noproc_done"};
+    "spawn_errors", "unknown_cmd", "send_noproc",   "send_finished", "bounce", "user_thread", "sleep",
+    "terminate",    "spawn_await", "spawn_noawait", "overflow",      "order",  "monitor",     "noproc_done"};
 
 typedef struct script {
     int scen;
     int started;
-    int want;          /* finish after this many logged events */
+    int want; /* finish after this many logged events */
     int got;
     sn_status_t sleep; /* how to sleep between steps */
     sn_pid_t peer;     /* the input PID, or a child's */
@@ -372,7 +371,10 @@ static int script_init(sn_ctx_t *ctx, void *state, const char *method, sn_payloa
     return SN_ENOMETHOD;
 }
 
-static sn_payload_t *text(const char *s) { return sn_payload_text(s); }
+static sn_payload_t *text(const char *s)
+{
+    return sn_payload_text(s);
+}
 
 /* The first step of the spawn scenarios: spawns that fail, are awaited or
  * are not. */
@@ -409,9 +411,9 @@ static void start_sends(script_t *sc, sn_pid_t self, sn_step_out_t *out)
 {
     sn_payload_t *p;
     switch (sc->scen) {
-    case S_NOPROC_DONE: /* sends that fail, then done in the same step: their
-                         * errors, payloads and all, are still queued when
-                         * the process completes, and are freed there */
+    case S_NOPROC_DONE:                    /* sends that fail, then done in the same step: their
+                                            * errors, payloads and all, are still queued when
+                                            * the process completes, and are freed there */
         for (uint64_t k = 0; k < 2; k++) { /* big: not kept in the small-block cache, freed for real */
             static const char big[4096];
             p = sn_payload_new(SN_CT_BYTES, big, sizeof big);

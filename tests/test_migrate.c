@@ -23,8 +23,8 @@
 #include "testutil.h"
 
 #define N 400
-#define SLICES 400   /* steps of a slicer before it finishes */
-#define MSGS 3       /* messages the test sends each frozen process */
+#define SLICES 400 /* steps of a slicer before it finishes */
+#define MSGS 3     /* messages the test sends each frozen process */
 
 static sn_sched_t *g_node[3];
 
@@ -65,7 +65,10 @@ static void slicer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
     sn_out_done(out, NULL);
 }
 
-static void slicer_close(sn_ctx_t *ctx, void *state) { atomic_fetch_add(&g.closed, 1); }
+static void slicer_close(sn_ctx_t *ctx, void *state)
+{
+    atomic_fetch_add(&g.closed, 1);
+}
 
 static int slicer_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
 {
@@ -81,8 +84,8 @@ static int slicer_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
     return 0;
 }
 
-static const sn_type_t slicer = {"slicer",       1, sizeof(slicer_t), slicer_init, slicer_step, slicer_close,
-                                 slicer_marshal, slicer_unmarshal};
+static const sn_type_t slicer = {
+    "slicer", 1, sizeof(slicer_t), slicer_init, slicer_step, slicer_close, slicer_marshal, slicer_unmarshal};
 /* the same, without marshal: never moves */
 static const sn_type_t pinned = {"pinned", 1, sizeof(slicer_t), slicer_init, slicer_step, slicer_close, NULL, NULL};
 
@@ -96,7 +99,10 @@ static void holder_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
         sleep_ms(1);
     sn_out_done(out, NULL);
 }
-static int holder_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input) { return 0; }
+static int holder_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    return 0;
+}
 static const sn_type_t holder = {"holder", 1, 8, holder_init, holder_step, NULL, NULL, NULL};
 
 static sn_sched_t *mk(uint32_t node, int workers)
@@ -122,9 +128,9 @@ static bool only_slicers(void *arg, const sn_type_t *t)
 
 /* What the handover loop did, for the checks after it. */
 typedef struct tally {
-    long sent;                /* messages sent to frozen processes */
+    long sent; /* messages sent to frozen processes */
     int moved, reverted, asked, rounds;
-    sn_pid_t moved_pid[N];    /* the first `moved` are on node 2 */
+    sn_pid_t moved_pid[N]; /* the first `moved` are on node 2 */
 } tally_t;
 
 /* Messages to a frozen process queue up, and must follow it: sends MSGS

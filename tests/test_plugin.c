@@ -65,8 +65,8 @@ static void reverser_close(sn_ctx_t *ctx, void *state)
     sn_payload_destroy(&r->input);
 }
 
-static const sn_type_t reverser_type = {"reverser", 1,    sizeof(reverser_t), reverser_init, reverser_step,
-                                        reverser_close, NULL, NULL};
+static const sn_type_t reverser_type = {
+    "reverser", 1, sizeof(reverser_t), reverser_init, reverser_step, reverser_close, NULL, NULL};
 
 static sn_sched_t *mk(void)
 {
@@ -198,9 +198,9 @@ static void test_load_twice(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_load_good),      cmocka_unit_test(test_load_missing),
-        cmocka_unit_test(test_load_nosymbol),  cmocka_unit_test(test_load_badversion),
-        cmocka_unit_test(test_load_initfail),  cmocka_unit_test(test_load_twice),
+        cmocka_unit_test(test_load_good),     cmocka_unit_test(test_load_missing),
+        cmocka_unit_test(test_load_nosymbol), cmocka_unit_test(test_load_badversion),
+        cmocka_unit_test(test_load_initfail), cmocka_unit_test(test_load_twice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

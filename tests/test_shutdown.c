@@ -29,8 +29,7 @@ static atomic_int g_double_close; /* close() on an already closed process */
 static atomic_int g_stub_cancels; /* CANCELs seen by stubborn processes */
 static atomic_int g_cb_total, g_cb_done, g_cb_killed, g_cb_eshutdown, g_cb_other, g_cb_badreason;
 
-static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
-                      void *arg)
+static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result, void *arg)
 {
     atomic_fetch_add(&g_cb_total, 1);
     if (status == SN_DONE && error == 0) {
@@ -49,8 +48,8 @@ static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int e
 
 static int reset(void **unused)
 {
-    atomic_int *all[] = {&g_started,   &g_closes,       &g_double_close, &g_stub_cancels, &g_cb_total,
-                         &g_cb_done,   &g_cb_killed,    &g_cb_eshutdown, &g_cb_other,     &g_cb_badreason};
+    atomic_int *all[] = {&g_started, &g_closes,    &g_double_close, &g_stub_cancels, &g_cb_total,
+                         &g_cb_done, &g_cb_killed, &g_cb_eshutdown, &g_cb_other,     &g_cb_badreason};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         atomic_store(all[i], 0);
     return 0;
@@ -71,8 +70,8 @@ enum {
     S_NAP,     /* stubborn: yield a 1 ms sleep on every step, CONTINUE */
     NMODES
 };
-static const char *const methods[NMODES] = {"idle", "sleep", "spin", "pong", "ping",
-                                            "respawn", "idle", "wait", "spin", "nap"};
+static const char *const methods[NMODES] = {"idle",    "sleep", "spin", "pong", "ping",
+                                            "respawn", "idle",  "wait", "spin", "nap"};
 
 typedef struct proc {
     int mode;
@@ -218,11 +217,13 @@ static void stubborn_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, 
 }
 
 static const sn_type_t good_type = {"good", 1, sizeof(proc_t), good_init, good_step, proc_close, NULL, NULL};
-static const sn_type_t stubborn_type = {"stubborn", 1,         sizeof(proc_t), stubborn_init, stubborn_step,
-                                        proc_close, NULL,      NULL};
+static const sn_type_t stubborn_type = {"stubborn",    1,          sizeof(proc_t), stubborn_init,
+                                        stubborn_step, proc_close, NULL,           NULL};
 
 /* "never": takes the request and never completes it. */
-static void never_cmd(sn_sched_t *sched, sn_request_t *req, void *arg) {}
+static void never_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
+{
+}
 
 static sn_sched_t *mk(int workers)
 {

@@ -82,7 +82,10 @@ static void step_enter(sn_ctx_t *ctx, guard_t *g)
         atomic_fetch_add(&g_not_running, 1);
 }
 
-static void step_leave(guard_t *g) { atomic_store(&g->in_step, 0); }
+static void step_leave(guard_t *g)
+{
+    atomic_store(&g->in_step, 0);
+}
 
 /* -------------------------------------------------------- type "basic" */
 /* One step, then a fixed outcome chosen by the method. */
@@ -320,8 +323,7 @@ static void spinner_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, s
     step_leave(&s->g);
 }
 
-static const sn_type_t spinner_type = {"spinner", 1, sizeof(spinner_t), spinner_init, spinner_step, NULL, NULL,
-                                       NULL};
+static const sn_type_t spinner_type = {"spinner", 1, sizeof(spinner_t), spinner_init, spinner_step, NULL, NULL, NULL};
 
 /* ------------------------------------------------ completion commands */
 /* "sync" completes inside the handler, while the yielding process is still
@@ -460,8 +462,8 @@ static void racer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
             return;
         }
         uint64_t v = 0;
-        if (ev[i].type != SN_EV_YIELD_COMPLETE || r->want_tag == 0 || ev[i].tag != r->want_tag ||
-            ev[i].error != 0 || sn_payload_get_u64(ev[i].data, &v) != 0 || v != ev[i].tag * 3) {
+        if (ev[i].type != SN_EV_YIELD_COMPLETE || r->want_tag == 0 || ev[i].tag != r->want_tag || ev[i].error != 0 ||
+            sn_payload_get_u64(ev[i].data, &v) != 0 || v != ev[i].tag * 3) {
             atomic_fetch_add(&g_bad, 1);
             continue;
         }
@@ -475,9 +477,7 @@ static void racer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
             step_leave(&r->g);
             return;
         }
-        const char *cmd = r->mode == R_SYNC    ? "sync"
-                          : r->mode == R_ASYNC ? "async"
-                                               : (r->done % 2 ? "sync" : "async");
+        const char *cmd = r->mode == R_SYNC ? "sync" : r->mode == R_ASYNC ? "async" : (r->done % 2 ? "sync" : "async");
         r->want_tag = r->done + 1;
         sn_yield_t *y = sn_out_yield(out, 0, cmd, r->want_tag);
         y->arg = r->want_tag;
@@ -677,8 +677,8 @@ static void pingpong_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, 
     step_leave(&p->g);
 }
 
-static const sn_type_t pingpong_type = {"pingpong", 1, sizeof(pingpong_t), pingpong_init, pingpong_step, NULL,
-                                        NULL, NULL};
+static const sn_type_t pingpong_type = {"pingpong", 1,   sizeof(pingpong_t), pingpong_init, pingpong_step, NULL,
+                                        NULL,       NULL};
 
 /* ---------------------------------------------------- external senders */
 
@@ -1197,7 +1197,10 @@ static void many_senders_one_sink(const char *method)
 
 /* Many threads send to one process while it runs, idles and blocks:
  * every message arrives exactly once, in each sender's order. */
-static void test_race_many_senders_one_process(void **unused) { many_senders_one_sink("count"); }
+static void test_race_many_senders_one_process(void **unused)
+{
+    many_senders_one_sink("count");
+}
 
 /* The same, with a process that WAITs on a completion after every step:
  * messages racing its move to Blocked must not wake it (a step after WAIT

@@ -85,7 +85,10 @@ static void ctr_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_st
     atomic_store(&c->in_step, 0);
 }
 
-static void ctr_close(sn_ctx_t *ctx, void *state) { atomic_fetch_add(&closed, 1); }
+static void ctr_close(sn_ctx_t *ctx, void *state)
+{
+    atomic_fetch_add(&closed, 1);
+}
 
 static const sn_type_t counter_type = {"counter", 1, sizeof(counter_t), ctr_init, ctr_step, ctr_close, NULL, NULL};
 
@@ -178,8 +181,7 @@ static void *sender(void *arg)
 
 static _Atomic long results_sum, results_n;
 
-static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
-                      void *arg)
+static void on_result(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result, void *arg)
 {
     uint64_t v = 0;
     if (status != SN_DONE || sn_payload_get_u64(*result, &v) != 0)

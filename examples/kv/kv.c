@@ -126,8 +126,8 @@ static void demo(kv_t *kv, sn_event_t *ev, size_t n, sn_step_out_t *out)
     if (kv->nanswers < 6)
         return;
     sn_out_terminate(out, 200, kv->server); /* the store's work is done */
-    sn_payload_t *r = sn_payload_printf(SN_CT_TEXT, "kv: a=%s c=%s, after del a=%s", kv->answer[3], kv->answer[4],
-                                        kv->answer[6]);
+    sn_payload_t *r =
+        sn_payload_printf(SN_CT_TEXT, "kv: a=%s c=%s, after del a=%s", kv->answer[3], kv->answer[4], kv->answer[6]);
     if (strcmp(kv->answer[1], "ok") || strcmp(kv->answer[2], "ok") || strcmp(kv->answer[3], "1") ||
         strcmp(kv->answer[4], "none") || strcmp(kv->answer[5], "ok") || strcmp(kv->answer[6], "none")) {
         sn_payload_destroy(&r);
@@ -164,5 +164,8 @@ static int kv_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
 
 static const sn_type_t kv_type = {"kv", 1, sizeof(kv_t), kv_init, kv_step, NULL, kv_marshal, kv_unmarshal};
 
-static int kv_plugin(sn_sched_t *sched) { return sn_type_register(sched, &kv_type); }
+static int kv_plugin(sn_sched_t *sched)
+{
+    return sn_type_register(sched, &kv_type);
+}
 SN_PLUGIN_DEFINE("kv", kv_plugin);

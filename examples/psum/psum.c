@@ -90,8 +90,11 @@ static int psum_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
     return 0;
 }
 
-static const sn_type_t psum_type = {"psum", 1, sizeof(psum_t), psum_init, psum_step, NULL, psum_marshal,
-                                    psum_unmarshal};
+static const sn_type_t psum_type = {"psum",    1,    sizeof(psum_t), psum_init,
+                                    psum_step, NULL, psum_marshal,   psum_unmarshal};
 
-static int psum_plugin(sn_sched_t *sched) { return sn_type_register(sched, &psum_type); }
+static int psum_plugin(sn_sched_t *sched)
+{
+    return sn_type_register(sched, &psum_type);
+}
 SN_PLUGIN_DEFINE("psum", psum_plugin);

@@ -35,24 +35,24 @@ extern "C" {
 /* ---------------------------------------------------------------- errors */
 /* Every function that can fail returns 0 or one of these negative codes.
  * sn_strerror() gives the short reason text ("noproc", "nodedown", ...). */
-#define SN_ERRORS(X)                                                          \
-    X(SN_ENOMEM, -1, "out of memory")                                         \
-    X(SN_EINVAL, -2, "invalid argument")                                      \
-    X(SN_ENOPROC, -3, "noproc")                                               \
-    X(SN_ENODEDOWN, -4, "nodedown")                                           \
-    X(SN_EUNREACHABLE, -5, "unreachable")                                     \
-    X(SN_ENOMETHOD, -6, "unknown method")                                     \
-    X(SN_ENOTYPE, -7, "unknown process type")                                 \
-    X(SN_ENOCMD, -8, "unknown command")                                       \
-    X(SN_ECANCELED, -9, "canceled")                                           \
-    X(SN_ESHUTDOWN, -10, "scheduler is shutting down")                        \
-    X(SN_EFAILED, -11, "process failed")                                      \
-    X(SN_ETIMEDOUT, -12, "timed out")                                         \
-    X(SN_EPLUGIN, -13, "bad plugin")                                          \
-    X(SN_EEXIST, -14, "already registered")                                   \
-    X(SN_EBADWAIT, -15, "WAIT with no pending yields")                        \
-    X(SN_EKILLED, -16, "killed at shutdown")                                  \
-    X(SN_EPROTO, -17, "protocol error")                                       \
+#define SN_ERRORS(X)                                                                                                   \
+    X(SN_ENOMEM, -1, "out of memory")                                                                                  \
+    X(SN_EINVAL, -2, "invalid argument")                                                                               \
+    X(SN_ENOPROC, -3, "noproc")                                                                                        \
+    X(SN_ENODEDOWN, -4, "nodedown")                                                                                    \
+    X(SN_EUNREACHABLE, -5, "unreachable")                                                                              \
+    X(SN_ENOMETHOD, -6, "unknown method")                                                                              \
+    X(SN_ENOTYPE, -7, "unknown process type")                                                                          \
+    X(SN_ENOCMD, -8, "unknown command")                                                                                \
+    X(SN_ECANCELED, -9, "canceled")                                                                                    \
+    X(SN_ESHUTDOWN, -10, "scheduler is shutting down")                                                                 \
+    X(SN_EFAILED, -11, "process failed")                                                                               \
+    X(SN_ETIMEDOUT, -12, "timed out")                                                                                  \
+    X(SN_EPLUGIN, -13, "bad plugin")                                                                                   \
+    X(SN_EEXIST, -14, "already registered")                                                                            \
+    X(SN_EBADWAIT, -15, "WAIT with no pending yields")                                                                 \
+    X(SN_EKILLED, -16, "killed at shutdown")                                                                           \
+    X(SN_EPROTO, -17, "protocol error")                                                                                \
     X(SN_EREFUSED, -18, "refused")
 
 enum {
@@ -82,17 +82,23 @@ char *sn_pid_format(sn_pid_t pid, char *buf, size_t len);
 /* Parses exactly "<node>.<serial>" (decimal, no sign, no spaces, no overflow).
  * Returns 0 and fills *out, or SN_EINVAL. */
 int sn_pid_parse(const char *text, sn_pid_t *out);
-static inline int sn_pid_eq(sn_pid_t a, sn_pid_t b) { return a.node == b.node && a.serial == b.serial; }
-static inline int sn_pid_is_none(sn_pid_t p) { return p.serial == 0; }
+static inline int sn_pid_eq(sn_pid_t a, sn_pid_t b)
+{
+    return a.node == b.node && a.serial == b.serial;
+}
+static inline int sn_pid_is_none(sn_pid_t p)
+{
+    return p.serial == 0;
+}
 
 /* -------------------------------------------------------------- payloads */
 /* Content-type tags. Values below SN_CT_USER are reserved by schednode. */
 enum {
-    SN_CT_BYTES = 0,  /* opaque bytes */
-    SN_CT_TEXT = 1,   /* UTF-8 text, not NUL-terminated in len */
-    SN_CT_U64 = 2,    /* one uint64_t, host byte order, 8 bytes */
-    SN_CT_PID = 3,    /* one sn_pid_t */
-    SN_CT_ERROR = 4,  /* UTF-8 reason text attached to an error */
+    SN_CT_BYTES = 0, /* opaque bytes */
+    SN_CT_TEXT = 1,  /* UTF-8 text, not NUL-terminated in len */
+    SN_CT_U64 = 2,   /* one uint64_t, host byte order, 8 bytes */
+    SN_CT_PID = 3,   /* one sn_pid_t */
+    SN_CT_ERROR = 4, /* UTF-8 reason text attached to an error */
     SN_CT_USER = 0x10000
 };
 
@@ -109,8 +115,7 @@ typedef struct sn_payload {
 sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len);
 /* Convenience constructors; caller owns the return value. */
 sn_payload_t *sn_payload_text(const char *text);
-sn_payload_t *sn_payload_printf(uint32_t ctype, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+sn_payload_t *sn_payload_printf(uint32_t ctype, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 sn_payload_t *sn_payload_u64(uint64_t value);
 sn_payload_t *sn_payload_pid(sn_pid_t pid);
 /* Reads an SN_CT_U64 / SN_CT_PID payload; returns 0 or SN_EINVAL. */
@@ -159,23 +164,25 @@ typedef enum sn_status {
 } sn_status_t;
 
 /* Yield flags. */
-#define SN_YIELD_NOREPLY 0x1u /* no event on success (errors still come back);
-                                 does not count as pending for SN_WAIT */
-#define SN_YIELD_AWAIT 0x2u   /* spawn: complete when the child finishes, with
-                                 its result or error (default: at once, with
-                                 the child's PID as an SN_CT_PID payload) */
+#define SN_YIELD_NOREPLY                                                                                               \
+    0x1u /* no event on success (errors still come back);                                                              \
+            does not count as pending for SN_WAIT */
+#define SN_YIELD_AWAIT                                                                                                 \
+    0x2u /* spawn: complete when the child finishes, with                                                              \
+            its result or error (default: at once, with                                                                \
+            the child's PID as an SN_CT_PID payload) */
 
 /* A command for a handler, emitted by a step. Built-in commands: "send",
  * "spawn", "sleep", "terminate"; more are registered by name. */
 typedef struct sn_yield {
-    uint32_t cmd;        /* command id, or 0 to resolve `name` at dispatch */
-    uint32_t flags;      /* SN_YIELD_* */
-    uint64_t tag;        /* echoed in the SN_EV_YIELD_COMPLETE event */
-    sn_pid_t target;     /* send, terminate: the process addressed */
-    uint64_t arg;        /* sleep: milliseconds; free for user commands */
-    sn_payload_t *data;  /* owned by the yield until dispatched */
-    const char *name;    /* command name (cmd == 0); spawn: the type name */
-    const char *method;  /* spawn: the entry point */
+    uint32_t cmd;       /* command id, or 0 to resolve `name` at dispatch */
+    uint32_t flags;     /* SN_YIELD_* */
+    uint64_t tag;       /* echoed in the SN_EV_YIELD_COMPLETE event */
+    sn_pid_t target;    /* send, terminate: the process addressed */
+    uint64_t arg;       /* sleep: milliseconds; free for user commands */
+    sn_payload_t *data; /* owned by the yield until dispatched */
+    const char *name;   /* command name (cmd == 0); spawn: the type name */
+    const char *method; /* spawn: the entry point */
 } sn_yield_t;
 
 #define SN_OUT_INLINE_YIELDS 2
@@ -186,12 +193,12 @@ typedef struct sn_yield {
  * dispatched: literals, or memory in the process state. */
 typedef struct sn_step_out {
     sn_status_t status;
-    int error;               /* SN_FAIL: an SN_E* code or a negative user code */
-    sn_payload_t *result;    /* SN_DONE: the result; SN_FAIL: the reason */
+    int error;            /* SN_FAIL: an SN_E* code or a negative user code */
+    sn_payload_t *result; /* SN_DONE: the result; SN_FAIL: the reason */
     uint32_t nyields;
-    uint32_t cap;            /* capacity of `overflow` (runtime-managed) */
+    uint32_t cap; /* capacity of `overflow` (runtime-managed) */
     sn_yield_t inline_yields[SN_OUT_INLINE_YIELDS];
-    sn_yield_t *overflow;    /* yields beyond the inline ones (runtime-managed) */
+    sn_yield_t *overflow; /* yields beyond the inline ones (runtime-managed) */
 } sn_step_out_t;
 
 /* Appends a yield; returns it zeroed with tag set, or NULL on out-of-memory. */
@@ -203,8 +210,8 @@ int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **ms
 /* Spawns a process of `type` at entry point `method` with *input (taken).
  * flags: SN_YIELD_AWAIT, SN_YIELD_NOREPLY. An unknown type or method fails
  * the spawn: the completion carries the error and a reason text. */
-int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method,
-                 sn_payload_t **input, uint32_t flags);
+int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method, sn_payload_t **input,
+                 uint32_t flags);
 /* Completes with `tag` after `ms` milliseconds. */
 int sn_out_sleep(sn_step_out_t *out, uint64_t tag, uint64_t ms);
 /* Sends SN_EV_CANCEL to `pid`; completes at once (or with SN_ENOPROC). */
@@ -221,8 +228,7 @@ int sn_out_demonitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag);
 /* Finish with a result (takes ownership of *result, may be NULL). */
 void sn_out_done(sn_step_out_t *out, sn_payload_t **result);
 /* Fail with an error code and a reason (printf-style). */
-void sn_out_fail(sn_step_out_t *out, int error, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void sn_out_fail(sn_step_out_t *out, int error, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The i-th yield (0 <= i < out->nyields). */
 sn_yield_t *sn_out_at(sn_step_out_t *out, uint32_t i);
 
@@ -262,9 +268,9 @@ typedef struct sn_type {
 /* ------------------------------------------------------------- scheduler */
 
 typedef struct sn_sched_config {
-    uint32_t node_id;        /* this node's id in PIDs (default 1) */
-    int workers;             /* 0 = one per online CPU */
-    uint64_t first_serial;   /* first PID serial (default 1) */
+    uint32_t node_id;      /* this node's id in PIDs (default 1) */
+    int workers;           /* 0 = one per online CPU */
+    uint64_t first_serial; /* first PID serial (default 1) */
 } sn_sched_config_t;
 
 /* Creates and starts a scheduler (workers and timer running). `config` may
@@ -283,16 +289,16 @@ int sn_sched_workers(const sn_sched_t *sched);
 uint32_t sn_sched_node_id(const sn_sched_t *sched);
 
 typedef struct sn_stats {
-    uint64_t spawned;     /* processes created */
-    uint64_t completed;   /* processes finished (done, failed or killed) */
-    uint64_t live;        /* processes in the PID table now */
-    uint64_t steps;       /* step calls */
-    uint64_t messages;    /* messages delivered to local processes */
-    uint64_t steals;      /* successful steal_half operations */
-    uint64_t stolen;      /* processes moved by those steals */
-    uint64_t parks;       /* times a worker went to sleep */
-    uint64_t remote_out;  /* messages handed to the relay */
-    uint64_t noproc;      /* sends answered with noproc */
+    uint64_t spawned;    /* processes created */
+    uint64_t completed;  /* processes finished (done, failed or killed) */
+    uint64_t live;       /* processes in the PID table now */
+    uint64_t steps;      /* step calls */
+    uint64_t messages;   /* messages delivered to local processes */
+    uint64_t steals;     /* successful steal_half operations */
+    uint64_t stolen;     /* processes moved by those steals */
+    uint64_t parks;      /* times a worker went to sleep */
+    uint64_t remote_out; /* messages handed to the relay */
+    uint64_t noproc;     /* sends answered with noproc */
     /* load, approximate (read without stopping anything): */
     uint64_t ready;        /* processes queued to run (deques + global queue) */
     uint64_t blocked;      /* processes waiting for a yield to complete */
@@ -312,22 +318,22 @@ const sn_type_t *sn_type_find(sn_sched_t *sched, const char *name);
 /* Called when a process finishes: status is SN_DONE or SN_FAIL; *result
  * follows the ownership rule. Runs on a worker thread (or the shutdown
  * caller): keep it short, never block. */
-typedef void (*sn_result_fn)(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error,
-                             sn_payload_t **result, void *arg);
+typedef void (*sn_result_fn)(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
+                             void *arg);
 
 /* Spawns a process from outside any process (any thread). Takes ownership
  * of *input (may be NULL). If `on_result` is set it is called once with the
  * outcome. Returns 0 and the new PID in *pid_out (may be NULL), or an error:
  * SN_ENOTYPE, the init error (e.g. SN_ENOMETHOD), SN_ESHUTDOWN. On error
  * on_result is not called. */
-int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
-             sn_result_fn on_result, void *arg, sn_pid_t *pid_out);
+int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_result_fn on_result,
+             void *arg, sn_pid_t *pid_out);
 /* Spawns and blocks the calling (non-worker) thread until the process ends
  * or timeout_ms passes (< 0: forever). On return *result (caller owns) holds
  * the result or reason; the return value is 0 for DONE, the process's error
  * for FAIL, or the spawn error / SN_ETIMEDOUT. */
-int sn_call(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
-            int timeout_ms, sn_payload_t **result);
+int sn_call(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, int timeout_ms,
+            sn_payload_t **result);
 /* Sends a message from outside any process (from = SN_PID_NONE). Takes
  * ownership of *msg on success; on error *msg stays with the caller. */
 int sn_send(sn_sched_t *sched, sn_pid_t to, sn_payload_t **msg);
@@ -337,13 +343,13 @@ int sn_cancel(sn_sched_t *sched, sn_pid_t pid);
 /* ------------------------------------------------------------- commands */
 /* A yield as a command handler sees it. The handler owns `data`. */
 typedef struct sn_request {
-    sn_pid_t from;       /* the yielding process */
+    sn_pid_t from; /* the yielding process */
     uint64_t tag;
     uint32_t cmd;
     uint32_t flags;
     sn_pid_t target;
     uint64_t arg;
-    sn_payload_t *data;  /* handler owns it (the rule applies) */
+    sn_payload_t *data; /* handler owns it (the rule applies) */
 } sn_request_t;
 
 /* A command handler. Called on the worker that ran the step: it must not
@@ -371,9 +377,8 @@ typedef struct sn_plugin {
 } sn_plugin_t;
 
 #define SN_PLUGIN_SYMBOL "schednode_plugin"
-#define SN_PLUGIN_DEFINE(name_, init_)                                         \
-    __attribute__((visibility("default"))) const sn_plugin_t schednode_plugin = \
-        {SN_API_VERSION, name_, init_}
+#define SN_PLUGIN_DEFINE(name_, init_)                                                                                 \
+    __attribute__((visibility("default"))) const sn_plugin_t schednode_plugin = {SN_API_VERSION, name_, init_}
 
 /* Loads a plugin and runs its init. On failure returns SN_EPLUGIN (or the
  * init's error) and writes a one-line reason naming the file into err. */

@@ -38,9 +38,18 @@
 #define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
 #define REBASE_AT SN__DEQUE_REBASE_AT
 
-static inline int64_t idx(uint64_t top) { return (int64_t)(top & IDX_MASK); }
-static inline uint64_t tag(uint64_t top) { return top >> IDX_BITS; }
-static inline uint64_t mk(uint64_t tg, int64_t i) { return (tg << IDX_BITS) | ((uint64_t)i & IDX_MASK); }
+static inline int64_t idx(uint64_t top)
+{
+    return (int64_t)(top & IDX_MASK);
+}
+static inline uint64_t tag(uint64_t top)
+{
+    return top >> IDX_BITS;
+}
+static inline uint64_t mk(uint64_t tg, int64_t i)
+{
+    return (tg << IDX_BITS) | ((uint64_t)i & IDX_MASK);
+}
 
 static sn__ring_t *ring_new(int64_t capacity)
 {
@@ -181,8 +190,8 @@ void *sn__deque_pop(sn__deque_t *d)
             if (b - t >= (d->hi - t + 1) / 2)
                 return atomic_load_explicit(&r->slots[b & r->mask], memory_order_relaxed);
             /* Slow path: void stale claims, then b is ours. */
-            if (atomic_compare_exchange_strong_explicit(&d->top, &top, mk(tag(top) + 1, t),
-                                                        memory_order_seq_cst, memory_order_seq_cst)) {
+            if (atomic_compare_exchange_strong_explicit(&d->top, &top, mk(tag(top) + 1, t), memory_order_seq_cst,
+                                                        memory_order_seq_cst)) {
                 d->hi = b;
                 return atomic_load_explicit(&r->slots[b & r->mask], memory_order_relaxed);
             }

@@ -15,7 +15,7 @@
 typedef enum { SN__STEAL_EMPTY = 0, SN__STEAL_OK = 1, SN__STEAL_RETRY = 2 } sn__steal_t;
 
 typedef struct sn__ring {
-    int64_t mask;            /* capacity - 1 (capacity is a power of two) */
+    int64_t mask;             /* capacity - 1 (capacity is a power of two) */
     struct sn__ring *retired; /* older rings, freed with the deque */
     _Atomic(void *) slots[];
 } sn__ring_t;

@@ -21,9 +21,9 @@
  * more; events without a payload allocate a bare node. */
 typedef struct sn__evnode {
     sn__mpsc_node_t link;
-    uint8_t type;      /* sn_event_type_t */
-    uint8_t counted;   /* completes a yield counted in proc->pending */
-    uint8_t bare;      /* not inside a payload: free on drain */
+    uint8_t type;    /* sn_event_type_t */
+    uint8_t counted; /* completes a yield counted in proc->pending */
+    uint8_t bare;    /* not inside a payload: free on drain */
     int error;
     uint64_t tag;
     sn_pid_t from;
@@ -34,8 +34,7 @@ typedef struct sn__evnode {
 sn__evnode_t *sn__payload_node(sn_payload_t *p);
 /* A node for an event: p's own node, or a bare one when p is NULL. NULL on
  * out-of-memory (p is then untouched). */
-sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p,
-                              bool counted);
+sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p, bool counted);
 /* Frees a node and its payload (if any). */
 void sn__evnode_free(sn__evnode_t *n);
 
@@ -75,10 +74,10 @@ struct sn_ctx {
      * they push, lowered by the worker as it drains them */
     _Atomic uint32_t wakeups;
     /* owned by whichever worker is running the process */
-    uint32_t pending;      /* counted yields not yet completed */
-    uint8_t awaited;       /* the parent awaits our result */
-    uint8_t wait_status;   /* what it slept on (0: step must run) */
-    sn__mpsc_t q;          /* producers push, the running worker pops */
+    uint32_t pending;             /* counted yields not yet completed */
+    uint8_t awaited;              /* the parent awaits our result */
+    uint8_t wait_status;          /* what it slept on (0: step must run) */
+    sn__mpsc_t q;                 /* producers push, the running worker pops */
     struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
     /* guarded by the shard lock: moved here, and messages that senders on
      * this node sent it over the network may still be on their way; until
@@ -107,7 +106,10 @@ typedef struct sn__monitor {
 
 /* Events a process takes like messages: they neither wake a Blocked
  * process nor count as wakeups (see the wake protocol in worker.c). */
-static inline bool sn__message_class(uint8_t type) { return type == SN_EV_MESSAGE || type == SN_EV_DOWN; }
+static inline bool sn__message_class(uint8_t type)
+{
+    return type == SN_EV_MESSAGE || type == SN_EV_DOWN;
+}
 
 /* ---------------------------------------------------------------- queues */
 /* The global FIFO: new submissions from outside the workers, processes
@@ -115,7 +117,7 @@ static inline bool sn__message_class(uint8_t type) { return type == SN_EV_MESSAG
 typedef struct sn__gqueue {
     pthread_mutex_t mu;
     void **ring;
-    size_t cap, head, count; /* guarded by mu */
+    size_t cap, head, count;         /* guarded by mu */
     alignas(64) _Atomic size_t size; /* mirror of count for lock-free peeks */
 } sn__gqueue_t;
 
@@ -289,9 +291,9 @@ struct sn_sched {
     _Atomic int nparked;
     pthread_mutex_t park_mu;
     pthread_cond_t park_cv;
-    uint64_t park_gen; /* guarded by park_mu */
+    uint64_t park_gen;      /* guarded by park_mu */
     _Atomic int fence_word; /* sn__fence under TSan */
-    _Atomic bool stop;  /* workers exit */
+    _Atomic bool stop;      /* workers exit */
     _Atomic bool shutting_down;
     _Atomic int shutdown_done;
 
@@ -336,9 +338,8 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
                 sn_payload_t **data, bool counted);
 /* Creates, inits and schedules a process. On failure *reason may get a
  * text payload (caller owns). */
-int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
-              sn_pid_t parent, bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out,
-              sn_payload_t **reason);
+int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
+              bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason);
 /* Runs one process (worker.c). */
 void sn__run(sn__worker_t *w, sn__proc_t *p);
 /* Dispatches the yields of a finished step (dispatch.c). */
@@ -398,8 +399,7 @@ static inline void sn__fence(sn_sched_t *sched)
 }
 
 /* Owner-only counter bump (single writer: no locked instruction). */
-#define SN__STAT_ADD(field, n)                                                                  \
-    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), \
-                          memory_order_relaxed)
+#define SN__STAT_ADD(field, n)                                                                                         \
+    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
 
 #endif

@@ -39,9 +39,8 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
                      sn_migrant_t *m)
 {
     uint32_t expect = SN__READY;
-    if (!movable(p, accept, arg) ||
-        !atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__MIGRATING, memory_order_acq_rel,
-                                                 memory_order_acquire))
+    if (!movable(p, accept, arg) || !atomic_compare_exchange_strong_explicit(
+                                        &p->state, &expect, SN__MIGRATING, memory_order_acq_rel, memory_order_acquire))
         return false;
     sn_payload_t *state = NULL;
     if (p->type->marshal(p, p->user, &state) != 0 || !state) {
@@ -49,13 +48,13 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
         return false;
     }
-    *m = (sn_migrant_t){p->pid, p->parent, p->awaited, p->await_tag, p->type->name, p->type->version, state, p,
-                        p->moves + 1};
+    *m = (sn_migrant_t){p->pid,           p->parent, p->awaited, p->await_tag, p->type->name,
+                        p->type->version, state,     p,          p->moves + 1};
     return true;
 }
 
 size_t sn__migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, const sn_type_t *type), void *arg,
-                       sn_migrant_t *out)
+                        sn_migrant_t *out)
 {
     size_t n = 0;
     /* What we popped and cannot take goes back after the search, not
@@ -116,7 +115,10 @@ static size_t fwd_probe(const sn__fwd_t *f, sn_pid_t pid)
     return i;
 }
 
-static uint32_t fwd_origin(const sn__fwd_entry_t *e, uint32_t k) { return k == 0 ? e->origin0 : e->more[k - 1]; }
+static uint32_t fwd_origin(const sn__fwd_entry_t *e, uint32_t k)
+{
+    return k == 0 ? e->origin0 : e->more[k - 1];
+}
 
 /* Adds pid -> node, with `origin` (0: none) added to its origins. An entry
  * for pid is there already when the process came back and now leaves
@@ -320,7 +322,10 @@ int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     return 0;
 }
 
-uint32_t sn__migrate_forward_of(sn_sched_t *sched, sn_pid_t pid) { return sn__forward_of(sched, pid); }
+uint32_t sn__migrate_forward_of(sn_sched_t *sched, sn_pid_t pid)
+{
+    return sn__forward_of(sched, pid);
+}
 
 void sn__migrate_diverted(sn_sched_t *sched, sn_pid_t pid)
 {
@@ -342,7 +347,7 @@ bool sn__migrate_here(sn_sched_t *sched, sn_pid_t pid)
 }
 
 size_t sn__migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*instead)(void *arg, sn_pid_t pid),
-                              void *arg, size_t *repointed)
+                               void *arg, size_t *repointed)
 {
     sn__fwd_t *f = &sched->fwd;
     *repointed = 0;
@@ -369,7 +374,10 @@ size_t sn__migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*inst
     return n;
 }
 
-void sn__migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid) { fwd_drop(&sched->fwd, pid, 0, NULL, 0); }
+void sn__migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid)
+{
+    fwd_drop(&sched->fwd, pid, 0, NULL, 0);
+}
 
 int sn__migrate_repoint(sn_sched_t *sched, sn_pid_t pid, uint32_t node)
 {
@@ -416,8 +424,8 @@ int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, si
         sn__evnode_t *e = sn__evnode_make((uint8_t)events[i].type, events[i].error, events[i].tag, events[i].from,
                                           events[i].data, false);
         while (!e) /* as above: dropping one would lose it */
-            e = sn__evnode_make((uint8_t)events[i].type, events[i].error, events[i].tag, events[i].from,
-                                events[i].data, false);
+            e = sn__evnode_make((uint8_t)events[i].type, events[i].error, events[i].tag, events[i].from, events[i].data,
+                                false);
         events[i].data = NULL;
         if (!sn__message_class(e->type))
             atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_relaxed);

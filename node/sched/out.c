@@ -59,8 +59,8 @@ int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **ms
     return 0;
 }
 
-int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method,
-                 sn_payload_t **input, uint32_t flags)
+int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method, sn_payload_t **input,
+                 uint32_t flags)
 {
     if (!type || !method)
         return SN_EINVAL;

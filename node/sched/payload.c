@@ -37,7 +37,10 @@ static void cache_drain(void *unused)
     cache_n = 0;
 }
 
-static void cache_setup(void) { (void)pthread_key_create(&cache_key, cache_drain); }
+static void cache_setup(void)
+{
+    (void)pthread_key_create(&cache_key, cache_drain);
+}
 
 static void *block_alloc(size_t size)
 {
@@ -68,15 +71,18 @@ static void block_free(void *b, size_t size)
     cache_n++;
 }
 
-static size_t block_size(size_t len) { return PREFIX + sizeof(sn_payload_t) + len + 1; }
+static size_t block_size(size_t len)
+{
+    return PREFIX + sizeof(sn_payload_t) + len + 1;
+}
 
 const char *sn_strerror(int err)
 {
     switch (err) {
     case 0:
         return "ok";
-#define SN__ERR_CASE(name, code, text) \
-    case code:                         \
+#define SN__ERR_CASE(name, code, text)                                                                                 \
+    case code:                                                                                                         \
         return text;
         SN_ERRORS(SN__ERR_CASE)
 #undef SN__ERR_CASE
@@ -164,8 +170,7 @@ sn__evnode_t *sn__payload_node(sn_payload_t *p)
     return (sn__evnode_t *)(void *)((unsigned char *)p - PREFIX);
 }
 
-sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p,
-                              bool counted)
+sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p, bool counted)
 {
     sn__evnode_t *n;
     if (p) {

@@ -155,8 +155,8 @@ int sn_plugin_load(sn_sched_t *sched, const char *path, char *err, size_t errlen
         return SN_EPLUGIN;
     }
     if (pl->api_version != SN_API_VERSION) {
-        snprintf(err, errlen, "plugin %s was built for schednode API %u, this node speaks API %u: rebuild it",
-                 path, pl->api_version, SN_API_VERSION);
+        snprintf(err, errlen, "plugin %s was built for schednode API %u, this node speaks API %u: rebuild it", path,
+                 pl->api_version, SN_API_VERSION);
         dlclose(dl);
         return SN_EPLUGIN;
     }
@@ -175,8 +175,8 @@ int sn_plugin_load(sn_sched_t *sched, const char *path, char *err, size_t errlen
     if (rc != 0) {
         /* Types it registered before failing stay registered and point into
          * it: keep the library loaded. */
-        snprintf(err, errlen, "plugin %s (%s) failed to initialise: %s (%d)", path,
-                 pl->name ? pl->name : "unnamed", sn_strerror(rc), rc);
+        snprintf(err, errlen, "plugin %s (%s) failed to initialise: %s (%d)", path, pl->name ? pl->name : "unnamed",
+                 sn_strerror(rc), rc);
     }
     h->dl = dl;
     h->next = sched->plugins;

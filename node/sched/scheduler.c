@@ -196,14 +196,13 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
     return deliver(sched, to, type, error, tag, from, data, counted, false);
 }
 
-int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
-                   sn_payload_t **result)
+int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error, sn_payload_t **result)
 {
     return deliver(sched, parent, SN_EV_YIELD_COMPLETE, error, tag, child, result, true, true);
 }
 
 int sn__deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
-                       sn_payload_t **data)
+                        sn_payload_t **data)
 {
     if (kind == SN_EV_MESSAGE)
         return message(sched, to, from, tag, data, true);
@@ -215,8 +214,7 @@ int sn_send(sn_sched_t *sched, sn_pid_t to, sn_payload_t **msg)
     return message(sched, to, SN_PID_NONE, 0, msg, false);
 }
 
-int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,
-                 sn_payload_t **reason)
+int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error, sn_payload_t **reason)
 {
     int rc = sn__deliver(sched, watcher, SN_EV_DOWN, error, tag, target, reason, false);
     if (rc != 0 && reason)
@@ -229,8 +227,8 @@ void sn__monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t 
     int rc = SN_ENOPROC;
     /* A process of another node is watched here only if it moved here
      * (sending the request home would send it back here: a loop) */
-    bool here = target.node == sched->node_id ||
-                (atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0 && sn__migrate_here(sched, target));
+    bool here = target.node == sched->node_id || (atomic_load_explicit(&sched->migrated_in, memory_order_relaxed) > 0 &&
+                                                  sn__migrate_here(sched, target));
     if (!here) {
         uint32_t via = sn__forward_of(sched, target); /* it moved on from here: so does the monitor */
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
@@ -285,8 +283,7 @@ void sn__demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_
     free(gone);
 }
 
-int sn__send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error,
-                   sn_payload_t **msg)
+int sn__send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error, sn_payload_t **msg)
 {
     return sn__deliver(sched, sender, SN_EV_YIELD_COMPLETE, error, tag, target, msg, false);
 }
@@ -306,7 +303,10 @@ int sn_complete_yield(sn_sched_t *sched, sn_pid_t pid, uint64_t tag, int error, 
 
 /* ------------------------------------------------------------ lifecycle */
 
-static size_t pclass(size_t size) { return (size + 63) / 64 - 1; }
+static size_t pclass(size_t size)
+{
+    return (size + 63) / 64 - 1;
+}
 
 sn__proc_t *sn__proc_alloc(sn__worker_t *w, size_t size)
 {
@@ -345,7 +345,10 @@ void sn__pcache_fini(sn__worker_t *w)
     }
 }
 
-size_t sn__proc_size(const sn_type_t *t) { return sizeof(sn__proc_t) + ((t->state_size + 15) & ~(size_t)15); }
+size_t sn__proc_size(const sn_type_t *t)
+{
+    return sizeof(sn__proc_t) + ((t->state_size + 15) & ~(size_t)15);
+}
 
 static uint64_t next_serial(sn_sched_t *sched)
 {
@@ -402,8 +405,8 @@ static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_pa
         if (reason)
             *reason = rc == SN_ENOMETHOD
                           ? sn_payload_printf(SN_CT_ERROR, "process type '%s' has no method '%s'", t->name, method)
-                          : sn_payload_printf(SN_CT_ERROR, "process type '%s' failed to start method '%s': %s",
-                                              t->name, method, sn_strerror(rc));
+                          : sn_payload_printf(SN_CT_ERROR, "process type '%s' failed to start method '%s': %s", t->name,
+                                              method, sn_strerror(rc));
         sn__proc_free(w, p, sn__proc_size(t));
         return rc;
     }
@@ -436,9 +439,8 @@ static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_pa
     return 0;
 }
 
-int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
-              sn_pid_t parent, bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out,
-              sn_payload_t **reason)
+int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
+              bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason)
 {
     bool out = outside_enter(sched);
     int rc = spawn_(sched, type, method, input, parent, awaited, await_tag, cb, pid_out, reason);
@@ -462,9 +464,8 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     while (watchers) {
         sn__monitor_t *m = watchers;
         watchers = m->next;
-        sn_payload_t *reason = why && result && *result ? sn_payload_new((*result)->ctype, (*result)->data,
-                                                                         (*result)->len)
-                                                        : NULL;
+        sn_payload_t *reason =
+            why && result && *result ? sn_payload_new((*result)->ctype, (*result)->data, (*result)->len) : NULL;
         sn__send_down(sched, m->watcher, p->pid, m->tag, why, &reason);
         free(m);
     }
@@ -508,8 +509,8 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
         atomic_fetch_add_explicit(&sched->ext_completed, 1, memory_order_relaxed);
 }
 
-int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input,
-             sn_result_fn on_result, void *arg, sn_pid_t *pid_out)
+int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_result_fn on_result,
+             void *arg, sn_pid_t *pid_out)
 {
     sn__waiter_t *cb = NULL;
     if (on_result) {
@@ -549,8 +550,7 @@ static void call_release(call_t *c)
     }
 }
 
-static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
-                      void *arg)
+static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result, void *arg)
 {
     (void)sched;
     (void)pid;
@@ -617,9 +617,18 @@ int sn_call(sn_sched_t *sched, const char *type, const char *method, sn_payload_
 
 /* --------------------------------------------------------------- object */
 
-sn_pid_t sn_ctx_self(const sn_ctx_t *ctx) { return ctx->pid; }
-sn_pid_t sn_ctx_parent(const sn_ctx_t *ctx) { return ctx->parent; }
-sn_sched_t *sn_ctx_sched(const sn_ctx_t *ctx) { return ctx->sched; }
+sn_pid_t sn_ctx_self(const sn_ctx_t *ctx)
+{
+    return ctx->pid;
+}
+sn_pid_t sn_ctx_parent(const sn_ctx_t *ctx)
+{
+    return ctx->parent;
+}
+sn_sched_t *sn_ctx_sched(const sn_ctx_t *ctx)
+{
+    return ctx->sched;
+}
 
 void sn__sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay)
 {
@@ -641,10 +650,19 @@ void sn__sched_watch_load(sn_sched_t *sched)
     sn__fence(sched); /* before the caller reads the queue sizes (load_news in worker.c) */
 }
 
-int sn_sched_workers(const sn_sched_t *sched) { return sched->nworkers; }
-uint32_t sn_sched_node_id(const sn_sched_t *sched) { return sched->node_id; }
+int sn_sched_workers(const sn_sched_t *sched)
+{
+    return sched->nworkers;
+}
+uint32_t sn_sched_node_id(const sn_sched_t *sched)
+{
+    return sched->node_id;
+}
 
-static uint64_t ld(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+static uint64_t ld(_Atomic uint64_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
 
 void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out)
 {

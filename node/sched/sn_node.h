@@ -41,15 +41,14 @@ void sn__sched_watch_load(sn_sched_t *sched);
 
 /* Delivers a child's result (SN_RELAY_RESULT) from another node to the
  * parent awaiting it here (or on to where it moved). */
-int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
-                   sn_payload_t **result);
+int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error, sn_payload_t **result);
 
 /* Delivers a message (or a DOWN) that arrived from another node: to the
  * process here, or on to the node it moved to from here; never back to its
  * home node (that could loop). Returns 0 or SN_ENOPROC; same ownership as
  * sn_send. */
 int sn__deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
-                       sn_payload_t **data);
+                        sn_payload_t **data);
 
 /* Returns an undeliverable message to its sender, a process on this node:
  * it gets SN_EV_YIELD_COMPLETE with `error`, the send's `tag`, `from` set
@@ -57,8 +56,7 @@ int sn__deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t 
  * relay calls this when another node reports a send it could not deliver.
  * Returns 0, or SN_ENOPROC if the sender is not here (the payload is then
  * left with the caller: the sender may have moved on). */
-int sn__send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error,
-                   sn_payload_t **msg);
+int sn__send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error, sn_payload_t **msg);
 
 /* Monitors `target` on behalf of `watcher` (either may be remote; the
  * relay calls these for monitors that cross nodes). If target is a local
@@ -67,8 +65,7 @@ void sn__monitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t 
 void sn__demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
 /* Delivers SN_EV_DOWN to `watcher` about `target` (takes *reason, may be
  * NULL). Returns 0 or SN_ENOPROC (the reason is then freed). */
-int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error,
-                 sn_payload_t **reason);
+int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error, sn_payload_t **reason);
 
 /* The registered process types (up to max of them into out); how many. */
 size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
@@ -78,13 +75,13 @@ size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
  * why it is exactly-once). The relay runs the protocol around it. */
 typedef struct sn_migrant {
     sn_pid_t pid, parent;
-    uint8_t awaited;       /* the parent awaits its result (with await_tag) */
+    uint8_t awaited; /* the parent awaits its result (with await_tag) */
     uint64_t await_tag;
-    const char *type;      /* the type's registered name */
+    const char *type; /* the type's registered name */
     uint32_t type_version;
-    sn_payload_t *state;   /* marshal() output; owned by the migrant */
-    void *handle;          /* the frozen process on the old owner */
-    uint32_t moves;        /* how many times it has moved, this move included */
+    sn_payload_t *state; /* marshal() output; owned by the migrant */
+    void *handle;        /* the frozen process on the old owner */
+    uint32_t moves;      /* how many times it has moved, this move included */
 } sn_migrant_t;
 
 /* Old owner. Takes up to max Ready processes that can move (marshal and
@@ -93,7 +90,7 @@ typedef struct sn_migrant {
  * queue, then the top of each worker's deque), freezes and marshals each
  * into out[]. Returns how many. */
 size_t sn__migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, const sn_type_t *type), void *arg,
-                       sn_migrant_t *out);
+                        sn_migrant_t *out);
 /* Old owner: the handover failed; the process runs here again. */
 void sn__migrate_revert(sn_sched_t *sched, sn_migrant_t *m);
 /* Old owner: the handover is decided. The process leaves the PID table, a
@@ -144,7 +141,7 @@ bool sn__migrate_here(sn_sched_t *sched, sn_pid_t pid);
  * is dropped if that is 0. Returns how many were dropped; *repointed gets
  * how many were not. */
 size_t sn__migrate_forget_node(sn_sched_t *sched, uint32_t node, uint32_t (*instead)(void *arg, sn_pid_t pid),
-                              void *arg, size_t *repointed);
+                               void *arg, size_t *repointed);
 /* Drops the forwarding entry for pid, whatever it points to (the process
  * was lost with the node it moved to since). */
 void sn__migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid);

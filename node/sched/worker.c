@@ -22,8 +22,8 @@
 
 #include "internal.h"
 
-#define BATCH 16           /* extra items moved from the global queue */
-#define DRAIN_MAX 128      /* events handed to one step */
+#define BATCH 16      /* extra items moved from the global queue */
+#define DRAIN_MAX 128 /* events handed to one step */
 #define SPIN_TIGHT 4
 #define SPIN_YIELD 16
 #define STEAL_NEXT_AFTER 8 /* spin rounds before taking a victim's run-next */

@@ -18,10 +18,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* A failed property check: says which and aborts, so libFuzzer keeps the
  * input as a crash and the replay test fails. */
-#define FUZZ_CHECK(cond)                                                                                           \
-    do {                                                                                                           \
-        if (!(cond))                                                                                               \
-            fuzz_fail(__FILE__, __LINE__, #cond);                                                                  \
+#define FUZZ_CHECK(cond)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond))                                                                                                   \
+            fuzz_fail(__FILE__, __LINE__, #cond);                                                                      \
     } while (0)
 static inline __attribute__((noreturn)) void fuzz_fail(const char *file, int line, const char *what)
 {

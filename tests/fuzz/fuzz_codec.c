@@ -22,7 +22,10 @@ static bool payload_eq(const sn_payload_t *a, const sn_payload_t *b)
     return a->ctype == b->ctype && a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
 }
 
-static bool str_eq(const char *a, const char *b) { return !strcmp(a ? a : "", b ? b : ""); }
+static bool str_eq(const char *a, const char *b)
+{
+    return !strcmp(a ? a : "", b ? b : "");
+}
 
 static bool sends_eq(const sn_wire_send_t *a, const sn_wire_send_t *b, size_t n)
 {
@@ -99,8 +102,8 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         break;
     case SN_FRAME_WELCOME:
     case SN_FRAME_MEMBERS:
-        rc = sn_codec_encode_members(f->node, f->incarnation, f->kind == SN_FRAME_WELCOME, f->members, f->nmembers,
-                                     buf, len);
+        rc = sn_codec_encode_members(f->node, f->incarnation, f->kind == SN_FRAME_WELCOME, f->members, f->nmembers, buf,
+                                     len);
         break;
     case SN_FRAME_ERROR:
         rc = sn_codec_encode_refusal(f->node, f->incarnation, f->code, f->reason, buf, len);
@@ -109,7 +112,8 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         rc = sn_codec_encode_leave(f->node, f->incarnation, f->reason, buf, len);
         break;
     case SN_FRAME_STEAL_REQUEST:
-        rc = sn_codec_encode_steal_request(f->node, f->incarnation, f->steal_id, f->steal_max, f->steal_ready, buf, len);
+        rc =
+            sn_codec_encode_steal_request(f->node, f->incarnation, f->steal_id, f->steal_max, f->steal_ready, buf, len);
         break;
     case SN_FRAME_STEAL_OFFER:
         rc = sn_codec_encode_steal_offer(f->node, f->incarnation, f->steal_id, f->migrants, f->nmigrants, buf, len);
@@ -118,8 +122,8 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         rc = sn_codec_encode_steal_accept(f->node, f->incarnation, f->steal_id, f->pids, f->npids, buf, len);
         break;
     case SN_FRAME_STEAL_COMMIT:
-        rc = sn_codec_encode_steal_commit(f->node, f->incarnation, f->steal_id, f->pids, f->npids, f->sends,
-                                          f->nsends, buf, len);
+        rc = sn_codec_encode_steal_commit(f->node, f->incarnation, f->steal_id, f->pids, f->npids, f->sends, f->nsends,
+                                          buf, len);
         break;
     case SN_FRAME_REQUEST:
         rc = sn_codec_encode_request(&f->request, buf, len);

@@ -46,7 +46,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static bool endpoint_ok(const char *v) { return v && !strncmp(v, "tcp://", 6) && strchr(v + 6, ':'); }
+static bool endpoint_ok(const char *v)
+{
+    return v && !strncmp(v, "tcp://", 6) && strchr(v + 6, ':');
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -76,9 +76,8 @@ static void fz_step(sn_ctx_t *ctx, void *state, sn_event_t *events, size_t n, sn
 {
     fz_state_t *s = state;
     for (size_t i = 0; i < n; i++)
-        if (events[i].type == SN_EV_CANCEL ||
-            (events[i].type == SN_EV_MESSAGE && events[i].data && events[i].data->len == 4 &&
-             !memcmp(events[i].data->data, "stop", 4))) {
+        if (events[i].type == SN_EV_CANCEL || (events[i].type == SN_EV_MESSAGE && events[i].data &&
+                                               events[i].data->len == 4 && !memcmp(events[i].data->data, "stop", 4))) {
             sn_out_done(out, NULL);
             return;
         }
@@ -157,8 +156,8 @@ static sn_relay_t *relay_new(sn_sched_t *sched, uint8_t setup)
      * version of it (not one) */
     for (uint32_t node = FZ_PARTNER; node <= FZ_OTHER; node++) {
         sn_wire_type_t t = {FZ_TYPE, node == FZ_PARTNER ? 1 : 2, 1};
-        sn_wire_member_t m = {.node = node, .state = SN_MEMBER_UP, .incarnation = 5, .first_serial = 100,
-                              .types = &t, .ntypes = 1};
+        sn_wire_member_t m = {
+            .node = node, .state = SN_MEMBER_UP, .incarnation = 5, .first_serial = 100, .types = &t, .ntypes = 1};
         snprintf(m.endpoint, sizeof m.endpoint, "tcp://127.0.0.1:700%u", (unsigned)node);
         if (r->cert)
             snprintf(m.public_key, sizeof m.public_key, "%s", zcert_public_txt(certs[node - 1]));
@@ -230,7 +229,7 @@ static void play(sn_relay_t *r, const uint8_t *data, size_t size)
             peer_t *p = &r->peers[(op >> 3) % atomic_load(&r->npeers)];
             if (p->state == SN_MEMBER_UP) {
                 p->state = SN_MEMBER_DOWN;
-                atomic_store_explicit(&p->down, 1, memory_order_release); /* as set_down */
+                atomic_store_explicit(&p->down, 1, memory_order_release);  /* as set_down */
                 sn__relay_bounce_peer(r, p, SN_ENODEDOWN, (op >> 11) & 1); /* down, or gone for good */
             }
             break;

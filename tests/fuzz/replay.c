@@ -56,7 +56,10 @@ static int run_file(const char *path)
     return 0;
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* Runs every regular file of dir, in name order; returns how many, or -1. */
 static int run_dir(const char *dir)
@@ -110,8 +113,7 @@ int main(int argc, char **argv)
     int total = 0;
     for (int i = 1; i < argc; i++) {
         struct stat st;
-        int n = stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode) ? run_dir(argv[i])
-                                                                : (run_file(argv[i]) == 0 ? 1 : -1);
+        int n = stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode) ? run_dir(argv[i]) : (run_file(argv[i]) == 0 ? 1 : -1);
         if (n < 0)
             return 1;
         total += n;

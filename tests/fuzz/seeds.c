@@ -77,7 +77,10 @@ static void bytes(pb_t *p, int num, const void *data, size_t len) /* length-deli
     p->n += len;
 }
 
-static void sub(pb_t *p, int num, const pb_t *m) { bytes(p, num, m->b, m->n); }
+static void sub(pb_t *p, int num, const pb_t *m)
+{
+    bytes(p, num, m->b, m->n);
+}
 
 /* A packed repeated varint field of n values. */
 static void packed(pb_t *p, int num, const uint64_t *v, size_t n)
@@ -107,8 +110,8 @@ static pb_t batch(size_t n_to, size_t n_from, const uint64_t *size, size_t n_siz
 {
     static const uint64_t serial[] = {1000, 1001, 1002}, node[] = {2, 2, 2}, zero[] = {0, 0, 0};
     pb_t b = {.n = 0};
-    field(&b, 2, 1);         /* seq */
-    field(&b, 3, FZ_SELF);   /* to_node */
+    field(&b, 2, 1);       /* seq */
+    field(&b, 3, FZ_SELF); /* to_node */
     packed(&b, 4, serial, n_to);
     packed(&b, 5, node, n_from);
     packed(&b, 6, serial, n_from);
@@ -183,7 +186,10 @@ static void hand_frames(void)
 
 /* ----------------------------------------------------- frames we send */
 
-static sn_payload_t *text(const char *s) { return sn_payload_text(s); }
+static sn_payload_t *text(const char *s)
+{
+    return sn_payload_text(s);
+}
 
 typedef struct frame {
     void *buf;
@@ -215,16 +221,24 @@ static frame_t members(uint32_t from, uint64_t inc, int welcome, const sn_wire_m
 
 static sn_wire_member_t member(uint32_t node, int state, uint64_t inc, sn_wire_type_t *types, size_t ntypes)
 {
-    sn_wire_member_t m = {.node = node, .state = state, .incarnation = inc, .first_serial = 100 * node,
-                          .types = types, .ntypes = ntypes};
+    sn_wire_member_t m = {
+        .node = node, .state = state, .incarnation = inc, .first_serial = 100 * node, .types = types, .ntypes = ntypes};
     snprintf(m.endpoint, sizeof m.endpoint, "tcp://127.0.0.1:70%02u", (unsigned)node);
     return m;
 }
 
 static frame_t heartbeat(uint32_t node, uint64_t inc, uint64_t ready)
 {
-    sn_wire_stats_t st = {.node = node, .workers = 2, .idle_workers = 0, .state = SN_MEMBER_UP, .live = ready + 1,
-                          .ready = ready, .idle = 1, .msgs_in = 10, .msgs_out = 12, .uptime_ms = 1234};
+    sn_wire_stats_t st = {.node = node,
+                          .workers = 2,
+                          .idle_workers = 0,
+                          .state = SN_MEMBER_UP,
+                          .live = ready + 1,
+                          .ready = ready,
+                          .idle = 1,
+                          .msgs_in = 10,
+                          .msgs_out = 12,
+                          .uptime_ms = 1234};
     snprintf(st.endpoint, sizeof st.endpoint, "tcp://127.0.0.1:70%02u", (unsigned)node);
     frame_t f;
     must(sn_codec_encode_heartbeat(node, inc, 3, &st, "schednode", &f.buf, &f.len));
@@ -289,7 +303,10 @@ static void seq_start(seq_t *s, uint8_t setup)
     s->b[s->n++] = setup;
 }
 
-static void seq_op(seq_t *s, uint8_t op) { s->b[s->n++] = op; }
+static void seq_op(seq_t *s, uint8_t op)
+{
+    s->b[s->n++] = op;
+}
 
 /* Appends a frame record and frees the frame. */
 static void seq_frame(seq_t *s, uint8_t op, frame_t f)
@@ -306,7 +323,10 @@ static void seq_frame(seq_t *s, uint8_t op, frame_t f)
     free(f.buf);
 }
 
-static void seq_write(const seq_t *s, const char *name) { write_file("relay", name, s->b, s->n); }
+static void seq_write(const seq_t *s, const char *name)
+{
+    write_file("relay", name, s->b, s->n);
+}
 
 /* A record's op: what, and its argument. */
 #define OP(what, arg) ((uint8_t)((what) | (arg) << 3))
@@ -365,8 +385,8 @@ static void codec_client_seeds(void)
     must(sn_codec_encode_reply(1, 7, &rep, &f.buf, &f.len));
     write_file("codec", "reply-status", f.buf, f.len);
     free(f.buf);
-    rep = (sn_wire_reply_t){.id = 2, .error = SN_EFAILED, .reason = "asked to fail", .pid = {1, 1000},
-                            .result = text("why")};
+    rep = (sn_wire_reply_t){
+        .id = 2, .error = SN_EFAILED, .reason = "asked to fail", .pid = {1, 1000}, .result = text("why")};
     must(sn_codec_encode_reply(1, 7, &rep, &f.buf, &f.len));
     sn_payload_destroy(&rep.result);
     write_file("codec", "reply-call", f.buf, f.len);
@@ -624,8 +644,8 @@ static void secure_seeds(seq_t *s)
 {
     seq_start(s, FZ_SETUP_JOINED | FZ_SETUP_SECURE | FZ_SETUP_NOSTEAL);
     seq_frame(s, OP(FZ_ROUTER, 0), hello(4, 1, "tcp://127.0.0.1:7004", "schednode", ""));
-    seq_frame(s, OP(FZ_ROUTER, 1), hello(5, 1, "tcp://127.0.0.1:7005", "schednode",
-                                          "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"));
+    seq_frame(s, OP(FZ_ROUTER, 1),
+              hello(5, 1, "tcp://127.0.0.1:7005", "schednode", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"));
     seq_frame(s, OP(FZ_ROUTER, 0), steal_request(2, 1, 8));
     seq_op(s, FZ_MEMBERS_TICK);
     seq_op(s, FZ_STEAL_TICK);

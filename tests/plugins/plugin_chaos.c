@@ -86,8 +86,8 @@ __attribute__((format(printf, 2, 3))) static void logline(sn_ctx_t *ctx, const c
         return;
     if (n > (int)sizeof buf - 64)
         n = (int)sizeof buf - 64;
-    n += snprintf(buf + n, sizeof buf - (size_t)n, " %" PRIu32 " %" PRIu64 "\n",
-                  sn_sched_node_id(sn_ctx_sched(ctx)), wall_us());
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " %" PRIu32 " %" PRIu64 "\n", sn_sched_node_id(sn_ctx_sched(ctx)),
+                  wall_us());
     for (int off = 0; off < n;) {
         ssize_t w = write(logfd, buf + off, (size_t)(n - off));
         if (w <= 0)
@@ -106,15 +106,24 @@ static const char *text_of(const sn_payload_t *p, char *buf, size_t len)
 static const char *why(int error)
 {
     switch (error) {
-    case 0: return "normal";
-    case SN_ENOPROC: return "noproc";
-    case SN_ENODEDOWN: return "nodedown";
-    case SN_EUNREACHABLE: return "unreachable";
-    case SN_ECANCELED: return "canceled";
-    case SN_EKILLED: return "killed";
-    case SN_EREFUSED: return "refused";
-    case SN_ETIMEDOUT: return "timedout";
-    default: return "other";
+    case 0:
+        return "normal";
+    case SN_ENOPROC:
+        return "noproc";
+    case SN_ENODEDOWN:
+        return "nodedown";
+    case SN_EUNREACHABLE:
+        return "unreachable";
+    case SN_ECANCELED:
+        return "canceled";
+    case SN_EKILLED:
+        return "killed";
+    case SN_EREFUSED:
+        return "refused";
+    case SN_ETIMEDOUT:
+        return "timedout";
+    default:
+        return "other";
     }
 }
 
@@ -124,8 +133,7 @@ static void burn_us(uint64_t us)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     do
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec <
-           us * 1000u);
+    while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec < us * 1000u);
 }
 
 /* Splits "A B C ..." into PIDs after skipping `skip` numbers. */
@@ -229,15 +237,15 @@ static int csink_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
     return 0;
 }
 
-static const sn_type_t csink_type = {"csink",     1,           sizeof(csink_t), csink_init, csink_step, NULL,
-                                     csink_marshal, csink_unmarshal};
+static const sn_type_t csink_type = {"csink",    1,    sizeof(csink_t), csink_init,
+                                     csink_step, NULL, csink_marshal,   csink_unmarshal};
 
 /* ---------------------------------------------------------------- csource */
 typedef struct csource {
     uint64_t rate, count; /* messages a second in all; per sink (0: no limit) */
     int nsinks;
     sn_pid_t sinks[MAX_SINKS];
-    uint64_t seq[MAX_SINKS]; /* last sent, per sink */
+    uint64_t seq[MAX_SINKS];    /* last sent, per sink */
     uint32_t noproc[MAX_SINKS]; /* sends to it that came back noproc */
     uint64_t sent, base_sent, base_ms;
     int next;     /* round robin */

@@ -5,4 +5,7 @@
 
 __attribute__((visibility("default"))) int schednode_plugin_missing(void);
 
-int schednode_plugin_missing(void) { return SN_API_VERSION; }
+int schednode_plugin_missing(void)
+{
+    return SN_API_VERSION;
+}
