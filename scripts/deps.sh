@@ -4,7 +4,7 @@
 # everything is there.
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
+pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev clang-format
       libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
       libsodium-dev libcmocka-dev jq man-db iproute2)
 
