@@ -4,15 +4,22 @@
 # joining through node 1 on 127.0.0.1. For each N it prints
 #   RESULT cluster-join-N <s> s          start of the joins until every node
 #                                        has logged every other as a member
+#   RESULT cluster-mesh-N <s> s          the joins' end until every node has
+#                                        a connection to every other (made at
+#                                        a node's first send to a member: a
+#                                        probe, within a period per member);
+#                                        the CPU that took is printed below
 #   RESULT cluster-idle-cpu-N <pct> %    CPU of the whole cluster over
-#                                        SCALE_IDLE_S seconds idle, in % of
-#                                        one core (utime+stime of all nodes)
+#                                        SCALE_IDLE_S seconds idle, once the
+#                                        mesh is made, in % of one core
+#                                        (utime+stime of all nodes)
 #   RESULT cluster-spread-N <s> s        a spread of SCALE_SPREAD processes
 #                                        (5 ms each) from node 1, stealing on
 #   RESULT cluster-false-downs-N <n>     "is down" lines logged before any
 #                                        node was killed (join, idle, spread)
 #   RESULT cluster-detect-N <ms> ms      kill -9 of node N until every other
-#                                        node has logged it down
+#                                        node has logged it down (the logs'
+#                                        millisecond times)
 # A benchmark, not a test: nothing is asserted; a step that does not finish
 # in its bound prints "timeout" as its value.
 # Usage: cluster-scale.sh SCHEDNODE [N...] (default: 10 20 50 100)
@@ -25,6 +32,8 @@ shift
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10 20 50 100)
 IDLE=${SCALE_IDLE_S:-10} SPREAD=${SCALE_SPREAD:-4000} QUIET=${SCALE_QUIET_S:-0}
+HB=$(grep -o -- '--heartbeat-ms [0-9]*' <<<"${SCALE_FLAGS:-}" | awk '{print $2}')
+HB=${HB:-300} # the probe period (ms): the default unless SCALE_FLAGS sets it
 dir=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; if [ -n "${SCALE_KEEP:-}" ]; then rm -rf "$SCALE_KEEP"; mv "$dir" "$SCALE_KEEP"; else rm -rf "$dir"; fi; }
@@ -40,6 +49,16 @@ all_see_all() {
 }
 # how many logs other than node $2's say node $2 is down
 seen_down() { grep -l "node=[0-9]* node $2 at .* is down" "$dir"/n*.log 2>/dev/null | grep -vc "/n$2.log$"; }
+# established TCP connection ends on 127.0.0.1 with a node's listening
+# port on one side (a connection between two nodes has two ends)
+mesh_sockets() {
+  local ports
+  ports=$(grep -ho "listening on tcp://127.0.0.1:[0-9]*" "$dir"/n*.log | sed 's/.*://' | tr '\n' ' ')
+  ss -Htn state established 2>/dev/null | awk -v ports="$ports" '
+    BEGIN { split(ports, p, " "); for (i in p) lp[p[i]] = 1 }
+    { l = $(NF - 1); r = $NF; sub(/.*:/, "", l); sub(/.*:/, "", r); if ((l in lp) || (r in lp)) c++ }
+    END { print c + 0 }'
+}
 cpu_ticks() { # utime + stime of every node, in clock ticks
   local t=0 p f
   for p in "${pids[@]}"; do
@@ -75,8 +94,23 @@ for n in "${sizes[@]}"; do
     sleep 0.1
   done
   echo "RESULT cluster-join-$n $join s"
-  sleep 2 # the joins' gossip settles
   fd_join=$(cat "$dir"/n*.log | grep -c " is down")
+  # The mesh: a node connects to a member at its first send to it (a probe,
+  # within a period per member, or work), so a cluster that just formed
+  # is still connecting for about N periods. Idle is measured once every
+  # node has a connection to every other; what forming the mesh took is
+  # printed too.
+  c0=$(cpu_ticks) w0=$(now_ms) want=$((2 * n * (n - 1))) mesh="timeout" got=0
+  while [ $(($(now_ms) - w0)) -lt $((n * HB * 2 + 30000)) ]; do
+    got=$(mesh_sockets)
+    [ "$got" -ge "$want" ] && { mesh=$(awk -v ms=$(($(now_ms) - w0)) 'BEGIN { printf "%.1f", ms / 1000 }'); break; }
+    sleep 0.5
+  done
+  c1=$(cpu_ticks) w1=$(now_ms)
+  echo "RESULT cluster-mesh-$n $mesh s"
+  awk -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v ms=$((w1 - w0)) -v got="$got" -v want="$want" \
+    'BEGIN { printf "    mesh: %d of %d connection ends; the cluster used %.1f %% of a core meanwhile\n", got, want, 100 * c / hz / (ms / 1000) }'
+  sleep 1
   c0=$(cpu_ticks) w0=$(now_ms)
   sleep "$IDLE"
   c1=$(cpu_ticks) w1=$(now_ms)
@@ -96,13 +130,16 @@ for n in "${sizes[@]}"; do
   false_downs=$(cat "$dir"/n*.log | grep -c " is down")
   echo "RESULT cluster-false-downs-$n $false_downs"
   [ "$false_downs" -gt 0 ] && echo "    false downs: $fd_join by the end of the joins, $((fd_idle - fd_join)) idle, $((false_downs - fd_idle)) in the spread; first: $(grep -h " is down" "$dir"/n*.log | head -1)"
+  k0=$(now_ms) kday=$(date +%H:%M:%S.%N)
   kill -9 "${pids[$((n - 1))]}"
   wait "${pids[$((n - 1))]}" 2>/dev/null
-  k0=$(now_ms)
   detect="timeout"
   while [ $(($(now_ms) - k0)) -lt 60000 ]; do
     if [ "$(seen_down "$n" "$n")" -ge $((n - 1)) ]; then
-      detect=$(($(now_ms) - k0))
+      # the last of the down lines, by its time in the log (ms), less the kill's
+      detect=$(grep -h "node=[0-9]* node $n at .* is down" "$dir"/n*.log | awk -v k="$kday" '
+        function sec(t, a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
+        { d = sec($4) - sec(k); if (d < 0) d += 86400; if (d > m) m = d } END { printf "%d", m * 1000 }')
       break
     fi
     sleep 0.05

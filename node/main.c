@@ -82,7 +82,7 @@ static void usage(FILE *f)
             "      --no-steal             do not take work from other nodes, nor give any\n"
             "      --steal-batch N        most processes one steal moves (default 64)\n"
             "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
-            "      --heartbeat-ms MS      heartbeat period to peers (default 200)\n"
+            "      --heartbeat-ms MS      probe period: each node probes one member per period (default 300)\n"
             "      --down-after-ms MS     a peer silent this long is down (default 1500)\n"
             "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
             "      --json                 status: print JSON\n"
@@ -178,6 +178,11 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
            "READY", "IDLE", "BLOCKED", "DONE", "MSGS_IN", "MSGS_OUT", "ST_IN", "ST_OUT", "UPTIME");
     for (size_t i = 0; i < n; i++) {
         const sn_wire_stats_t *r = &rows[i];
+        if (r->workers == 0) { /* a member whose row has not reached this node yet (it comes with the probes) */
+            printf("%-6u %-28s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", r->node, r->endpoint,
+                   state_name(r->state), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-");
+            continue;
+        }
         char up[32];
         snprintf(up, sizeof up, "%" PRIu64 ".%01" PRIu64 "s", r->uptime_ms / 1000, r->uptime_ms % 1000 / 100);
         printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64
@@ -690,6 +695,7 @@ static void start_process(const options_t *o, sigset_t *sigs)
     snprintf(ident, sizeof ident, "schednode%s%s", config_file.name ? " " : "",
              config_file.name ? config_file.name : "");
     zsys_set_logident(ident);
+    sn__log_set_ident(ident);
     zsys_set_logstream(stderr);
     sigemptyset(sigs);
     sigaddset(sigs, SIGINT);

@@ -36,7 +36,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->incarnation = cfg->incarnation;
     r->first_serial = cfg->first_serial;
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
-    r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 200;
+    r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : SN_PROBE_MS_DEFAULT;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
     /* send ids: this node in the top 16 bits, so that ids of different
      * nodes never meet; the run's start time below, so that a restart

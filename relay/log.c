@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const names[] = {
 #define NAME(id, name) [SN__LOG_##id] = name,
@@ -45,26 +46,46 @@ int sn__log_level(void)
     return atomic_load_explicit(&level, memory_order_relaxed);
 }
 
+/* The program's name in each line (zsys's log ident); written by main
+ * before the threads start. */
+static char ident[64] = "schednode";
+
+void sn__log_set_ident(const char *name)
+{
+    snprintf(ident, sizeof ident, "%s", name);
+}
+
+/* zsys's line ("I: (ident) yy-mm-dd HH:MM:SS text"), written here with
+ * milliseconds in the time: what happens within a second on a cluster
+ * (a join, a detection) is read off the logs. One write per line, to
+ * stderr (unbuffered), so threads' lines do not mix. */
 void sn__vlogf(uint32_t node, int l, const char *fmt, va_list ap)
 {
     if (l > sn__log_level())
         return;
-    char msg[1024];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    switch (l) {
-    case SN__LOG_ERROR:
-        zsys_error("node=%" PRIu32 " %s", node, msg);
-        break;
-    case SN__LOG_WARN:
-        zsys_warning("node=%" PRIu32 " %s", node, msg);
-        break;
-    case SN__LOG_INFO:
-        zsys_info("node=%" PRIu32 " %s", node, msg);
-        break;
-    default:
-        zsys_debug("node=%" PRIu32 " %s", node, msg);
-        break;
-    }
+    char line[1280];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    localtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(line, sizeof line, "%y-%m-%d %H:%M:%S", &tm);
+    static const char tag[] = {
+        [SN__LOG_ERROR] = 'E', [SN__LOG_WARN] = 'W', [SN__LOG_INFO] = 'I', [SN__LOG_DEBUG] = 'D'};
+    char when[32];
+    snprintf(when, sizeof when, "%.*s.%03ld", (int)n, line, ts.tv_nsec / 1000000L);
+    int k = snprintf(line, sizeof line, "%c: (%s) %s node=%" PRIu32 " ",
+                     tag[l < 0   ? 0
+                         : l > 3 ? 3
+                                 : l],
+                     ident, when, node);
+    if (k < 0 || (size_t)k >= sizeof line - 2)
+        return;
+    int m = vsnprintf(line + k, sizeof line - (size_t)k - 1, fmt, ap);
+    size_t len = m < 0 ? (size_t)k : (size_t)k + (size_t)m;
+    if (len > sizeof line - 2)
+        len = sizeof line - 2; /* (cut at about 1 KiB) */
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
 }
 
 void sn__logf(uint32_t node, int l, const char *fmt, ...)

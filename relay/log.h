@@ -33,8 +33,11 @@ const char *sn__log_level_names(void);
 void sn__log_set_level(int level);
 int sn__log_level(void);
 
-/* One line at `level`, "node=NODE " then the formatted text (cut at about
- * 1 KiB), through zsys_error / _warning / _info / _debug. Any thread. */
+/* One line at `level`, as zsys writes them ("I: (IDENT) yy-mm-dd
+ * HH:MM:SS") but with milliseconds, then "node=NODE " and the formatted
+ * text (cut at about 1 KiB), to stderr. Any thread. The ident (default
+ * "schednode") is set before the threads start. */
+void sn__log_set_ident(const char *name);
 void sn__logf(uint32_t node, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void sn__vlogf(uint32_t node, int level, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 

@@ -41,6 +41,7 @@
 #include "swim.h"
 
 #define HELLO_EVERY_NS 500000000u
+#define HELLO_RETRY_NS 10000000u   /* while no seed's connection is up */
 #define JOIN_NEWS_GAP_NS 20000000u /* a seed tells the members of joins at most this often */
 #define GOSSIP_EVERY 10            /* periods between anti-entropy pushes */
 #define LOAD_EVERY 5               /* periods between load broadcasts while there is work to give */
@@ -131,15 +132,15 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
         SNLOG_INFO(r, "node %" PRIu32 " at %s is a member (%s)", m->node, m->endpoint, how);
         sn_swim_apply(r->swim, 0, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version}, now);
-        /* our row (load, workers), to it at the next tick: an idle
-         * newcomer comes for work without waiting, its status shows us.
-         * To it alone: the news of a storm of joins goes to every member
-         * once per batch, not once per join (issue 15). The connection
-         * this makes is one SWIM's probes make anyway, only sooner: the
-         * mesh is made while the cluster forms, not through its first
-         * N periods */
-        p->tell_load = true;
-        r->tell_load = true;
+        /* our row, to it alone, if we have work to give: an idle
+         * newcomer comes for it without waiting. Not otherwise: in a storm
+         * of joins every member would connect to every member at once
+         * (issue 15); an idle member's row reaches it with the probes,
+         * within a period per member (its status shows it since) */
+        if (r->said_loaded) {
+            p->tell_load = true;
+            r->tell_load_ns = now;
+        }
         return p;
     }
     if (m->incarnation > p->incarnation) {
@@ -450,16 +451,18 @@ static void join_news(sn_relay_t *r)
     free(v);
 }
 
-/* Our load to the members new here (tell_load), one message encoded once. */
+/* Our row (we have work to give) to the members new here, one message
+ * encoded once. */
 static void tell_load(sn_relay_t *r)
 {
-    r->tell_load = false;
     sn_wire_stats_t row;
     own_row(r, &row);
     void *buf = NULL;
     size_t len = 0;
-    if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) != 0)
-        buf = NULL;
+    if (row.ready < 2 ||
+        sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) != 0)
+        buf = NULL; /* (nothing to give after all: nothing to say) */
+    r->tell_load_ns = UINT64_MAX;
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
     for (size_t i = 0; i < np; i++) {
         peer_t *p = &r->peers[i];
@@ -730,6 +733,7 @@ static void swim_changed(void *arg, uint32_t node, uint64_t run, int state, int 
 int sn__members_init(sn_relay_t *r)
 {
     uint64_t ms = 1000000u;
+    r->tell_load_ns = UINT64_MAX;
     /* --down-after-ms: the suspicion timeout of a cluster of up to ten
      * members when no other member confirms it; a third of it when three
      * do; both grow with log10 of the size past ten (swim.h) */
@@ -830,16 +834,20 @@ static void push_view(sn_relay_t *r)
     free(v);
 }
 
-static void hellos(sn_relay_t *r)
+/* A Hello to every seed; false if none took it (a seed's DEALER takes
+ * nothing before its connection is made: ZMQ_IMMEDIATE). */
+static bool hellos(sn_relay_t *r)
 {
     void *buf;
     size_t len;
     if (sn_codec_encode_hello(r->node, r->incarnation, r->advertise, r->cluster, r->first_serial, r->public_key,
                               r->types, r->ntypes, &buf, &len) != 0)
-        return;
+        return false;
+    bool sent = false;
     for (size_t i = 0; i < r->nseeds; i++)
-        zmq_send(zsock_resolve(r->seeds[i].dealer), buf, len, ZMQ_DONTWAIT);
+        sent |= zmq_send(zsock_resolve(r->seeds[i].dealer), buf, len, ZMQ_DONTWAIT) >= 0;
     free(buf);
+    return sent;
 }
 
 /* Leaving: done when everything we sent is confirmed (or the deadline). */
@@ -862,6 +870,7 @@ static void leaving(sn_relay_t *r, uint64_t now)
     }
     r->leave_deadline_ns = 0;
     zsock_signal(r->actor_pipe, 0);
+    r->pipe_used = true; /* (the signal may take the pipe's wake-up: relay.c) */
 }
 
 /* A tick more than one period late means this node did not run for that
@@ -893,8 +902,9 @@ void sn__members_tick(sn_relay_t *r)
         joined = 1;
     }
     if (joined == 0 && now >= r->next_hello_ns) {
-        hellos(r);
-        r->next_hello_ns = now + HELLO_EVERY_NS;
+        /* again soon while no connection took it (a loaded seed, or this
+         * machine, may take a while to connect), else after a while */
+        r->next_hello_ns = now + (hellos(r) ? HELLO_EVERY_NS : HELLO_RETRY_NS);
     }
     stalled(r, now);
     if (atomic_exchange_explicit(&r->load_news, 0, memory_order_acq_rel)) {
@@ -913,7 +923,7 @@ void sn__members_tick(sn_relay_t *r)
             sn_swim_tick(r->swim, now);
         if (r->njoin_news && now >= r->join_told_ns + JOIN_NEWS_GAP_NS)
             join_news(r);
-        if (r->tell_load)
+        if (now >= r->tell_load_ns)
             tell_load(r);
         if (r->gossip_due || now >= r->next_push_ns) {
             push_view(r);
@@ -949,8 +959,8 @@ uint64_t sn__members_next_ns(sn_relay_t *r)
     if (atomic_load_explicit(&r->joined, memory_order_relaxed) != 1 || r->leave_deadline_ns || !r->next_tick_ns)
         return r->next_tick_ns;
     uint64_t next = sn_swim_next_ns(r->swim);
-    if (r->tell_load)
-        next = 0;
+    if (r->tell_load_ns < next)
+        next = r->tell_load_ns;
     if (r->njoin_news && r->join_told_ns + JOIN_NEWS_GAP_NS < next)
         next = r->join_told_ns + JOIN_NEWS_GAP_NS;
     if (r->next_push_ns < next)

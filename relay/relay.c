@@ -26,6 +26,8 @@
 
 #include "relay_int.h"
 
+#define SWEEP_NS 1000000000u /* see turn */
+
 void sn_relay_set_log_level(int level)
 {
     sn__log_set_level(level);
@@ -173,12 +175,13 @@ static bool look_at_peers(sn_relay_t *r)
         peer_t *p = &r->peers[look[i]];
         if (!p->dealer)
             continue;
-        int ev = zsock_events(p->dealer);
-        if ((ev & ZMQ_POLLIN) && sn__relay_read_socket(r, zsock_resolve(p->dealer), false, NULL)) {
+        /* (a read until EAGAIN looks at the socket's commands, as
+         * ZMQ_EVENTS would: one syscall fewer; ZMQ_EVENTS only for room) */
+        if (sn__relay_read_socket(r, zsock_resolve(p->dealer), false, NULL)) {
             sn__relay_io_look(r, p);
             more = true;
         }
-        if ((ev & ZMQ_POLLOUT) && (p->pending || p->nctl))
+        if ((p->pending || p->nctl) && (zsock_events(p->dealer) & ZMQ_POLLOUT))
             sn__relay_flush_peer(r, p);
     }
     return more;
@@ -246,14 +249,18 @@ static bool wait_events(sn_relay_t *r, turn_t *t)
  * True on $TERM. */
 static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
 {
-    /* the pipe, the ROUTER: when they woke us, were used, or at each
-     * tick (a wake-up libzmq took inside one of our own calls) */
-    bool tick = sn__relay_now_ns() >= sn__members_next_ns(r);
-    if (tick)
+    /* the pipe, the ROUTER: when they woke us or were used, and once a
+     * second (a sweep, at a tick: a wake-up libzmq took inside one of our
+     * own calls, which the flags missed, is seen then) */
+    uint64_t now = sn__relay_now_ns();
+    bool sweep = now >= sn__members_next_ns(r) && now >= r->sweep_ns;
+    if (sweep) {
+        r->sweep_ns = now + SWEEP_NS;
         r->router_look = true;
-    if ((t->pipe_look || tick) && pipe_commands(r, pipe))
+    }
+    if ((t->pipe_look || sweep || r->pipe_used) && pipe_commands(r, pipe))
         return true;
-    t->pipe_look = false;
+    t->pipe_look = r->pipe_used = false;
     /* Every turn drains, not only a signalled one: a GONE is queued
      * without waking us (sn__relay_deliver) and goes out with the next
      * send, or at the next tick (a heartbeat period at most). */
@@ -261,16 +268,16 @@ static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
     t->inflight = !t->more && sn__mpsc_maybe_nonempty(&r->outq);
     if (r->router_look) {
         r->router_look = false;
-        if ((zsock_events(r->router) & ZMQ_POLLIN) && sn__relay_read_socket(r, zsock_resolve(r->router), true, NULL))
+        if (sn__relay_read_socket(r, zsock_resolve(r->router), true, NULL))
             r->router_look = t->more = true;
     }
     sn__relay_send_acks(r, sn__relay_now_ns());
     if (look_at_peers(r))
         t->more = true;
     look_at_seeds(r);
-    /* (at every tick too: its ZMQ_FD did not always wake us for a
-     * refused handshake, cluster.sh) */
-    while (tick && r->router_monitor && (zsock_events(r->router_monitor) & ZMQ_POLLIN))
+    /* (at a sweep too: its ZMQ_FD did not always wake us for a refused
+     * handshake, cluster.sh) */
+    while (sweep && r->router_monitor && (zsock_events(r->router_monitor) & ZMQ_POLLIN))
         router_refused(r);
     if (r->nseeds && atomic_load_explicit(&r->joined, memory_order_relaxed) != 0)
         sn__relay_drop_seeds(r);
@@ -284,7 +291,7 @@ static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
         sn__steal_tick(r, sn__relay_now_ns());
     /* sends on the ROUTER (acks, answers) or the pipe may have taken
      * their wake-ups: look again at once if something is waiting */
-    if (r->router_look || (tick && (zsock_events(pipe) & ZMQ_POLLIN)))
+    if (r->router_look || (sweep && (zsock_events(pipe) & ZMQ_POLLIN)))
         t->more = true;
     return false;
 }

@@ -74,7 +74,7 @@ typedef struct peer {
     char public_key[41]; /* its CurveZMQ key ("" when insecure) */
     zsock_t *dealer;     /* NULL until the first send to it (sn__relay_try_send) */
     bool dial;           /* endpoint and key known and usable: a dealer may be made */
-    bool tell_load;      /* new here: it gets our load at the next tick (members.c) */
+    bool tell_load;      /* new here: it gets our row, we have work to give (members.c: tell_load) */
     uint64_t last_heard_ns;
     /* outbound: the batch being filled, a frame the socket refused (full
      * pipe), and frames sent but not yet acknowledged, oldest first */
@@ -142,13 +142,15 @@ struct sn_relay {
     _Atomic int out;       /* any thread: 1 once this run was told it is out of the cluster */
     char out_reason[640];  /* why (written before `out` is set, release) */
     char join_error[1024]; /* set before joined = -1 (release) */
+    uint64_t sweep_ns;     /* the I/O loop's next sweep (relay.c: turn) */
+    bool pipe_used;        /* we signalled the actor's pipe: look at it next turn */
     bool gossip_due;       /* push the view to a member soon (anti-entropy) */
     uint64_t next_push_ns; /* the next anti-entropy push (members.c) */
     unsigned push_round;
     struct sn_swim *swim;  /* failure detection (swim.c, driven by members.c) */
     uint64_t next_load_ns; /* when this node's load goes to every member again while it has work to give */
     bool said_loaded;      /* the last load it sent said it had work to give */
-    bool tell_load;        /* some peer has tell_load set */
+    uint64_t tell_load_ns; /* when tell_load is due (UINT64_MAX: none) */
     /* A seed's joins not yet told to the members: told together, at most
      * once per JOIN_NEWS_GAP_NS (a storm of joins costs one message per
      * member per batch, not per join). Relay thread only (members.c). */

@@ -83,6 +83,9 @@ wait_for 100 all_up 1 2 3 4 5 && ok "every member sees the same five members up"
   bad "views differ: $(for a in 1 2 3 4 5; do echo -n "$a:$(view $a) "; done)"
 grep -q "joined cluster 'schednode' through node 4" "$dir/node5.log" && ok "node 5 logs whom it joined through" ||
   bad "no join log on node 5"
+# (a member's row reaches node 1 with SWIM's probes: within a period per member)
+rows_in() { [ "$(status 1 | jq '[.nodes[] | .workers] | add')" = 10 ]; }
+wait_for 50 rows_in
 st=$(status 1)
 [ "$(jq '.nodes | length' <<<"$st")" = 5 ] && [ "$(jq '.nodes[0].id' <<<"$st")" = 1 ] &&
   [ "$(jq '[.nodes[] | .workers] | add' <<<"$st")" = 10 ] && [ "$(jq '.nodes[0].uptime_ms > 0' <<<"$st")" = true ] &&
