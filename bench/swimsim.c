@@ -293,7 +293,13 @@ typedef struct args {
  * status to leave with at once (0 after --help, 2 for bad arguments). */
 static int parse(int argc, char **argv, args_t *a)
 {
-    *a = (args_t){.n = 1000, .ncrash = 1, .warmup = 10, .settle = 15, .period_ms = 200, .dmin_ms = 1, .dmax_ms = 10};
+    *a = (args_t){.n = 1000,
+                  .ncrash = 1,
+                  .warmup = 10,
+                  .settle = 15,
+                  .period_ms = SN_SWIM_PERIOD_MS,
+                  .dmin_ms = 1,
+                  .dmax_ms = 10};
     static const struct option opts[] = {{"members", 1, 0, 'n'},   {"crash", 1, 0, 'k'},     {"loss", 1, 0, 'l'},
                                          {"delay-min", 1, 0, 'd'}, {"delay-max", 1, 0, 'D'}, {"period", 1, 0, 'p'},
                                          {"warmup", 1, 0, 'w'},    {"settle", 1, 0, 's'},    {"seed", 1, 0, 'x'},

@@ -1,7 +1,7 @@
 /* codec.c - Envelope encoding and decoding. The only file that includes
  * the protobuf-c generated header. Decoding treats every byte as hostile:
  * size is checked before parsing, every field after, and nothing here
- * asserts on input.
+ * asserts on input. No state: any thread.
  */
 #include "codec.h"
 

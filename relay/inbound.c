@@ -331,36 +331,15 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
         if (p)
             sn__relay_acked(p, f.seq);
         break;
-    case SN_FRAME_HEARTBEAT:
-        if (!p && f.has_stats && (p = sn__members_stranger(r, &f)) != NULL)
-            sn__members_heard(r, p, f.incarnation);
-        if (p) /* (a probe from a node we just learned of is answered too) */
-            sn__members_heartbeat(r, p, &f);
-        break;
-    case SN_FRAME_STEAL_REQUEST:
-    case SN_FRAME_STEAL_OFFER:
-    case SN_FRAME_STEAL_ACCEPT:
-    case SN_FRAME_STEAL_COMMIT:
-        if (p && p->state == SN_MEMBER_UP)
-            sn__steal_frame(r, p, &f);
-        else
-            sn__relay_bad(r, "steal message from a node that is not a live member", f.node);
-        break;
-    case SN_FRAME_HELLO:
-    case SN_FRAME_WELCOME:
-    case SN_FRAME_MEMBERS:
-    case SN_FRAME_ERROR:
-    case SN_FRAME_LEAVE:
-        sn__members_frame(r, &f, ident, ident_len, from_seed);
-        break;
     case SN_FRAME_REQUEST:
         if (ident)
             inbound_request(r, &f.request, ident, ident_len);
         else
             sn__relay_bad(r, "client request on a peer connection", f.node);
         break;
-    default:
-        sn__relay_bad(r, "out of protocol", f.node);
+    default: /* membership, steals (dispatch.c) */
+        if (!sn__relay_logic_frame(r, p, &f, ident, ident_len, from_seed))
+            sn__relay_bad(r, "out of protocol", f.node);
         break;
     }
     sn_frame_clear(&f);

@@ -1,4 +1,7 @@
-/* keys.c - CurveZMQ certificates (see keys.h). */
+/* keys.c - CurveZMQ certificates (see keys.h): made by keygen, loaded
+ * and checked when a relay or a client starts (the calling thread), and
+ * a joining node's key checked against the directory (the I/O thread).
+ * No state of its own: any thread. */
 #include "keys.h"
 
 #include <errno.h>

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "swim.h"
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -36,7 +37,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->incarnation = cfg->incarnation;
     r->first_serial = cfg->first_serial;
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
-    r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : SN_PROBE_MS_DEFAULT;
+    r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : SN_SWIM_PERIOD_MS;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
     /* send ids: this node in the top 16 bits, so that ids of different
      * nodes never meet; the run's start time below, so that a restart

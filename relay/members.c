@@ -1,9 +1,9 @@
 /* members.c - cluster membership, run on the relay's I/O thread.
  *
- * Joining: a new node sends Hello to its seeds every 500 ms until one
- * answers Welcome (the member list) or refuses (Error: another cluster
- * name, a node id another live node holds, an earlier run of a node). The
- * seed adds the newcomer and gossips the view at once.
+ * Joining: a new node sends Hello to its seeds every 500 ms (every 10 ms
+ * while no seed's connection is up to take it) until one answers Welcome (the member list) or refuses (Error: another
+ * cluster name, a node id another live node holds, an earlier run of a node). The seed adds the newcomer and gossips
+ * the view at once.
  *
  * The view: every member's id, endpoint, incarnation (its run: a restart
  * makes a new one), first PID serial and SWIM version. The seed that

@@ -248,15 +248,6 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
     p->ctl[p->nctl++] = (sent_t){buf, len, 0};
 }
 
-void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
-{
-    p->incarnation = incarnation;
-    p->recv_seq = p->acked_seq = p->ack_due_ns = 0;
-    p->next_seq = 0;
-    p->ident_len = 0;
-    p->has_stats = false;
-}
-
 void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
 {
     item_t **b = sn__grow(p->batch, &p->cap, p->nbatch, sizeof *b, 256, 0);

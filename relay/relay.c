@@ -40,16 +40,6 @@ uint64_t sn__relay_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
-{
-    /* acquire: pairs with the release that published the slots */
-    size_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
-    for (size_t i = 0; i < n; i++)
-        if (r->peers[i].node == node)
-            return &r->peers[i];
-    return NULL;
-}
-
 /* The I/O loop.
  *
  * One epoll set (r->epfd) holds the ZMQ_FD of every socket (the actor's

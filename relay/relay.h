@@ -20,15 +20,6 @@ typedef struct sn_peer_config {
     const char *endpoint; /* tcp://HOST:PORT */
 } sn_peer_config_t;
 
-/* The default probe period (--heartbeat-ms). Its trade: each node sends
- * and answers about one probe a period, each costing a few thread
- * wake-ups on both ends, so a cluster's idle CPU goes as N / period; a
- * dead node is seen down about two periods plus the suspicion timeout
- * (--down-after-ms) after it died. 300 ms: a 100-node cluster idles at
- * about a tenth of a core on this project's 2-core machine and sees a
- * kill -9 within 2 s (README, "Scale"). */
-#define SN_PROBE_MS_DEFAULT 300
-
 typedef struct sn_relay_config {
     const char *listen;       /* endpoint to bind, e.g. tcp://127.0.0.1:7001 */
     const char *advertise;    /* where peers reach us; NULL: the bound endpoint */
@@ -43,7 +34,7 @@ typedef struct sn_relay_config {
     int steal_batch;        /* most processes one steal moves (0: 64) */
     uint64_t incarnation;   /* this run of the node */
     size_t max_frame;       /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
-    int heartbeat_ms;       /* the SWIM probe period; 0 = SN_PROBE_MS_DEFAULT */
+    int heartbeat_ms;       /* the SWIM probe period; 0 = SN_SWIM_PERIOD_MS (swim.h) */
     int down_after_ms;      /* no frame from a peer for this long: down; 0 = 1500 */
     /* Called once, on the relay's I/O thread, when this run is put out of
      * its cluster (see sn_relay_out); the program decides how to stop

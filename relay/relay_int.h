@@ -16,6 +16,7 @@
 #include <czmq.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #include "codec.h"
 #include "keys.h"
@@ -235,7 +236,15 @@ struct sn_relay {
 
 uint64_t sn__relay_now_ns(void);
 /* The peer with this node id, or NULL (any thread). */
-peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node);
+static inline peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
+{
+    /* acquire: pairs with the release that published the slots */
+    size_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
+        if (r->peers[i].node == node)
+            return &r->peers[i];
+    return NULL;
+}
 /* Counts and logs (rate-limited) a dropped frame. */
 void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node);
 /* Everything waiting for p goes back to its senders with `error`; gone:
@@ -272,12 +281,29 @@ zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *se
  * false if there was none to drop (or no memory to record it). */
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
-void sn__relay_reset_peer(peer_t *p, uint64_t incarnation);
+static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
+{
+    p->incarnation = incarnation;
+    p->recv_seq = p->acked_seq = p->ack_due_ns = 0;
+    p->next_seq = 0;
+    p->ident_len = 0;
+    p->has_stats = false;
+}
 
 /* Queues an item for the I/O thread (any thread; the I/O thread too, to
  * put something behind what is queued already). */
 void sn__relay_enqueue(sn_relay_t *r, item_t *it);
-void sn__relay_free_item(item_t *it);
+static inline void sn__relay_free_item(item_t *it)
+{
+    if (it->kind == ITEM_SEND) {
+        sn_payload_destroy(&it->s.payload);
+    } else {
+        reply_item_t *ri = (reply_item_t *)it;
+        free(ri->rep.reason);
+        sn_payload_destroy(&ri->rep.result);
+    }
+    free(it);
+}
 /* Sends or holds one drained item: the location cache may hold it or
  * change its dest; dest == this node delivers it here. */
 void sn__relay_route(sn_relay_t *r, item_t *it);
@@ -320,6 +346,11 @@ void sn__relay_ack_later(sn_relay_t *r, peer_t *p, uint64_t seq, const unsigned 
 void sn__relay_send_acks(sn_relay_t *r, uint64_t now);
 uint64_t sn__relay_acks_due_ns(sn_relay_t *r);
 void sn__relay_send_reply(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_wire_reply_t *rep);
+
+/* dispatch.c (I/O thread): a frame for members.c or steal.c, handed on
+ * by kind; false if it is none of theirs. */
+bool sn__relay_logic_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
+                           zsock_t *from_seed);
 
 /* inbound.c (I/O thread): a send for a process here (from: the peer it
  * came from; NULL: from a sender here, or held here by locate.c); what is

@@ -229,18 +229,6 @@ void sn__relay_bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_
     sn_payload_destroy(&s->payload);
 }
 
-void sn__relay_free_item(item_t *it)
-{
-    if (it->kind == ITEM_SEND) {
-        sn_payload_destroy(&it->s.payload);
-    } else {
-        reply_item_t *ri = (reply_item_t *)it;
-        free(ri->rep.reason);
-        sn_payload_destroy(&ri->rep.result);
-    }
-    free(it);
-}
-
 /* Returns true if it stopped on the budget (more may be queued). */
 bool sn__relay_drain(sn_relay_t *r)
 {

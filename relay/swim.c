@@ -102,7 +102,7 @@ sn_swim_t *sn_swim_new(uint32_t self, uint64_t run, const sn_swim_config_t *cfg,
     s->run = run;
     s->cfg = *cfg;
     if (!s->cfg.period_ns)
-        s->cfg.period_ns = 200000000u;
+        s->cfg.period_ns = (uint64_t)SN_SWIM_PERIOD_MS * 1000000u;
     if (!s->cfg.probe_timeout_ns)
         s->cfg.probe_timeout_ns = s->cfg.period_ns / 2;
     if (!s->cfg.suspect_min_ns)

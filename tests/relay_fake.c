@@ -52,15 +52,6 @@ uint64_t sn__relay_now_ns(void)
     return fake_clock();
 }
 
-peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
-{
-    size_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
-    for (size_t i = 0; i < n; i++)
-        if (r->peers[i].node == node)
-            return &r->peers[i];
-    return NULL;
-}
-
 void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
 {
     fake_node_t *n = node_of(r);
@@ -140,15 +131,6 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
     sn__loc_peer_down(r, p->node, gone);
 }
 
-void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
-{
-    p->incarnation = incarnation;
-    p->recv_seq = p->acked_seq = p->ack_due_ns = 0;
-    p->next_seq = 0;
-    p->ident_len = 0;
-    p->has_stats = false;
-}
-
 void sn__relay_poke(sn_relay_t *r)
 {
     atomic_fetch_add_explicit(&node_of(r)->pokes, 1, memory_order_relaxed);
@@ -158,18 +140,6 @@ void sn__relay_enqueue(sn_relay_t *r, item_t *it)
 {
     sn__mpsc_push(&r->outq, &it->link);
     sn__relay_poke(r);
-}
-
-void sn__relay_free_item(item_t *it)
-{
-    if (it->kind == ITEM_SEND) {
-        sn_payload_destroy(&it->s.payload);
-    } else {
-        reply_item_t *ri = (reply_item_t *)it;
-        free(ri->rep.reason);
-        sn_payload_destroy(&ri->rep.result);
-    }
-    free(it);
 }
 
 bool sn__relay_drain(sn_relay_t *r)
@@ -496,30 +466,9 @@ void fake_inbound(fake_node_t *n, const void *buf, size_t len, const unsigned ch
         for (size_t i = 0; i < f.nsends; i++)
             inbound_send(n, p, &f.sends[i]);
         break;
-    case SN_FRAME_HEARTBEAT:
-        if (!p && f.has_stats && (p = sn__members_stranger(r, &f)) != NULL)
-            sn__members_heard(r, p, f.incarnation);
-        if (p)
-            sn__members_heartbeat(r, p, &f);
-        break;
-    case SN_FRAME_STEAL_REQUEST:
-    case SN_FRAME_STEAL_OFFER:
-    case SN_FRAME_STEAL_ACCEPT:
-    case SN_FRAME_STEAL_COMMIT:
-        if (p && p->state == SN_MEMBER_UP)
-            sn__steal_frame(r, p, &f);
-        else
-            sn__relay_bad(r, "steal message from a node that is not a live member", f.node);
-        break;
-    case SN_FRAME_HELLO:
-    case SN_FRAME_WELCOME:
-    case SN_FRAME_MEMBERS:
-    case SN_FRAME_ERROR:
-    case SN_FRAME_LEAVE:
-        sn__members_frame(r, &f, ident, ident_len, from_seed ? (zsock_t *)&seed_socket : NULL);
-        break;
-    default:
-        sn__relay_bad(r, "out of protocol", f.node);
+    default: /* as inbound.c hands them on */
+        if (!sn__relay_logic_frame(r, p, &f, ident, ident_len, from_seed ? (zsock_t *)&seed_socket : NULL))
+            sn__relay_bad(r, "out of protocol", f.node);
         break;
     }
     sn_frame_clear(&f);
