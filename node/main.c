@@ -83,7 +83,7 @@ static void usage(FILE *f)
             "      --steal-batch N        most processes one steal moves (default 64)\n"
             "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
             "      --heartbeat-ms MS      probe period: each node probes one member per period (default 300)\n"
-            "      --down-after-ms MS     a peer silent this long is down (default 1500)\n"
+            "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
             "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
             "      --json                 status: print JSON\n"
             "  -h, --help                 this help\n"
