@@ -82,7 +82,7 @@ static void usage(FILE *f)
             "      --no-steal             do not take work from other nodes, nor give any\n"
             "      --steal-batch N        most processes one steal moves (default 64)\n"
             "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
-            "      --heartbeat-ms MS      probe period: each node probes one member per period (default 300)\n"
+            "      --heartbeat-ms MS      probe period, up to ten nodes (default 200; x1.5 at 100)\n"
             "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
             "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
             "      --json                 status: print JSON\n"

@@ -186,6 +186,15 @@ static double scale(const sn_swim_t *s)
     return l < 1 ? 1 : l;
 }
 
+/* The period grows with the cluster past ten members, half as fast as the
+ * suspicion timeout (x1.5 at 100 members, x2 at 1,000): a cluster's idle
+ * cost goes as its size over the period, detection as two periods plus
+ * the suspicion timeout. */
+static double period_scale(const sn_swim_t *s)
+{
+    return 1 + (scale(s) - 1) / 2;
+}
+
 static unsigned gossip_limit(const sn_swim_t *s)
 {
     return 3 * (unsigned)ceil(log2((double)(s->n + 2)));
@@ -584,8 +593,9 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
             s->health--;
         }
     }
-    /* the next probe */
-    uint64_t period = s->cfg.period_ns * (1 + (uint64_t)s->health / 2); /* a slow node probes less often */
+    /* the next probe: a slow node probes less often, and so does one of a
+     * large cluster (period_scale) */
+    uint64_t period = (uint64_t)((double)s->cfg.period_ns * period_scale(s)) * (1 + (uint64_t)s->health / 2);
     s->period_end_ns = now + period;
     member_t *t = next_target(s);
     s->target = t ? t->node : 0;

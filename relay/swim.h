@@ -53,14 +53,17 @@ typedef struct sn_swim_update {
     uint64_t version; /* raised by the member itself to refute a suspicion */
 } sn_swim_update_t;
 
-/* The default probe period (a node's --heartbeat-ms, swimsim's
- * --period). Its trade: each node sends and answers about one probe a
- * period, each costing a few thread wake-ups on both ends, so a cluster's idle CPU goes as N / period; a
- * dead node is seen down about two periods plus the suspicion timeout
- * (--down-after-ms) after it died. 300 ms: a 100-node cluster idles at
- * about a tenth of a core on this project's 2-core machine and sees a
- * kill -9 within 2 s (README, "Scale"). */
-#define SN_SWIM_PERIOD_MS 300
+/* The default probe period of a cluster of up to ten members (a node's
+ * --heartbeat-ms, swimsim's --period); it grows with log10 of the size
+ * past ten, half as fast as the suspicion timeout: 300 ms at 100 members,
+ * 400 ms at 1,000. The trade: each node sends and answers about one probe
+ * a period, each costing a few thread wake-ups on both ends, so a
+ * cluster's idle CPU goes as its size over the period; a dead member is
+ * seen down about two periods plus the suspicion timeout after it died. A
+ * 100-node cluster on this project's 2-core machine idles at about a
+ * tenth of a core and sees a kill -9 within about 1.5 s (README, "Scale").
+ */
+#define SN_SWIM_PERIOD_MS 200
 
 #define SN_SWIM_PIGGYBACK 8 /* updates one message carries at most */
 
@@ -83,7 +86,7 @@ typedef struct sn_swim_io {
 } sn_swim_io_t;
 
 typedef struct sn_swim_config {
-    uint64_t period_ns;        /* one probe per period (default SN_SWIM_PERIOD_MS) */
+    uint64_t period_ns;        /* one probe per period, up to ten members (default SN_SWIM_PERIOD_MS) */
     uint64_t probe_timeout_ns; /* a direct probe's answer, before asking others (default period / 2) */
     uint64_t suspect_min_ns;   /* at log10 N = 1: the suspicion timeout once confirmed (default 500 ms) */
     unsigned suspect_max_mult; /* unconfirmed: this many times the minimum (default 3) */
