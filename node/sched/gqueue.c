@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "internal.h"
 
 int sn__gqueue_init(sn__gqueue_t *q)
@@ -31,17 +32,16 @@ int sn__gqueue_push(sn__gqueue_t *q, void *item)
 {
     pthread_mutex_lock(&q->mu);
     if (q->count == q->cap) {
-        void **r = malloc(q->cap * 2 * sizeof *r);
+        size_t old = q->cap; /* (a power of two, doubled: still one) */
+        void **r = sn__grow(q->ring, &q->cap, q->count, sizeof *r, 256, 0);
         if (!r) {
             pthread_mutex_unlock(&q->mu);
             return SN_ENOMEM;
         }
-        for (size_t i = 0; i < q->count; i++)
-            r[i] = q->ring[(q->head + i) & (q->cap - 1)];
-        free(q->ring);
+        /* full, so the ring wrapped at head: what was before it goes after
+         * the old end, where (head + i) & (cap - 1) now looks for it */
+        memcpy(r + old, r, q->head * sizeof *r);
         q->ring = r;
-        q->head = 0;
-        q->cap *= 2;
     }
     q->ring[(q->head + q->count) & (q->cap - 1)] = item;
     q->count++;

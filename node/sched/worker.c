@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "internal.h"
 
 #define BATCH 16      /* extra items moved from the global queue */
@@ -338,12 +339,10 @@ static bool step_has_input(sn__proc_t *p, uint32_t target)
  * instructions out rather than step without it. */
 static bool grow_events(sn__worker_t *w)
 {
-    size_t cap = w->events_cap * 2;
-    sn_event_t *e = realloc(w->events, cap * sizeof *e);
+    sn_event_t *e = sn__grow(w->events, &w->events_cap, w->events_cap, sizeof *e, 128, 0);
     if (!e)
         return false;
     w->events = e;
-    w->events_cap = cap;
     return true;
 }
 
