@@ -4,15 +4,22 @@
 # joining through node 1 on 127.0.0.1. For each N it prints
 #   RESULT cluster-join-N <s> s          start of the joins until every node
 #                                        has logged every other as a member
-#   RESULT cluster-mesh-N <s> s          the joins' end until every node has
-#                                        a connection to every other (made at
-#                                        a node's first send to a member: a
-#                                        probe, within a period per member);
-#                                        the CPU that took is printed below
+#   RESULT cluster-settle-cpu-N <pct> %  CPU of the whole cluster while it
+#                                        settles: from the joins' end for N
+#                                        probe periods plus 5 s (every node
+#                                        has probed every member once), or
+#                                        until every node has a TCP
+#                                        connection to every other if that
+#                                        comes first (the probes made them
+#                                        when they went over TCP); the
+#                                        connections then are printed below
 #   RESULT cluster-idle-cpu-N <pct> %    CPU of the whole cluster over
-#                                        SCALE_IDLE_S seconds idle, once the
-#                                        mesh is made, in % of one core
+#                                        SCALE_IDLE_S seconds idle, once it
+#                                        has settled, in % of one core
 #                                        (utime+stime of all nodes)
+#   RESULT cluster-idle-wakeups-N <n> /node/s  thread wake-ups meanwhile
+#                                        (context switches of every thread
+#                                        of every node, per node per second)
 #   RESULT cluster-spread-N <s> s        a spread of SCALE_SPREAD processes
 #                                        (5 ms each) from node 1, stealing on
 #   RESULT cluster-false-downs-N <n>     "is down" lines logged before any
@@ -33,7 +40,9 @@ sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10 20 50 100)
 IDLE=${SCALE_IDLE_S:-10} SPREAD=${SCALE_SPREAD:-4000} QUIET=${SCALE_QUIET_S:-0}
 HB=$(grep -o -- '--heartbeat-ms [0-9]*' <<<"${SCALE_FLAGS:-}" | awk '{print $2}')
-HB=${HB:-300} # the probe period (ms): the default unless SCALE_FLAGS sets it
+HB=${HB:-200} # --heartbeat-ms: the default unless SCALE_FLAGS sets it
+# the probe period at N nodes (ms): it grows with log10 N past ten (swim.c, period_scale)
+period() { awk -v hb="$HB" -v n="$1" 'BEGIN { l = log(n) / log(10); if (l < 1) l = 1; printf "%d", hb * (1 + (l - 1) / 2) }'; }
 dir=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; if [ -n "${SCALE_KEEP:-}" ]; then rm -rf "$SCALE_KEEP"; mv "$dir" "$SCALE_KEEP"; else rm -rf "$dir"; fi; }
@@ -58,6 +67,14 @@ mesh_sockets() {
     BEGIN { split(ports, p, " "); for (i in p) lp[p[i]] = 1 }
     { l = $(NF - 1); r = $NF; sub(/.*:/, "", l); sub(/.*:/, "", r); if ((l in lp) || (r in lp)) c++ }
     END { print c + 0 }'
+}
+wakeups() { # context switches of every thread of every node
+  local t=0 p v
+  for p in "${pids[@]}"; do
+    v=$(cat /proc/"$p"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }')
+    t=$((t + v))
+  done
+  echo $t
 }
 cpu_ticks() { # utime + stime of every node, in clock ticks
   local t=0 p f
@@ -95,27 +112,28 @@ for n in "${sizes[@]}"; do
   done
   echo "RESULT cluster-join-$n $join s"
   fd_join=$(cat "$dir"/n*.log | grep -c " is down")
-  # The mesh: a node connects to a member at its first send to it (a probe,
-  # within a period per member, or work), so a cluster that just formed
-  # is still connecting for about N periods. Idle is measured once every
-  # node has a connection to every other; what forming the mesh took is
-  # printed too.
-  c0=$(cpu_ticks) w0=$(now_ms) want=$((2 * n * (n - 1))) mesh="timeout" got=0
-  while [ $(($(now_ms) - w0)) -lt $((n * HB * 2 + 30000)) ]; do
+  # Settling: a cluster that just formed is busier for about N periods (a
+  # node's first probe of each member; with probes over TCP, a connection
+  # made at each). Idle is measured after N periods and 5 s, or once every
+  # node has a TCP connection to every other (then the probes are done
+  # making them), whichever comes first.
+  c0=$(cpu_ticks) w0=$(now_ms) want=$((2 * n * (n - 1))) got=0
+  settle=$((n * $(period "$n") + 5000))
+  while [ $(($(now_ms) - w0)) -lt $settle ]; do
     got=$(mesh_sockets)
-    [ "$got" -ge "$want" ] && { mesh=$(awk -v ms=$(($(now_ms) - w0)) 'BEGIN { printf "%.1f", ms / 1000 }'); break; }
+    [ "$got" -ge "$want" ] && break
     sleep 0.5
   done
   c1=$(cpu_ticks) w1=$(now_ms)
-  echo "RESULT cluster-mesh-$n $mesh s"
-  awk -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v ms=$((w1 - w0)) -v got="$got" -v want="$want" \
-    'BEGIN { printf "    mesh: %d of %d connection ends; the cluster used %.1f %% of a core meanwhile\n", got, want, 100 * c / hz / (ms / 1000) }'
-  sleep 1
-  c0=$(cpu_ticks) w0=$(now_ms)
-  sleep "$IDLE"
-  c1=$(cpu_ticks) w1=$(now_ms)
   hz=$(getconf CLK_TCK)
+  awk -v c=$((c1 - c0)) -v hz="$hz" -v ms=$((w1 - w0)) -v got="$got" -v want="$want" -v n="$n" \
+    'BEGIN { printf "RESULT cluster-settle-cpu-%d %.1f %%\n    settle: %.1f s; %d of %d TCP connection ends between nodes\n", n, 100 * c / hz / (ms / 1000), ms / 1000, got, want }'
+  sleep 1
+  c0=$(cpu_ticks) x0=$(wakeups) w0=$(now_ms)
+  sleep "$IDLE"
+  c1=$(cpu_ticks) x1=$(wakeups) w1=$(now_ms)
   awk -v c=$((c1 - c0)) -v hz="$hz" -v ms=$((w1 - w0)) 'BEGIN { printf "RESULT cluster-idle-cpu-'"$n"' %.1f %%\n", 100 * c / hz / (ms / 1000) }'
+  awk -v x=$((x1 - x0)) -v n="$n" -v ms=$((w1 - w0)) 'BEGIN { printf "RESULT cluster-idle-wakeups-'"$n"' %.1f /node/s\n", x / n / (ms / 1000) }'
   fd_idle=$(cat "$dir"/n*.log | grep -c " is down")
   s0=$(now_ms)
   out=$(timeout 300 "$SN" --insecure --timeout 240000 call --connect "$ep" spread run "$SPREAD 5" 2>&1)

@@ -301,6 +301,7 @@ static int members_to_pb(const sn_wire_member_t *members, size_t n, pb_members_t
         m->first_serial = members[i].first_serial;
         m->public_key = (char *)members[i].public_key;
         m->version = members[i].version;
+        m->probe_port = members[i].probe_port;
         m->types = &o->tps[k];
         m->n_types = members[i].ntypes;
         for (size_t t = 0; t < members[i].ntypes; t++, k++) {
@@ -315,10 +316,10 @@ static int members_to_pb(const sn_wire_member_t *members, size_t n, pb_members_t
     return 0;
 }
 
-int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_stats_t *stats,
-                              const char *cluster, void **buf, size_t *len)
+int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, const sn_wire_stats_t *stats, const char *cluster,
+                              void **buf, size_t *len)
 {
-    (void)seq; /* (the field stays on the wire; nothing reads it) */
+    /* (Heartbeat.seq stays on the wire, 0: nothing ever read it) */
     return sn_codec_encode_probe(node, incarnation, NULL, stats, cluster, NULL, 0, buf, len);
 }
 
@@ -341,6 +342,7 @@ int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_pro
         hb.probe = (uint32_t)probe->kind;
         hb.probe_seq = probe->seq;
         hb.target = probe->target;
+        hb.probe_port = probe->port;
     }
     pb_members_t pm = {0};
     if (n && members_to_pb(updates, n, &pm) != 0)
@@ -357,12 +359,13 @@ int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_pro
 }
 
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
-                          uint64_t first_serial, const char *public_key, const sn_wire_type_t *types, size_t ntypes,
-                          void **buf, size_t *len)
+                          uint64_t first_serial, const char *public_key, uint32_t probe_port,
+                          const sn_wire_type_t *types, size_t ntypes, void **buf, size_t *len)
 {
     Schednode__Hello h;
     schednode__hello__init(&h);
     h.public_key = (char *)public_key;
+    h.probe_port = probe_port;
     h.endpoint = (char *)endpoint;
     h.cluster = (char *)cluster;
     h.first_serial = first_serial;
@@ -817,6 +820,9 @@ static int decode_hello(const Schednode__Hello *h, sn_frame_t *out)
         return SN_ENOMEM;
     out->nmembers = 1;
     out->members[0].node = out->node;
+    if (h->probe_port > 65535)
+        return SN_EPROTO;
+    out->members[0].probe_port = h->probe_port;
     snprintf(out->members[0].endpoint, sizeof out->members[0].endpoint, "%s", out->endpoint);
     return decode_types(h->types, h->n_types, &out->members[0]);
 }
@@ -833,7 +839,7 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
         sn_wire_member_t *w = &out->members[i];
         if (!m || m->node == 0 || m->state > SCHEDNODE__MEMBER__STATE__LEFT ||
             copy_str(w->endpoint, sizeof w->endpoint, m->endpoint) != 0 || !sn_wire_endpoint_ok(w->endpoint) ||
-            copy_str(w->public_key, sizeof w->public_key, m->public_key) != 0)
+            copy_str(w->public_key, sizeof w->public_key, m->public_key) != 0 || m->probe_port > 65535)
             return SN_EPROTO;
         out->nmembers = i + 1; /* so sn_frame_clear frees what we made */
         int rc = decode_types(m->types, m->n_types, w);
@@ -844,6 +850,7 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
         w->incarnation = m->incarnation;
         w->first_serial = m->first_serial;
         w->version = m->version;
+        w->probe_port = m->probe_port;
     }
     return 0;
 }
@@ -935,9 +942,9 @@ static int decode_heartbeat(const Schednode__Heartbeat *hb, sn_frame_t *out)
         rc = stats_from_pb(hb->stats, &out->stats);
         out->has_stats = rc == 0;
     }
-    if (rc == 0 && hb->probe > 3) /* (SN_SWIM_PING_REQ) */
+    if (rc == 0 && (hb->probe > 3 || hb->probe_port > 65535)) /* (SN_SWIM_PING_REQ; a port) */
         rc = SN_EPROTO;
-    out->probe = (sn_wire_probe_t){(int)hb->probe, hb->probe_seq, hb->target};
+    out->probe = (sn_wire_probe_t){(int)hb->probe, hb->probe_seq, hb->target, hb->probe_port};
     if (rc == 0 && hb->n_updates)
         rc = hb->n_updates > 64 ? SN_EPROTO : decode_members(hb->updates, hb->n_updates, out);
     return rc;

@@ -96,7 +96,8 @@ typedef struct sn_wire_member {
     char public_key[41];   /* Z85 CurveZMQ key, "" when insecure */
     sn_wire_type_t *types; /* decoding: owned by the frame; encoding: borrowed */
     size_t ntypes;
-    uint64_t version; /* raised by the member to refute a suspicion (relay/swim.c) */
+    uint64_t version;    /* raised by the member to refute a suspicion (relay/swim.c) */
+    uint32_t probe_port; /* its probes' UDP port on its endpoint's host (relay/udp.c); 0: over TCP */
 } sn_wire_member_t;
 
 /* A SWIM probe (relay/swim.c) riding on a heartbeat: kind 0 none. */
@@ -104,6 +105,7 @@ typedef struct sn_wire_probe {
     int kind; /* SN_SWIM_PING, _ACK, _PING_REQ */
     uint64_t seq;
     uint32_t target;
+    uint32_t port; /* the sender's probe_port (sn_wire_member_t) */
 } sn_wire_probe_t;
 
 /* A process on the move (StealOffer). */
@@ -193,8 +195,8 @@ int sn_codec_encode_sends_to(uint32_t node, uint64_t incarnation, uint64_t seq, 
 
 /* Encodes a heartbeat (stats may be NULL), a client request (node 0) or a
  * reply. Same conventions as sn_codec_encode_sends. */
-int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, uint64_t seq, const sn_wire_stats_t *stats,
-                              const char *cluster, void **buf, size_t *len);
+int sn_codec_encode_heartbeat(uint32_t node, uint64_t incarnation, const sn_wire_stats_t *stats, const char *cluster,
+                              void **buf, size_t *len);
 /* A heartbeat carrying a SWIM probe (probe may be NULL) and piggybacked
  * membership updates (n may be 0). */
 int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_probe_t *probe,
@@ -204,8 +206,8 @@ int sn_codec_encode_probe(uint32_t node, uint64_t incarnation, const sn_wire_pro
  * gossiped Members view (welcome = 0); a refusal (Error with code and
  * reason); a graceful Leave. */
 int sn_codec_encode_hello(uint32_t node, uint64_t incarnation, const char *endpoint, const char *cluster,
-                          uint64_t first_serial, const char *public_key, const sn_wire_type_t *types, size_t ntypes,
-                          void **buf, size_t *len);
+                          uint64_t first_serial, const char *public_key, uint32_t probe_port,
+                          const sn_wire_type_t *types, size_t ntypes, void **buf, size_t *len);
 int sn_codec_encode_members(uint32_t node, uint64_t incarnation, int welcome, const sn_wire_member_t *members, size_t n,
                             void **buf, size_t *len);
 int sn_codec_encode_refusal(uint32_t node, uint64_t incarnation, int code, const char *reason, void **buf, size_t *len);

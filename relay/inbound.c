@@ -315,34 +315,38 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
         sn__relay_bad(r, why, f.node);
         return;
     }
+    sn__relay_inbound_decoded(r, &f, ident, ident_len, from_seed);
+    sn_frame_clear(&f);
+}
+
+void sn__relay_inbound_decoded(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
+                               zsock_t *from_seed)
+{
     sn__add(&r->frames_in, 1);
-    peer_t *p = f.kind == SN_FRAME_REQUEST ? NULL : sn__relay_find_peer(r, f.node);
-    if (!admit(r, p, &f, ident, ident_len)) {
-        sn_frame_clear(&f);
+    peer_t *p = f->kind == SN_FRAME_REQUEST ? NULL : sn__relay_find_peer(r, f->node);
+    if (!admit(r, p, f, ident, ident_len))
         return;
-    }
-    if (p && f.kind != SN_FRAME_HELLO)
-        sn__members_heard(r, p, f.incarnation);
-    switch (f.kind) {
+    if (p && f->kind != SN_FRAME_HELLO)
+        sn__members_heard(r, p, f->incarnation);
+    switch (f->kind) {
     case SN_FRAME_SENDS:
-        sends_in(r, p, &f, ident, ident_len);
+        sends_in(r, p, f, ident, ident_len);
         break;
     case SN_FRAME_ACK:
         if (p)
-            sn__relay_acked(p, f.seq);
+            sn__relay_acked(p, f->seq);
         break;
     case SN_FRAME_REQUEST:
         if (ident)
-            inbound_request(r, &f.request, ident, ident_len);
+            inbound_request(r, &f->request, ident, ident_len);
         else
-            sn__relay_bad(r, "client request on a peer connection", f.node);
+            sn__relay_bad(r, "client request on a peer connection", f->node);
         break;
     default: /* membership, steals (dispatch.c) */
-        if (!sn__relay_logic_frame(r, p, &f, ident, ident_len, from_seed))
-            sn__relay_bad(r, "out of protocol", f.node);
+        if (!sn__relay_logic_frame(r, p, f, ident, ident_len, from_seed))
+            sn__relay_bad(r, "out of protocol", f->node);
         break;
     }
-    sn_frame_clear(&f);
 }
 
 /* Reads what is waiting on a socket: ROUTER frames come as [id, body],

@@ -51,6 +51,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->start_ns = sn__relay_now_ns();
     snprintf(r->cluster, sizeof r->cluster, "%s", cfg->cluster ? cfg->cluster : "schednode");
     sn__mpsc_init(&r->outq);
+    r->udp_fd = -1;
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     r->epfd = r->efd < 0 ? -1 : epoll_create1(EPOLL_CLOEXEC);
     if (r->efd < 0 || r->epfd < 0) {
@@ -215,7 +216,7 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     zsys_set_linger(0);
     r->peers = calloc(SN_MAX_NODES, sizeof *r->peers);
     if (!r->peers || sn__members_init(r) != 0 || (cfg->security.cert && secure(r, cfg, err, errlen) != 0) ||
-        open_router(r, cfg, err, errlen) != 0 || static_peers(r, cfg, err, errlen) != 0 ||
+        open_router(r, cfg, err, errlen) != 0 || sn__udp_open(r) != 0 || static_peers(r, cfg, err, errlen) != 0 ||
         dial_seeds(r, cfg, err, errlen) != 0 || take_types(r) != 0 || sn__steal_init(r, cfg) != 0 ||
         sn__loc_init(r) != 0)
         goto fail;
@@ -312,6 +313,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
         sn__relay_drop_seeds(r);
     sn_keys_unmonitor(r->router, &r->router_monitor);
     zsock_destroy(&r->router);
+    sn__udp_close(r);
     zactor_destroy(&r->auth);
     zcert_destroy(&r->cert);
     sn__steal_fini(r);

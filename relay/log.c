@@ -3,7 +3,6 @@
  */
 #include "log.h"
 
-#include <czmq.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>

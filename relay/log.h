@@ -1,5 +1,5 @@
 /* log.h - the one logging layer, of the program (node/) and of the relay
- * (relay_int.h's SNLOG_*): czmq's zsys, filtered by one level, each line
+ * (relay_int.h's SNLOG_*): lines as czmq's zsys writes them, filtered by one level, each line
  * naming its node once ("node=N ..."); and the one table
  * of level names that the flags and the configuration file both read.
  */

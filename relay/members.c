@@ -50,7 +50,7 @@
 #define EARLY_HB_GAP_NS 5000000u
 
 static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down);
-static void join_news(sn_relay_t *r);
+static void join_news(sn_relay_t *r, sn_wire_member_t *v, size_t n);
 static void own_row(sn_relay_t *r, sn_wire_stats_t *row);
 
 static void set_down(peer_t *p, int state)
@@ -120,6 +120,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         p->node = m->node;
         p->steal_ok = -1; /* until its types are known */
         p->incarnation = m->incarnation;
+        p->probe_port = m->probe_port;
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
         p->last_heard_ns = now; /* a grace period of one timeout to hear from it */
         set_down(p, SN_MEMBER_UP);
@@ -146,6 +147,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
     if (m->incarnation > p->incarnation) {
         bool first = p->incarnation == 0; /* a static peer we had not heard from yet */
         restarted(r, p, m->incarnation);
+        p->probe_port = m->probe_port;
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
         connect_to(r, p, m->endpoint, m->public_key);
         p->last_heard_ns = now;
@@ -163,6 +165,8 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
     if (m->ntypes && m->incarnation == p->incarnation) /* its process types, for stealing */
         sn__steal_types(r, p, m->types, m->ntypes);
+    if (m->probe_port && m->incarnation == p->incarnation) /* (a row from an older node has none) */
+        p->probe_port = m->probe_port;
     return p;
 }
 
@@ -183,7 +187,8 @@ peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
         sn__relay_bad(r, "heartbeat from a node of another cluster", f->node);
         return NULL;
     }
-    sn_wire_member_t m = {.node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation};
+    sn_wire_member_t m = {
+        .node = f->node, .state = SN_MEMBER_UP, .incarnation = f->incarnation, .probe_port = f->probe.port};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->stats.endpoint);
     if (r->cert) {
         /* as hello() checks a joining node: its key's certificate names
@@ -259,9 +264,12 @@ void sn__members_superseded(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const
     size_t len;
     if (sn_codec_encode_refusal(r->node, r->incarnation, SN_EREFUSED, why, &buf, &len) != 0)
         return;
-    (void)f;
-    if (ident) /* (its heartbeats come on our ROUTER; we no longer dial its endpoint) */
+    /* on our ROUTER, or as a datagram to where its probe came from: we no
+     * longer dial its endpoint (the newer run is there) */
+    if (ident)
         sn__relay_answer(r, ident, ident_len, buf, len);
+    else
+        sn__relay_udp_answer(r, p->node, f->incarnation, buf, len);
     free(buf);
 }
 
@@ -296,6 +304,7 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
     snprintf(v[0].endpoint, sizeof v[0].endpoint, "%s", r->advertise);
     snprintf(v[0].public_key, sizeof v[0].public_key, "%s", r->public_key);
     v[0].version = sn_swim_version(r->swim);
+    v[0].probe_port = r->probe_port;
     for (size_t i = 0; i < np; i++) {
         peer_t *p = &r->peers[i];
         uint64_t run, version = 0;
@@ -306,7 +315,8 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
                                       .incarnation = p->incarnation,
                                       .first_serial = atomic_load_explicit(&p->first_serial, memory_order_relaxed),
                                       .types = p->types,
-                                      .ntypes = p->ntypes};
+                                      .ntypes = p->ntypes,
+                                      .probe_port = p->probe_port};
         snprintf(v[i + 1].endpoint, sizeof v[i + 1].endpoint, "%s", p->endpoint);
         snprintf(v[i + 1].public_key, sizeof v[i + 1].public_key, "%s", p->public_key);
     }
@@ -400,7 +410,8 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
                           .incarnation = f->incarnation,
                           .first_serial = f->first_serial,
                           .types = f->nmembers ? f->members[0].types : NULL,
-                          .ntypes = f->nmembers ? f->members[0].ntypes : 0};
+                          .ntypes = f->nmembers ? f->members[0].ntypes : 0,
+                          .probe_port = f->nmembers ? f->members[0].probe_port : 0};
     snprintf(m.endpoint, sizeof m.endpoint, "%s", f->endpoint);
     snprintf(m.public_key, sizeof m.public_key, "%s", f->public_key);
     p = sn__members_upsert(r, &m, "joined here");
@@ -417,23 +428,28 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
         sn__relay_answer(r, ident, ident_len, buf, len);
         free(buf);
     }
-    free(v);
     /* and every member hears of it: its row of the view (with its process
-     * types), to each, now or with the next joins (join_news) */
+     * types), to each, now or with the next joins (join_news: it takes
+     * the view just made) */
     size_t k = 0;
     while (k < r->njoin_news && r->join_news[k] != p->node)
         k++;
     if (k == r->njoin_news && r->njoin_news < SN_MAX_NODES)
         r->join_news[r->njoin_news++] = p->node;
-    if (sn__relay_now_ns() >= r->join_told_ns + JOIN_NEWS_GAP_NS)
-        join_news(r);
+    if (sn__relay_now_ns() >= r->join_told_ns + JOIN_NEWS_GAP_NS) {
+        join_news(r, v, n);
+        v = NULL;
+    }
+    free(v);
 }
 
-/* The joins since the last news, in one message to every member. */
-static void join_news(sn_relay_t *r)
+/* The joins since the last news, in one message to every member; v (n
+ * rows, taken; NULL: made here) is the view as it is now. */
+static void join_news(sn_relay_t *r, sn_wire_member_t *v, size_t n)
 {
-    size_t n, k = 0;
-    sn_wire_member_t *v = view(r, &n);
+    size_t k = 0;
+    if (!v)
+        v = view(r, &n);
     r->join_told_ns = sn__relay_now_ns();
     for (size_t i = 1; v && i < n; i++)
         for (size_t j = 0; j < r->njoin_news; j++)
@@ -459,8 +475,7 @@ static void tell_load(sn_relay_t *r)
     own_row(r, &row);
     void *buf = NULL;
     size_t len = 0;
-    if (row.ready < 2 ||
-        sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) != 0)
+    if (row.ready < 2 || sn_codec_encode_heartbeat(r->node, r->incarnation, &row, r->cluster, &buf, &len) != 0)
         buf = NULL; /* (nothing to give after all: nothing to say) */
     r->tell_load_ns = UINT64_MAX;
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
@@ -654,6 +669,7 @@ static bool member_of(sn_relay_t *r, const sn_swim_update_t *u, sn_wire_member_t
     *m = (sn_wire_member_t){.node = u->node, .state = u->state, .incarnation = u->run, .version = u->version};
     if (u->node == r->node) {
         m->first_serial = r->first_serial;
+        m->probe_port = r->probe_port;
         snprintf(m->endpoint, sizeof m->endpoint, "%s", r->advertise);
         snprintf(m->public_key, sizeof m->public_key, "%s", r->public_key);
         return true;
@@ -662,6 +678,7 @@ static bool member_of(sn_relay_t *r, const sn_swim_update_t *u, sn_wire_member_t
     if (!p)
         return false;
     m->first_serial = atomic_load_explicit(&p->first_serial, memory_order_relaxed);
+    m->probe_port = p->probe_port;
     snprintf(m->endpoint, sizeof m->endpoint, "%s", p->endpoint);
     snprintf(m->public_key, sizeof m->public_key, "%s", p->public_key);
     return true;
@@ -680,13 +697,23 @@ static void swim_send(void *arg, uint32_t to, const sn_swim_msg_t *msg)
             n++;
     sn_wire_stats_t row;
     own_row(r, &row);
-    sn_wire_probe_t probe = {msg->kind, msg->seq, msg->target};
+    sn_wire_probe_t probe = {msg->kind, msg->seq, msg->target, r->probe_port};
     void *buf;
     size_t len;
-    if (sn_codec_encode_probe(r->node, r->incarnation, &probe, &row, r->cluster, up, n, &buf, &len) == 0) {
-        (void)sn__relay_try_send(r, p, buf, len); /* (lost when the pipe is full: the protocol expects losses) */
+    /* A probe fits a datagram (udp.c): updates that do not fit are left
+     * out, the last first (the ones sent most often already); the other
+     * probes and anti-entropy carry them. With none left, one that is still
+     * too long (a very long endpoint) goes over TCP. */
+    for (;;) {
+        if (sn_codec_encode_probe(r->node, r->incarnation, &probe, &row, r->cluster, up, n, &buf, &len) != 0)
+            return;
+        if (len <= SN_DGRAM_BODY_MAX || n == 0)
+            break;
         free(buf);
+        n--;
     }
+    (void)sn__relay_send_probe(r, p, buf, len); /* (may be lost: the protocol expects losses) */
+    free(buf);
 }
 
 static void swim_broadcast(void *arg, const sn_swim_update_t *u)
@@ -751,6 +778,8 @@ void sn__members_fini(sn_relay_t *r)
 
 void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f)
 {
+    if (f->probe.port && f->incarnation == p->incarnation)
+        p->probe_port = f->probe.port; /* (a static peer's, or a new run's) */
     if (f->has_stats) {
         bool loaded = f->stats.ready >= 2 && (!p->has_stats || p->stats.ready < 2);
         p->stats = f->stats;
@@ -786,7 +815,7 @@ static void load_news(sn_relay_t *r, uint64_t now)
         void *buf;
         size_t len;
         r->last_hb_ns = now;
-        if (sn_codec_encode_heartbeat(r->node, r->incarnation, ++r->hb_seq, &row, r->cluster, &buf, &len) == 0) {
+        if (sn_codec_encode_heartbeat(r->node, r->incarnation, &row, r->cluster, &buf, &len) == 0) {
             send_all(r, buf, len, false);
             free(buf);
         }
@@ -823,10 +852,21 @@ static void push_view(sn_relay_t *r)
     if (nc == 0)
         return;
     peer_t *p = cand[(size_t)rand() % nc];
-    size_t n;
-    sn_wire_member_t *v = view(r, &n);
     void *buf;
     size_t len;
+    /* to one held down, our row first (a heartbeat): if it is a founder
+     * that restarted alone (a cluster of its own, knowing none of us), a
+     * heartbeat from a node it does not know makes that node a member
+     * there, and the view behind it merges the rest */
+    sn_wire_stats_t row;
+    own_row(r, &row);
+    sn_wire_probe_t none = {.port = r->probe_port};
+    if (to_down && sn_codec_encode_probe(r->node, r->incarnation, &none, &row, r->cluster, NULL, 0, &buf, &len) == 0) {
+        (void)sn__relay_try_send(r, p, buf, len);
+        free(buf);
+    }
+    size_t n;
+    sn_wire_member_t *v = view(r, &n);
     if (v && sn_codec_encode_members(r->node, r->incarnation, 0, v, n, &buf, &len) == 0) {
         (void)sn__relay_try_send(r, p, buf, len);
         free(buf);
@@ -841,7 +881,7 @@ static bool hellos(sn_relay_t *r)
     void *buf;
     size_t len;
     if (sn_codec_encode_hello(r->node, r->incarnation, r->advertise, r->cluster, r->first_serial, r->public_key,
-                              r->types, r->ntypes, &buf, &len) != 0)
+                              r->probe_port, r->types, r->ntypes, &buf, &len) != 0)
         return false;
     bool sent = false;
     for (size_t i = 0; i < r->nseeds; i++)
@@ -922,7 +962,7 @@ void sn__members_tick(sn_relay_t *r)
         if (now >= sn_swim_next_ns(r->swim))
             sn_swim_tick(r->swim, now);
         if (r->njoin_news && now >= r->join_told_ns + JOIN_NEWS_GAP_NS)
-            join_news(r);
+            join_news(r, NULL, 0);
         if (now >= r->tell_load_ns)
             tell_load(r);
         if (r->gossip_due || now >= r->next_push_ns) {

@@ -44,7 +44,8 @@ uint64_t sn__relay_now_ns(void)
  *
  * One epoll set (r->epfd) holds the ZMQ_FD of every socket (the actor's
  * pipe, the ROUTER and its monitor, each peer's DEALER, each seed's DEALER
- * and monitor) and the eventfd that workers write. A turn costs what
+ * and monitor), the eventfd that workers write and the probes' UDP socket
+ * (udp.c: a plain socket, read until it is empty when it wakes us). A turn costs what
  * happened in it, not the number of members: of the peers, only those
  * whose DEALER woke us or was sent on (io_look), got sends (io_batch) or
  * owe acknowledgements (io_ack) are looked at. A ZMQ_FD only says "look at
@@ -54,7 +55,7 @@ uint64_t sn__relay_now_ns(void)
  * events we have not read keeps waking us. */
 void sn__relay_io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bool on)
 {
-    int fd = kind == SN_IO_EFD ? r->efd : s ? zsock_fd(s) : -1;
+    int fd = kind == SN_IO_EFD ? r->efd : kind == SN_IO_UDP ? r->udp_fd : s ? zsock_fd(s) : -1;
     if (r->epfd < 0 || fd < 0)
         return;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)kind << 32 | i};
@@ -220,6 +221,8 @@ static bool wait_events(sn_relay_t *r, turn_t *t)
             sn__relay_io_look(r, &r->peers[i]);
         else if (kind == SN_IO_ROUTER)
             r->router_look = true;
+        else if (kind == SN_IO_UDP)
+            r->udp_look = true;
         else if (kind == SN_IO_PIPE)
             t->pipe_look = true;
         else if (kind == SN_IO_EFD) {
@@ -260,6 +263,11 @@ static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
         r->router_look = false;
         if (sn__relay_read_socket(r, zsock_resolve(r->router), true, NULL))
             r->router_look = t->more = true;
+    }
+    if (r->udp_look) {
+        r->udp_look = false;
+        if (sn__relay_read_udp(r))
+            r->udp_look = t->more = true;
     }
     sn__relay_send_acks(r, sn__relay_now_ns());
     if (look_at_peers(r))

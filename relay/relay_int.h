@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "codec.h"
+#include "dgram.h"
 #include "keys.h"
 #include "log.h"
 #include "mpsc.h"
@@ -110,6 +111,16 @@ typedef struct peer {
      * its dealer was sent on or woke us (look at its events this turn),
      * it has a batch to send, it has batches of its to acknowledge */
     bool io_look, io_batch, io_ack;
+    /* probes over UDP (udp.c): the port it takes them on (0: over TCP),
+     * its sealed datagrams taken (replays are dropped), its key raw and
+     * the key we share with it, made for public_key dg_key_of ("": not
+     * made), a note that probes to it go over TCP, its lost probes' log */
+    uint32_t probe_port;
+    sn_dgram_window_t dg_window;
+    uint8_t dg_pk[SN_DGRAM_KEY], dg_key[SN_DGRAM_KEY];
+    char dg_key_of[41];
+    bool udp_said;
+    sn__log_limit_t udp_log;
 } peer_t;
 
 /* A seed we are joining through (only until the first Welcome). */
@@ -205,7 +216,23 @@ struct sn_relay {
     size_t nio_look, nio_batch, nio_ack;
     _Atomic int actor_done; /* set (release) as the actor returns */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
-    uint64_t start_ns, hb_seq;
+    uint64_t start_ns;
+    /* SWIM's probes over UDP (udp.c; I/O thread): the socket (-1: none,
+     * probes go over TCP) and its address family, the port members are
+     * told (0: none), the socket woke us, the number of our last sealed
+     * datagram, the sender of the datagram being handled (to answer it),
+     * sealed datagrams of non-members opened this second, and the
+     * buffers (UDP_BATCH to read into, one to seal into, one to open
+     * into) */
+    int udp_fd, udp_family;
+    uint32_t probe_port;
+    bool udp_look;
+    uint64_t dgram_seq;
+    const struct sockaddr *in_from;
+    unsigned in_fromlen;
+    uint64_t stranger_sec;
+    unsigned strangers;
+    uint8_t *udp_buf;
     sn__log_limit_t bad_log;   /* bad frames from senders that are not peers (one for all) */
     sn__log_limit_t route_log; /* sends whose path loops (route.c) */
     _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
@@ -267,6 +294,10 @@ bool sn__relay_drain(sn_relay_t *r);
  * tests/fuzz/fuzz_relay.c calls it directly, without sockets. */
 void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,
                              zsock_t *from_seed);
+/* The same for a frame decoded already (a datagram's, udp.c): checked and
+ * dispatched; f stays the caller's. */
+void sn__relay_inbound_decoded(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
+                               zsock_t *from_seed);
 /* Sends a frame on p's connection without blocking; false if it would. */
 bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len);
 /* Gives p the dealer d (NULL: none), closing its old one; the I/O loop
@@ -288,6 +319,7 @@ static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
     p->next_seq = 0;
     p->ident_len = 0;
     p->has_stats = false;
+    p->probe_port = 0; /* (the new run's comes with its row or its probes) */
 }
 
 /* Queues an item for the I/O thread (any thread; the I/O thread too, to
@@ -352,6 +384,22 @@ void sn__relay_send_reply(sn_relay_t *r, const unsigned char *ident, size_t iden
 bool sn__relay_logic_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
                            zsock_t *from_seed);
 
+/* udp.c (I/O thread): the probes' socket, bound on the listening host
+ * and port (0; -1: no memory; a bind that fails only means probes over
+ * TCP), and closed. send_probe sends a probe (an Envelope) to p as a
+ * datagram, or on its connection where UDP does not go (sn__relay_try_send's
+ * result); udp_answer sends a frame back to the sender of the datagram
+ * being handled, as node `node`'s run `inc`; read_udp reads what waits
+ * (true: it stopped on its budget); datagram is one datagram as it came
+ * (tests/fuzz calls it without a socket). */
+struct sockaddr;
+int sn__udp_open(sn_relay_t *r);
+void sn__udp_close(sn_relay_t *r);
+bool sn__relay_send_probe(sn_relay_t *r, peer_t *p, const void *buf, size_t len);
+void sn__relay_udp_answer(sn_relay_t *r, uint32_t node, uint64_t inc, const void *buf, size_t len);
+bool sn__relay_read_udp(sn_relay_t *r);
+void sn__relay_datagram(sn_relay_t *r, const uint8_t *data, size_t len, const struct sockaddr *from, unsigned fromlen);
+
 /* inbound.c (I/O thread): a send for a process here (from: the peer it
  * came from; NULL: from a sender here, or held here by locate.c); what is
  * waiting on a socket, read and dispatched (true: it stopped on its
@@ -361,7 +409,7 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
 
 /* relay.c: the I/O loop (the actor's body), what it watches (kind, index
  * in its table), and the seeds' sockets closed once joined. */
-enum { SN_IO_PIPE, SN_IO_EFD, SN_IO_ROUTER, SN_IO_ROUTER_MON, SN_IO_PEER, SN_IO_SEED, SN_IO_SEED_MON };
+enum { SN_IO_PIPE, SN_IO_EFD, SN_IO_ROUTER, SN_IO_ROUTER_MON, SN_IO_PEER, SN_IO_SEED, SN_IO_SEED_MON, SN_IO_UDP };
 void sn__relay_actor(zsock_t *pipe, void *arg);
 void sn__relay_io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bool on);
 void sn__relay_drop_seeds(sn_relay_t *r);

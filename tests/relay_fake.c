@@ -101,6 +101,18 @@ bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
     return true;
 }
 
+/* udp.c: a probe goes as a datagram where it can; here, as try_send's
+ * frames (no UDP socket: the logic is the same either way). */
+bool sn__relay_send_probe(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
+{
+    return sn__relay_try_send(r, p, buf, len);
+}
+
+/* udp.c: answers the sender of a datagram; no datagram comes in here. */
+void sn__relay_udp_answer(sn_relay_t *r, uint32_t node, uint64_t inc, const void *buf, size_t len)
+{
+}
+
 void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
 {
     capture(node_of(r), p->node, FAKE_ORDERED, NULL, 0, buf, len, true);
@@ -515,7 +527,7 @@ void fake_say_load(fake_node_t *to, uint32_t from, uint64_t ready)
     snprintf(row.endpoint, sizeof row.endpoint, "%s", p->endpoint);
     void *buf;
     size_t len;
-    assert_int_equal(sn_codec_encode_heartbeat(from, p->incarnation, 1, &row, to->r.cluster, &buf, &len), 0);
+    assert_int_equal(sn_codec_encode_heartbeat(from, p->incarnation, &row, to->r.cluster, &buf, &len), 0);
     fake_inbound(to, buf, len, NULL, 0, false);
     free(buf);
 }

@@ -106,14 +106,14 @@ static void members_answer(fake_node_t *n, seen_t *sn)
         } else if (f.kind == SN_FRAME_HEARTBEAT && f.probe.kind == SN_SWIM_PING) {
             sn->pings[to]++;
             if (g_alive[to])
-                answer(n, to, &(sn_wire_probe_t){SN_SWIM_ACK, f.probe.seq, to});
+                answer(n, to, &(sn_wire_probe_t){SN_SWIM_ACK, f.probe.seq, to, 0});
         } else if (f.kind == SN_FRAME_HEARTBEAT && f.probe.kind == SN_SWIM_PING_REQ) {
             uint32_t target = f.probe.target;
             assert_true(target < 8);
             sn->ping_reqs[target]++;
             sn->req_helpers[to]++;
             if (g_alive[to] && g_alive[target]) /* the helper's probe answered: passed on */
-                answer(n, to, &(sn_wire_probe_t){SN_SWIM_ACK, f.probe.seq, target});
+                answer(n, to, &(sn_wire_probe_t){SN_SWIM_ACK, f.probe.seq, target, 0});
         }
         sn_frame_clear(&f);
     }
@@ -167,7 +167,7 @@ static void hello(fake_node_t *n, fake_node_t *joiner, const char *cluster, uint
 {
     void *buf;
     size_t len;
-    assert_int_equal(sn_codec_encode_hello(as, joiner->r.incarnation, joiner->r.advertise, cluster, 1, "",
+    assert_int_equal(sn_codec_encode_hello(as, joiner->r.incarnation, joiner->r.advertise, cluster, 1, "", 0,
                                            joiner->r.types, joiner->r.ntypes, &buf, &len),
                      0);
     static const unsigned char ident[] = "joiner";

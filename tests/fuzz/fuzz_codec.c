@@ -50,7 +50,8 @@ static bool members_eq(const sn_wire_member_t *a, const sn_wire_member_t *b, siz
     for (size_t i = 0; i < n; i++) {
         if (a[i].node != b[i].node || a[i].state != b[i].state || a[i].incarnation != b[i].incarnation ||
             a[i].first_serial != b[i].first_serial || strcmp(a[i].endpoint, b[i].endpoint) ||
-            strcmp(a[i].public_key, b[i].public_key) || a[i].ntypes != b[i].ntypes)
+            strcmp(a[i].public_key, b[i].public_key) || a[i].ntypes != b[i].ntypes ||
+            a[i].probe_port != b[i].probe_port)
             return false;
         for (size_t t = 0; t < a[i].ntypes; t++)
             if (strcmp(a[i].types[t].name, b[i].types[t].name) || a[i].types[t].version != b[i].types[t].version ||
@@ -97,8 +98,8 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         break;
     case SN_FRAME_HELLO:
         rc = sn_codec_encode_hello(f->node, f->incarnation, f->endpoint, f->cluster, f->first_serial, f->public_key,
-                                   f->nmembers ? f->members[0].types : NULL, f->nmembers ? f->members[0].ntypes : 0,
-                                   buf, len);
+                                   f->nmembers ? f->members[0].probe_port : 0, f->nmembers ? f->members[0].types : NULL,
+                                   f->nmembers ? f->members[0].ntypes : 0, buf, len);
         break;
     case SN_FRAME_WELCOME:
     case SN_FRAME_MEMBERS:
@@ -153,10 +154,11 @@ static bool same(const sn_frame_t *a, const sn_frame_t *b)
     case SN_FRAME_HEARTBEAT:
         return a->has_stats == b->has_stats && (!a->has_stats || stats_eq(&a->stats, &b->stats)) &&
                str_eq(a->cluster, b->cluster) && a->probe.kind == b->probe.kind && a->probe.seq == b->probe.seq &&
-               a->probe.target == b->probe.target && a->nmembers == b->nmembers;
+               a->probe.target == b->probe.target && a->probe.port == b->probe.port && a->nmembers == b->nmembers;
     case SN_FRAME_HELLO:
         return str_eq(a->endpoint, b->endpoint) && str_eq(a->cluster, b->cluster) &&
-               a->first_serial == b->first_serial && !strcmp(a->public_key, b->public_key);
+               a->first_serial == b->first_serial && !strcmp(a->public_key, b->public_key) &&
+               a->members[0].probe_port == b->members[0].probe_port;
     case SN_FRAME_WELCOME:
     case SN_FRAME_MEMBERS:
         return a->nmembers == b->nmembers && members_eq(a->members, b->members, a->nmembers);

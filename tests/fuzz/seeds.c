@@ -206,7 +206,7 @@ static frame_t sends(uint32_t from_node, uint64_t inc, uint64_t seq, const sn_wi
 static frame_t hello(uint32_t node, uint64_t inc, const char *ep, const char *cluster, const char *key)
 {
     frame_t f;
-    must(sn_codec_encode_hello(node, inc, ep, cluster, 5000, key, NULL, 0, &f.buf, &f.len));
+    must(sn_codec_encode_hello(node, inc, ep, cluster, 5000, key, 0, NULL, 0, &f.buf, &f.len));
     return f;
 }
 
@@ -241,7 +241,7 @@ static frame_t heartbeat(uint32_t node, uint64_t inc, uint64_t ready)
                           .uptime_ms = 1234};
     snprintf(st.endpoint, sizeof st.endpoint, "tcp://127.0.0.1:70%02u", (unsigned)node);
     frame_t f;
-    must(sn_codec_encode_heartbeat(node, inc, 3, &st, "schednode", &f.buf, &f.len));
+    must(sn_codec_encode_heartbeat(node, inc, &st, "schednode", &f.buf, &f.len));
     return f;
 }
 
@@ -338,7 +338,7 @@ static void codec_member_seeds(void)
     frame_t f = heartbeat(2, 5, 7);
     write_file("codec", "heartbeat-stats", f.buf, f.len);
     free(f.buf);
-    must(sn_codec_encode_heartbeat(2, 5, 4, NULL, "schednode", &f.buf, &f.len));
+    must(sn_codec_encode_heartbeat(2, 5, NULL, "schednode", &f.buf, &f.len));
     write_file("codec", "heartbeat-bare", f.buf, f.len);
     free(f.buf);
     f = hello(4, 1, "tcp://127.0.0.1:7004", "schednode", "");
