@@ -32,6 +32,7 @@
  * from the sender's relay already when it knows the new run.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -712,7 +713,13 @@ static void swim_send(void *arg, uint32_t to, const sn_swim_msg_t *msg)
         free(buf);
         n--;
     }
-    (void)sn__relay_send_probe(r, p, buf, len); /* (may be lost: the protocol expects losses) */
+    /* (may be lost: the protocol expects losses) A PING sent again after
+     * no answer goes over TCP, and so does the answer to one that came
+     * over TCP: a network that drops datagrams delays answers, no more */
+    if (msg->reliable || (msg->kind == SN_SWIM_ACK && r->ack_tcp))
+        (void)sn__relay_try_send(r, p, buf, len);
+    else
+        (void)sn__relay_send_probe(r, p, buf, len);
     free(buf);
 }
 
@@ -776,6 +783,33 @@ void sn__members_fini(sn_relay_t *r)
     sn_swim_free(&r->swim);
 }
 
+/* A probe from p: if p should answer us over UDP but its answers came
+ * over TCP (our PINGs sent again there: swim.c), three or more over ten
+ * periods with no datagram from it meanwhile, UDP does not get through
+ * one way or the other (a firewall that lets the TCP port through, not
+ * the UDP one): said once, as detection works on but costs more. (Not a
+ * burst of answers to PINGs that waited in the connection while p was
+ * frozen: its datagrams come again with it.) */
+static void udp_answers(sn_relay_t *r, peer_t *p, const sn_frame_t *f)
+{
+    uint64_t now = sn__relay_now_ns();
+    if (r->in_from) {
+        p->tcp_answers = 0;
+    } else if (f->probe.kind == SN_SWIM_ACK && p->probe_port && r->udp_fd >= 0 && p->tcp_answers < UINT_MAX) {
+        if (p->tcp_answers++ == 0)
+            p->tcp_since_ns = now;
+        if (p->tcp_answers < 3 || now - p->tcp_since_ns < (uint64_t)r->hb_ms * 1000000u * 10)
+            return;
+        SNLOG_WARN(r,
+                   "node %" PRIu32 " at %s has answered our probes over TCP only for %" PRIu64 " s (%u answers): "
+                   "are UDP datagrams to or from port %" PRIu32 " there, or port %" PRIu32 " here, blocked? "
+                   "(probes go over UDP; failure detection works on, at a higher cost)",
+                   p->node, p->endpoint, (now - p->tcp_since_ns) / 1000000000u, p->tcp_answers, p->probe_port,
+                   r->probe_port);
+        p->tcp_answers = UINT_MAX; /* (said: not again until a datagram comes) */
+    }
+}
+
 void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f)
 {
     if (f->probe.port && f->incarnation == p->incarnation)
@@ -789,6 +823,7 @@ void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f)
     }
     if (!f->probe.kind)
         return;
+    udp_answers(r, p, f);
     sn_swim_msg_t msg = {.kind = f->probe.kind, .seq = f->probe.seq, .target = f->probe.target};
     for (size_t i = 0; i < f->nmembers && msg.nupdates < SN_SWIM_PIGGYBACK; i++) {
         const sn_wire_member_t *m = &f->members[i];
@@ -800,7 +835,9 @@ void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f)
             continue; /* (one swim could not add: we cannot reach it) */
         msg.updates[msg.nupdates++] = (sn_swim_update_t){m->node, m->state, m->incarnation, m->version};
     }
+    r->ack_tcp = !r->in_from; /* (see swim_send) */
     sn_swim_recv(r->swim, p->node, &msg, sn__relay_now_ns());
+    r->ack_tcp = false;
 }
 
 /* Our load to every member that is up: when we get work to give (an idle

@@ -121,6 +121,8 @@ typedef struct peer {
     char dg_key_of[41];
     bool udp_said;
     sn__log_limit_t udp_log;
+    unsigned tcp_answers;  /* its answers in a row over TCP, none over UDP (members.c: udp_answers) */
+    uint64_t tcp_since_ns; /* since the first of them */
 } peer_t;
 
 /* A seed we are joining through (only until the first Welcome). */
@@ -227,6 +229,7 @@ struct sn_relay {
     int udp_fd, udp_family;
     uint32_t probe_port;
     bool udp_look;
+    bool ack_tcp; /* the probe being handled came over TCP: answer it there (members.c) */
     uint64_t dgram_seq;
     const struct sockaddr *in_from;
     unsigned in_fromlen;

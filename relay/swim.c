@@ -525,9 +525,13 @@ static member_t *next_target(sn_swim_t *s)
 }
 
 /* Asks up to cfg.indirect random live members other than the target to
- * probe it for us. */
+ * probe it for us, and probes it again directly on the reliable channel
+ * (as memberlist does with TCP: a network that drops the probes'
+ * datagrams, and them only, delays answers but fails no one). */
 static void ask_others(sn_swim_t *s)
 {
+    sn_swim_msg_t again = {.kind = SN_SWIM_PING, .seq = s->probe_seq, .reliable = true};
+    send(s, s->target, &again);
     unsigned asked = 0;
     for (size_t tries = 0; tries < 4 * s->cfg.indirect + 8 && asked < s->cfg.indirect && s->n > 1; tries++) {
         member_t *h = &s->m[rnd(s) % s->n];

@@ -69,6 +69,9 @@ typedef struct sn_swim_update {
 
 typedef struct sn_swim_msg {
     int kind;        /* SN_SWIM_PING, _ACK, _PING_REQ */
+    bool reliable;   /* a PING again, when the first got no answer in time: on the reliable
+                      * channel if there is one (the relay: TCP; probes go over UDP), so that
+                      * a network that drops only datagrams does not make members look dead */
     uint64_t seq;    /* a PING's number, echoed by its ACK */
     uint32_t target; /* PING_REQ: whom to probe; ACK: whose answer it is (a helper passes it on) */
     sn_swim_update_t updates[SN_SWIM_PIGGYBACK];
@@ -76,7 +79,7 @@ typedef struct sn_swim_msg {
 } sn_swim_msg_t;
 
 typedef struct sn_swim_io {
-    /* send m to member `to` (lost messages are expected) */
+    /* send m to member `to` (lost messages are expected; m->reliable: see there) */
     void (*send)(void *arg, uint32_t to, const sn_swim_msg_t *m);
     /* send u to every member at once (may be NULL: piggybacking only) */
     void (*broadcast)(void *arg, const sn_swim_update_t *u);

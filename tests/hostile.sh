@@ -204,6 +204,32 @@ for claim in 9 2; do
   still_serves "3. spoofed node $claim"
 done
 
+# --- 3b. the same over UDP (the probes' datagrams, to node 2's probe port):
+# a probe in node 1's name sealed with the client's key; one not sealed;
+# two sealed with node 1's own key but a number node 1 used long ago (1: a
+# replay). Each dropped and counted; node 1 stays up everywhere.
+inc2=$(timeout 30 "$RAW" --cert "$dir/keys/client.cert" --server-cert "$dir/keys/n2.cert" "$(ep 2)" incarnation |
+  awk '/^node 2 incarnation/ {print $4}')
+sleep 1.1 # (one bad-frame line a second per peer: the ones above were node 1's)
+b0=$(counter 2 bad_frames)
+raw client 2 "udp:probe:1:$inc1:$inc2"
+raw none 2 "udp:own:1"
+sleep 1.1
+raw n1 2 "udp:probe:1:$inc1:$inc2" --repeat 2
+wait_for 50 at_least 2 bad_frames $((b0 + 4))
+b1=$(counter 2 bad_frames)
+[ "$b1" = $((b0 + 4)) ] && ok "3b. forged, unsealed and replayed probe datagrams in node 1's name: dropped ($b0 -> $b1)" ||
+  bad "3b. probe datagrams: bad_frames $b0 -> $b1 (want +4)"
+grep -q "datagram sealed with a key that is not the member's" "$dir/node2.log" &&
+  grep -q "datagram taken already (a replay)" "$dir/node2.log" && ok "3b. node 2 says why" ||
+  bad "3b. no log of the forged or the replayed datagram: $(grep datagram "$dir/node2.log" | tail -3)"
+sleep 1
+for n in 2 3; do
+  st=$(status $n | jq -r '.nodes[] | select(.id == 1) | .state')
+  [ "$st" = up ] && ok "3b. node $n sees node 1 up" || bad "3b. node $n sees node 1 $st"
+done
+still_serves "3b. probe datagrams"
+
 # --- 4. a flood: 200,000 undecodable frames (1 B to 2 KiB, 200 MB in all)
 # from the client key at node 2 as fast as ZeroMQ takes them, while node 1
 # sends 2000 messages to node 2 and status is asked of node 2 again and

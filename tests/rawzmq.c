@@ -14,6 +14,16 @@
  *                            as fast as ZeroMQ takes them
  *   incarnation              asks the node for its status and prints the
  *                            node id and incarnation its reply envelope names
+ *   udp:garbage | udp:own:ID | udp:oversize
+ *                            a datagram to the node's probe port (its TCP
+ *                            port's number, UDP): junk; a plain probe in the
+ *                            name of node ID (the node's own id); 2,000 bytes
+ *   udp:probe:FROM:INC:TOINC a PING from node FROM (run INC) for the node's run
+ *                            TOINC, sealed with --cert's keys for the
+ *                            --server-key's (or not sealed, without --cert)
+ *   udp:hold:MS              binds the node's probe port (UDP) and holds it MS
+ *                            milliseconds (a node started meanwhile on that
+ *                            port cannot bind it)
  * OPTIONS:
  *   --cert FILE              be a CurveZMQ client with FILE (and FILE_secret)
  *   --server-key Z85 | --server-cert FILE   the node's public key (with --cert)
@@ -32,13 +42,21 @@
 #include <string.h>
 #include <time.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "codec.h"
+#include "dgram.h"
 
 static const char *usage_text =
     "usage: rawzmq [--cert FILE [--server-key Z85 | --server-cert FILE]] [--repeat N] [--linger MS]\n"
     "              [--timeout MS] ENDPOINT KIND\n"
     "KIND: garbage|truncated|oversize:BYTES|version|multipart|nobody|send:TOPID|\n"
-    "      spoof:FROMNODE:TOPID[:INCARNATION]|flood:N|incarnation\n";
+    "      spoof:FROMNODE:TOPID[:INCARNATION]|flood:N|incarnation|\n"
+    "      udp:garbage|udp:own:ID|udp:oversize|udp:probe:FROM:INC:TOINC|udp:hold:MS\n";
 
 static int usage(void)
 {
@@ -356,6 +374,82 @@ static zsock_t *dial(const args_t *a, zcert_t **cert, const char *key)
     return s;
 }
 
+/* ---- udp:... (the probes' port, relay/udp.c) */
+
+/* A UDP socket and the address of ENDPOINT's host:port (IPv4). */
+static int udp_to(const char *endpoint, struct sockaddr_in *sa)
+{
+    char host[64];
+    unsigned port;
+    if (sscanf(endpoint, "tcp://%63[0-9.]:%u", host, &port) != 2 || port > 65535) {
+        fprintf(stderr, "rawzmq: udp: needs tcp://IPV4:PORT, not %s\n", endpoint);
+        return -1;
+    }
+    *sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+        return -1;
+    return socket(AF_INET, SOCK_DGRAM, 0);
+}
+
+/* udp:probe:FROM:INC:TOINC (udp:own:ID: the same with FROM = ID) -> one
+ * PING (the sender's row, no updates), sealed when cert is set (for key,
+ * the node's). Its datagram number is 1: a replay of none. */
+static size_t udp_probe(const char *arg, zcert_t *cert, const char *key, uint8_t *out)
+{
+    unsigned long from;
+    unsigned long long inc = 1, to_inc = 0;
+    if (sscanf(arg, "%lu:%llu:%llu", &from, &inc, &to_inc) < 1 || from == 0 || from > UINT32_MAX)
+        return 0;
+    sn_wire_stats_t row = {.node = (uint32_t)from, .workers = 1};
+    snprintf(row.endpoint, sizeof row.endpoint, "tcp://127.0.0.1:1");
+    sn_wire_probe_t ping = {.kind = 1, .seq = 1};
+    void *buf;
+    size_t len, n = 0;
+    if (sn_codec_encode_probe((uint32_t)from, inc, &ping, &row, "schednode", NULL, 0, &buf, &len) != 0)
+        return 0;
+    uint8_t pk[32], k[32];
+    if (!cert)
+        n = sn_dgram_seal(out, (uint32_t)from, inc, 1, to_inc, NULL, NULL, buf, len);
+    else if (sodium_init() >= 0 && zmq_z85_decode(pk, key) && sn_dgram_shared(k, pk, zcert_secret_key(cert)) == 0)
+        n = sn_dgram_seal(out, (uint32_t)from, inc, 1, to_inc, zcert_public_key(cert), k, buf, len);
+    free(buf);
+    return n;
+}
+
+static int udp_play(const args_t *a, zcert_t *cert, const char *key)
+{
+    struct sockaddr_in sa;
+    int fd = udp_to(a->endpoint, &sa);
+    if (fd < 0)
+        return 1;
+    const char *what = a->what + 4;
+    if (!strncmp(what, "hold:", 5)) {
+        int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+        printf("rawzmq: %s udp%s\n", rc == 0 ? "holding" : "cannot hold", a->endpoint + 3);
+        fflush(stdout);
+        if (rc == 0)
+            zclock_sleep(atoi(what + 5));
+        close(fd);
+        return rc == 0 ? 0 : 1;
+    }
+    static uint8_t out[2000];
+    size_t n = 0;
+    if (!strcmp(what, "garbage"))
+        n = (size_t)snprintf((char *)out, sizeof out, "GET / HTTP/1.0\r\n\r\n");
+    else if (!strcmp(what, "oversize"))
+        n = sizeof out; /* (zeros) */
+    else if (!strncmp(what, "own:", 4) || !strncmp(what, "probe:", 6))
+        n = udp_probe(strchr(what, ':') + 1, !strncmp(what, "own:", 4) ? NULL : cert, key, out);
+    int rc = 0;
+    for (long i = 0; n && i < a->repeat && rc == 0; i++)
+        rc = sendto(fd, out, n, 0, (struct sockaddr *)&sa, sizeof sa) == (ssize_t)n ? 0 : 1;
+    close(fd);
+    if (n == 0)
+        return usage();
+    printf("sent %ld x datagram %s (%zu bytes)\n", a->repeat, what, n);
+    return rc;
+}
+
 /* Sends (or asks) what KIND says; returns the exit status. */
 static int play(void *sock, const args_t *a)
 {
@@ -387,6 +481,11 @@ int main(int argc, char **argv)
     char key[41] = "";
     if (a.cert_file && (rc = load_curve(&a, &cert, key)) != 0)
         return rc;
+    if (!strncmp(a.what, "udp:", 4)) {
+        rc = udp_play(&a, cert, key);
+        zcert_destroy(&cert);
+        return rc;
+    }
     zsock_t *s = dial(&a, &cert, key);
     if (!s)
         return 1;

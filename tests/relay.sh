@@ -70,6 +70,24 @@ lines=$(grep -c "dropped a bad frame" "$dir/node2.log")
 [ "$lines" -ge 1 ] && ok "bad frames are logged" || bad "no log line for bad frames"
 [ "$lines" -lt 6 ] && ok "the bad-frame log is rate-limited ($lines lines for 6 frames)" || bad "one log line per bad frame: not rate-limited"
 
+# hostile datagrams on node 2's probe port (UDP, its TCP port's number):
+# junk, a probe in node 2's own name, 2,000 bytes: each counted, logged, dropped
+sleep 1.1 # (the rate limit of the bad-frame lines: one a second for non-peers)
+b0=$(call status --json --connect "$(ep 2)" | jq '.nodes[] | select(.id == 2) | .bad_frames')
+for f in udp:garbage udp:own:2 udp:oversize; do "$RAW" "$(ep 2)" "$f" >/dev/null || bad "rawzmq $f could not send"; done
+for _ in $(seq 50); do
+  b1=$(call status --json --connect "$(ep 2)" | jq '.nodes[] | select(.id == 2) | .bad_frames')
+  [ "$b1" = $((b0 + 3)) ] && break; sleep 0.1
+done
+[ "$b1" = $((b0 + 3)) ] && ok "3 hostile datagrams counted as bad" || bad "bad datagrams: bad_frames $b0 -> $b1"
+grep -q "dropped a bad frame from .*datagram" "$dir/node2.log" && ok "bad datagrams are logged" ||
+  bad "no log line for bad datagrams"
+sleep 1
+for m in 1 3; do
+  st=$(call status --json --connect "$(ep $m)" | jq -r '.nodes[] | select(.id == 2) | .state')
+  [ "$st" = up ] && ok "node $m still sees node 2 up after the hostile datagrams" || bad "node $m sees node 2 $st"
+done
+
 # a frozen node: its messages are in the pipe, never acknowledged; once it
 # is declared down they come back to the sender as nodedown (not lost)
 sink=$(call spawn --connect "$(ep 2)" xsink collect 5)
@@ -88,13 +106,28 @@ out=$(call call --connect "$(ep 1)" xsource blast "$sink 5" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "send to a killed node: nodedown" || bad "nodedown: rc=$rc $out"
 grep -q "node 2 .* is down" "$dir/node1.log" && ok "node 1 logs that node 2 is down" || bad "no down log on node 1"
 
-# node 2 comes back (a new incarnation on the same endpoint) and serves again
+# node 2 comes back (a new incarnation on the same endpoint) and serves
+# again; its probe port (UDP) is held by another program, so it says so
+# and its probes go over TCP, both ways: no one declares it down
+"$RAW" "$(ep 2)" udp:hold:9000 >"$dir/hold.out" 2>&1 &
+hold=$!
+pids+=($hold)
+wait_for 50 grep -q holding "$dir/hold.out" || bad "could not hold node 2's UDP port: $(cat "$dir/hold.out")"
+downs=$(cat "$dir"/node[13].log | grep -c "node 2 .* is down")
 start 2 || bad "node 2 restarts"
 for _ in $(seq 100); do grep -q "node 2 .* restarted" "$dir/node1.log" && break; sleep 0.1; done
 grep -q "node 2 .* restarted" "$dir/node1.log" && ok "node 1 sees node 2 restarted" || bad "restart not seen by node 1"
+grep -q "cannot bind udp://.*probes to and from this node go over TCP" "$dir/node2.log" &&
+  ok "node 2 says its probe port is taken and probes go over TCP" || bad "no word of the UDP bind: $(head -3 "$dir/node2.log")"
 sink=$(call spawn --connect "$(ep 2)" xsink collect 1000)
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 1000" 2>&1)
 [ "$out" = "1000 messages in order" ] && ok "the restarted node 2 receives 1000 messages in order" || bad "after restart: $out"
+sleep 4 # past --down-after-ms, probed over TCP meanwhile
+n=$(cat "$dir"/node[13].log | grep -c "node 2 .* is down")
+[ "$n" = "$downs" ] && ! grep -q " is down" "$dir/node2.log" &&
+  ok "node 2 without UDP: no one is declared down over 4 s" ||
+  bad "node 2 without UDP: $((n - downs)) new down lines on 1 and 3, $(grep -c " is down" "$dir/node2.log") on 2"
+kill "$hold" 2>/dev/null; wait "$hold" 2>/dev/null
 
 # the survivors keep working with each other
 sink=$(call spawn --connect "$(ep 3)" xsink collect 100)
