@@ -17,7 +17,9 @@
  *
  * Failure detection is SWIM's (swim.c: a probe of one member per period,
  * through others when it does not answer, suspicion, refutation, death),
- * so a member's cost per period does not grow with the cluster. A member
+ * so a member's cost per period does not grow with the cluster. The
+ * probes go as UDP datagrams where the member takes them (udp.c), else,
+ * and when sent again for want of an answer, over TCP (swim_send). A member
  * declared dead is down here: everything unconfirmed that was sent to it
  * goes back to its senders as nodedown. One that refutes (it was frozen or
  * cut off from everyone) is up again. The probes carry the sender's load

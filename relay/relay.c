@@ -11,6 +11,7 @@
  *   peer.c      per-peer outbound: batches, acks, backpressure, bounces
  *   inbound.c   frames read, checked and dispatched
  *   members.c   membership (on swim.c), steal.c, locate.c, keys.c, codec.c
+ *   udp.c       SWIM's probes over UDP (dgram.c: a datagram's format and seal)
  *   client.c    the command-line client (no relay: the caller's thread)
  */
 #include "relay.h"

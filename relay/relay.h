@@ -1,7 +1,8 @@
 /* relay.h - the ZeroMQ relay: carries Sends to processes on other nodes.
  *
  * One I/O thread (a czmq actor) owns every socket: a ROUTER bound to the
- * node's endpoint for inbound traffic and one DEALER per peer for outbound.
+ * node's endpoint for inbound traffic, one DEALER per peer for outbound,
+ * and a UDP socket on the same host and port for SWIM's probes (udp.c).
  * Workers hand it messages through a lock-free queue plus an eventfd
  * wakeup, so a worker never touches a socket and never blocks.
  */

@@ -4,7 +4,8 @@
  * membership (relay/members.c: Hello, Welcome, Members, Error, Leave), to
  * stealing (relay/steal.c: request, offer, accept, commit) and to client
  * requests (status, spawn, send, call). Each input is a sequence of such
- * frames and timer turns (relay_input.h) run against a fresh relay (made
+ * frames, probe datagrams (sn__relay_datagram, relay/udp.c) and timer
+ * turns (relay_input.h) run against a fresh relay (made
  * by sn__relay_create: sn_relay_new without its I/O thread) of node 1 with
  * members 2 and 3, over a real scheduler with one worker.
  *
@@ -20,7 +21,9 @@
  * processes and reaches the relay only through its hooks (relay_deliver,
  * a CALL's reply: the MPSC queue), as in the real node.
  */
+#include <arpa/inet.h>
 #include <czmq.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -214,6 +217,10 @@ static void *io_thread(void *arg)
 /* Plays the records of an input (relay_input.h) to r. */
 static void play(sn_relay_t *r, const uint8_t *data, size_t size)
 {
+    /* where datagrams come from (the relay has no UDP socket here: an
+     * answer to one goes nowhere) */
+    struct sockaddr_in udp_from = {
+        .sin_family = AF_INET, .sin_port = htons(7002), .sin_addr.s_addr = htonl(0x7f000001)};
     zsock_t *seed = zsock_new(ZMQ_DEALER); /* the relay only compares it with NULL */
     for (size_t i = 0; i < size;) {
         uint8_t op = data[i++];
@@ -247,7 +254,9 @@ static void play(sn_relay_t *r, const uint8_t *data, size_t size)
                 break;
             memcpy(frame, data + i, len);
             i += len;
-            if ((op & 7) == FZ_PEER)
+            if ((op & 7) == FZ_DATAGRAM)
+                sn__relay_datagram(r, frame, len, (const struct sockaddr *)&udp_from, sizeof udp_from);
+            else if ((op & 7) == FZ_PEER)
                 sn__relay_inbound_frame(r, frame, len, NULL, 0, NULL);
             else if ((op & 7) == FZ_SEED)
                 sn__relay_inbound_frame(r, frame, len, NULL, 0, seed);

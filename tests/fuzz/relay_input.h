@@ -6,9 +6,10 @@
  *   input  := setup record*
  *   setup  := one byte of FZ_SETUP_* bits
  *   record := op            (op & 7 is FZ_STEAL_TICK, FZ_MEMBERS_TICK or FZ_PEER_GONE)
- *           | op len2 frame (op & 7 is FZ_ROUTER, FZ_PEER or FZ_SEED, and 6 and 7 count
- *                            as FZ_ROUTER; len2 is the frame's length, 2 bytes
- *                            little-endian, cut to what is left)
+ *           | op len2 frame (op & 7 is FZ_ROUTER, FZ_PEER, FZ_SEED or FZ_DATAGRAM, and
+ *                            7 counts as FZ_ROUTER; len2 is the frame's length, 2
+ *                            bytes little-endian, cut to what is left; a datagram's
+ *                            "frame" is the whole datagram, relay/dgram.h)
  *
  * op >> 3 is an argument: which client routing id (FZ_ROUTER), which member
  * (FZ_PEER_GONE). The relay starts as node 1 with members 2 (a steal
@@ -31,6 +32,7 @@ enum {
     FZ_STEAL_TICK = 3,   /* steal.c's timer: timeouts, and a request when idle */
     FZ_MEMBERS_TICK = 4, /* members.c's timer: heartbeats, gossip */
     FZ_PEER_GONE = 5,    /* member number op >> 3 failed: its unconfirmed sends bounce */
+    FZ_DATAGRAM = 6,     /* on the probes' UDP socket (relay/udp.c), from 127.0.0.1:7002 */
 };
 #define FZ_IDENTS 4
 
