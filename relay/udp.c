@@ -179,8 +179,14 @@ bool sn__relay_send_probe(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
     socklen_t salen;
     /* over UDP when it takes them and we know its run (a datagram names
      * the receiver's run: a static peer not heard from yet is probed over
-     * TCP) */
-    if (r->udp_fd >= 0 && p->probe_port && p->incarnation && len <= SN_DGRAM_BODY_MAX) {
+     * TCP); but the first probe to a member goes over TCP, to make the
+     * connection: the mesh forms with the probes, over a cluster's first
+     * N periods, so that what must be quick later (a refutation's
+     * broadcast, a steal's handover, under load) finds its connection
+     * made. One made then takes several turns of both ends' busy threads:
+     * without the mesh, a 100-node cluster declared live nodes down
+     * during a 4,000-process spread (bench/cluster-scale.sh). */
+    if (r->udp_fd >= 0 && p->probe_port && p->incarnation && len <= SN_DGRAM_BODY_MAX && (p->dealer || !p->dial)) {
         if (addr_of(p->endpoint, p->probe_port, r->udp_family, &sa, &salen) &&
             send_dgram(r, p, p->incarnation, (struct sockaddr *)&sa, salen, buf, len))
             return true;
