@@ -718,11 +718,14 @@ static void number_this_run(options_t *o)
     o->relay.first_serial = o->sched.first_serial;
 }
 
+/* --load FILE names a file as a config file's paths do: "counter.so" is
+ * ./counter.so, never a name for dlopen's library search path. */
 static int load_plugins(const options_t *o, sn_sched_t *sched)
 {
     for (int i = 0; i < o->nplugins; i++) {
-        char err[512];
-        if (sn_plugin_load(sched, o->plugins[i], err, sizeof err) != 0) {
+        char err[512], path[4096];
+        snprintf(path, sizeof path, "%s%s", strchr(o->plugins[i], '/') ? "" : "./", o->plugins[i]);
+        if (sn_plugin_load(sched, path, err, sizeof err) != 0) {
             fprintf(stderr, "%s: %s\n", progname, err);
             return -1;
         }
