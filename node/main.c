@@ -729,7 +729,7 @@ static int load_plugins(const options_t *o, sn_sched_t *sched)
             fprintf(stderr, "%s: %s\n", progname, err);
             return -1;
         }
-        logf_(SN__LOG_INFO, "loaded plugin %s", o->plugins[i]);
+        logf_(SN__LOG_INFO, "loaded plugin %s", path);
     }
     return 0;
 }
