@@ -24,7 +24,7 @@ install_sdk() {
     sudo=(sudo)
     [ -t 0 ] || sudo=(sudo -n)
   fi
-  echo "== installing into $prefix (SN_PREFIX=none: no install) =="
+  echo "== installing into $prefix (SN_PREFIX=DIR for another prefix, SN_PREFIX=none for none) =="
   "${sudo[@]}" cmake --install build --prefix "$prefix" >/dev/null
   [ "$(id -u)" -ne 0 ] || ! command -v ldconfig >/dev/null || ldconfig # libschednode.so for embedders
   echo "   $prefix/bin/schednode; plugins: pkg-config schednode-plugin, or find_package(schednode) + schednode::plugin"
