@@ -47,11 +47,27 @@ grep -q -- "-o BatchMode=yes" <<<"$out" && grep -q -- "-o ConnectTimeout=" <<<"$
   ok "ssh never prompts and gives up on a silent host" || bad "ssh options"
 
 # keys: one per node with the endpoint others dial, one client key
-grep -qxF "+ $SN keygen $stage/keys --name n1 --endpoint tcp://10.9.0.1:7100" <<<"$out" &&
-  grep -q "keygen $stage/keys --name n2 --endpoint tcp://10.9.0.2:7100$" <<<"$out" &&
-  grep -q "keygen $stage/keys --name n3 --endpoint tcp://h3.example:7101$" <<<"$out" &&
+grep -qxF "+ $SN keygen $stage/keys --name n1 --endpoint tcp://10.9.0.1:7100 --node-id 1" <<<"$out" &&
+  grep -q "keygen $stage/keys --name n2 --endpoint tcp://10.9.0.2:7100 --node-id 2$" <<<"$out" &&
+  grep -q "keygen $stage/keys --name n3 --endpoint tcp://h3.example:7101 --node-id 3$" <<<"$out" &&
   grep -q "keygen $stage/keys --name client$" <<<"$out" &&
-  ok "keygen for n1, n2, n3 (wildcard listen: the host's name) and the client" || bad "keygen: $(grep keygen <<<"$out")"
+  ok "keygen for n1, n2, n3 with their ids (wildcard listen: the host's name) and the client" ||
+  bad "keygen: $(grep keygen <<<"$out")"
+# the runtime packages on every host, before its binary (which runs there at once)
+for h in root@h1.example deploy@h2.example h3.example; do
+  d=$(grep -n "^+ ssh .* $h '.*libczmq4 libzmq5 libsodium23 libprotobuf-c1; do dpkg-query -W.*apt-get install -y" <<<"$out" | head -1 | cut -d: -f1)
+  b=$(grep -n "^+ ssh .* $h '.*install -m 0755 " <<<"$out" | head -1 | cut -d: -f1)
+  [ -n "$d" ] && [ -n "$b" ] && [ "$d" -lt "$b" ] || { bad "runtime packages on $h: deps line '$d', binary line '$b'"; continue; }
+  [ $h = h3.example ] && ok "every host gets the missing runtime packages (apt-get) before the binary"
+done
+out2=$(dry deploy --no-deps 2>&1)
+! grep -q "apt-get" <<<"$out2" && ok "--no-deps: no apt-get" || bad "--no-deps: $(grep apt-get <<<"$out2" | head -1)"
+out2=$(dry deploy --packages "libfoo1 libbar2" 2>&1)
+[ "$(grep -c "for p in libfoo1 libbar2; do" <<<"$out2")" = 3 ] && ok "--packages replaces the list" ||
+  bad "--packages: $(grep -c "libfoo1" <<<"$out2")"
+out2=$(dry deploy --packages 'x;rm' 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "bad --packages" <<<"$out2" && ok "--packages with a shell character: exit 2" ||
+  bad "--packages x;rm: rc=$rc $out2"
 grep -q "^+ cp $stage/keys/n1.cert $stage/keys/n2.cert $stage/keys/n3.cert $stage/keys/client.cert $stage/keys/authorized/$" <<<"$out" &&
   ok "authorized/ gets the three node certs and the client's" || bad "authorized: $(grep authorized/ <<<"$out" | head -2)"
 
@@ -243,8 +259,13 @@ live() {
   { echo "cluster live$$"; echo "seeds 1 2"; echo "set node/workers 2"
     for i in 1 2 3; do echo "$i $P$i tcp://${a[$i]}:7300"; done; } >"$dir/live"
   O=(--transport netns --service plain --root "$dir/inst" --staging "$dir/live.d" --wait 120)
+  # a plugin as a user builds it: README's counter, against the header only
+  awk '/^## Writing a process type/ {f = 1} f && /^```c$/ {c = 1; next} c && /^```$/ {exit} c' "$top/README.md" \
+    >"$dir/counter.c"
+  cc -Wall -Wextra -Werror -I"$top/include" -fPIC -shared "$dir/counter.c" -o "$dir/counter.so" 2>&1 ||
+    { bad "README's counter does not build"; return; }
   t0=$SECONDS
-  out=$("$SC" deploy "$dir/live" "${O[@]}" --bin "$SN" 2>&1); rc=$?
+  out=$("$SC" deploy "$dir/live" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" 2>&1); rc=$?
   [ $rc -eq 0 ] && grep -q "deployed: 3 nodes up" <<<"$out" && ok "live deploy into 3 namespaces ($((SECONDS - t0)) s)" ||
     { bad "live deploy: rc=$rc $out"; for i in 1 2 3; do tail -5 "$dir/inst/$P$i/log/n$i.log"; done; return; }
   CL=(--cert "$dir/live.d/keys/client.cert" --authorized-keys "$dir/live.d/keys/authorized" --timeout 10000)
@@ -265,16 +286,28 @@ live() {
   sink=$(timeout 30 "$SN" spawn --connect "tcp://${a[3]}:7300" "${CL[@]}" xsink collect 100 2>&1)
   out=$(timeout 30 "$SN" call --connect "tcp://${a[1]}:7300" "${CL[@]}" xsource blast "$sink 100" 2>&1)
   [ "$out" = "100 messages in order" ] && ok "the deployed cluster works: 100 messages node 1 -> node 3" || bad "1 -> 3: $out"
+  # the plugin on every host: a counter there, a message to it from the
+  # next node, its echo back
+  good=1
+  for i in 1 2 3; do
+    j=$((i % 3 + 1))
+    pid=$(timeout 30 "$SN" spawn --connect "tcp://${a[$i]}:7300" "${CL[@]}" counter count 2>&1)
+    out=$(timeout 30 "$SN" call --connect "tcp://${a[$j]}:7300" "${CL[@]}" xsource blast "$pid 1" 2>&1)
+    [ "${pid%%.*}" = "$i" ] && [ "$out" = 0 ] || { good=0; bad "counter on node $i: spawn '$pid', echo to node $j '$out'"; }
+    grep -q "loaded plugin .*/plugins/counter.so$" "$dir/inst/$P$i/log/n$i.log" ||
+      { good=0; bad "node $i did not log loading counter.so"; }
+  done
+  [ $good = 1 ] && ok "the deployed plugin (README's counter) runs on every host: spawned there, echoing a message from the next"
 
   declare -A pid1
   for i in 1 2 3; do pid1[$i]=$(cat "$dir/inst/$P$i/run/n$i.pid"); done
   cert1=$(md5sum <"$dir/live.d/keys/n1.cert")
-  out=$("$SC" deploy "$dir/live" "${O[@]}" --bin "$SN" 2>&1); rc=$?
+  out=$("$SC" deploy "$dir/live" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" 2>&1); rc=$?
   [ $rc -eq 0 ] && [ "$(md5sum <"$dir/live.d/keys/n1.cert")" = "$cert1" ] && [ "$(grep -c "already runs" <<<"$out")" = 3 ] &&
     ok "deploy again: keys kept, running nodes left alone" || bad "redeploy: rc=$rc $out"
   cp "$SN" "$dir/schednode-v2"
   t0=$SECONDS
-  out=$("$SC" upgrade "$dir/live" "${O[@]}" --bin "$dir/schednode-v2" 2>&1); rc=$?
+  out=$("$SC" upgrade "$dir/live" "${O[@]}" --bin "$dir/schednode-v2" --plugin "$dir/counter.so" 2>&1); rc=$?
   [ $rc -eq 0 ] && grep -q "upgraded: 3 nodes up" <<<"$out" && ok "upgrade: rolling restart done ($((SECONDS - t0)) s)" ||
     bad "upgrade: rc=$rc $out"
   [ "$(grep "restarting node" <<<"$out" | awk '{print $4}' | tr '\n' ' ')" = "3 2 1 " ] &&
