@@ -63,7 +63,8 @@ static void usage(FILE *f)
             "      --config FILE          read settings from a ZPL file (cluster-config/README.md);\n"
             "                             flags given as well override it\n"
             "  -w, --workers N            worker threads (default: one per online CPU)\n"
-            "  -l, --load FILE.so         load a plugin of process types and commands (repeatable)\n"
+            "  -l, --load FILE.so         load a plugin of process types and commands (repeatable;\n"
+            "                             a path: a bare name is ./FILE.so)\n"
             "  -n, --node-id N            this node's id in PIDs, 1..4294967295 (default: a listening node\n"
             "                             takes the id its --cert names, else a random unused one; else 1)\n"
             "      --shutdown-timeout MS  time processes get to finish after CANCEL (default 2000)\n"
@@ -892,8 +893,8 @@ static int run_node(options_t *o)
     sn_stats_t st;
     sn_sched_stats(sched, &st);
     logf_(o->cmd ? SN__LOG_DEBUG : SN__LOG_INFO,
-          "stopped: %" PRIu64 " processes run, %" PRIu64 " messages, %d force-closed", st.completed, st.messages,
-          forced);
+          "stopped: %" PRIu64 " process%s run, %" PRIu64 " message%s, %d force-closed", st.completed,
+          st.completed == 1 ? "" : "es", st.messages, st.messages == 1 ? "" : "s", forced);
 out:
     /* The relay goes after the scheduler has shut down (no more sends): it
      * has, unless joining failed (then at once: it never ran anything). */
