@@ -58,6 +58,9 @@ Options:
                      \`ip netns exec HOST sh -c ...\`, files are copied with cp,
                      and each host gets its own install directory ROOT/HOST
                      (namespaces share one filesystem). Needs root.
+  --chroot DIR       netns only: the hosts' commands run in the root file
+                     system DIR (chroot), e.g. a bare Debian without the
+                     runtime libraries; ROOT is inside it
   --service systemd|plain
                      plain: no systemd; a node runs under setsid/nohup with a
                      pidfile ROOT/run/nID.pid and a log ROOT/log/nID.log, and
@@ -210,7 +213,7 @@ rolling_order() {
 
 # ------------------------------------------------------------- transports
 
-transport=ssh service=systemd root=/opt/schednode staging='' svc_user=schednode sudo=0 wait=60 bin=''
+transport=ssh service=systemd root=/opt/schednode staging='' svc_user=schednode sudo=0 wait=60 bin='' chroot=''
 plugins=()
 # what schednode links (besides libc) on Debian 12: czmq, libzmq, libsodium,
 # protobuf-c. Plugins link nothing (they use the program's API).
@@ -232,7 +235,7 @@ remote_argv() {
   local h=$1 script=$2
   [ "$sudo" = 0 ] || script="sudo -n sh -c $(q "$script")"
   if [ "$transport" = netns ]; then
-    argv=(ip netns exec "${hname[$h]}" sh -c "$script")
+    argv=(ip netns exec "${hname[$h]}" ${chroot:+chroot "$chroot"} sh -c "$script")
   else
     argv=(ssh "${sshopt[@]}" -p "${hport[$h]}" "$(target "$h")" "$script")
   fi
@@ -255,7 +258,7 @@ copy() {
   local h=$1 d=$2
   shift 2
   if [ "$transport" = netns ]; then
-    run cp "$@" "$d/" || die 1 "copy to ${hname[$h]} failed"
+    run cp "$@" "$chroot$d/" || die 1 "copy to ${hname[$h]} failed"
   else
     run scp "${sshopt[@]}" -P "${hport[$h]}" "$@" "$(target "$h"):$d/" ||
       die 1 "${hname[$h]} ($hosts_file:${hline[$h]}): scp failed"
@@ -266,7 +269,7 @@ copy() {
 preflight() {
   local h argv=() err
   for h in "${!hname[@]}"; do
-    if [ "$transport" = netns ]; then argv=(ip netns exec "${hname[$h]}" true); else
+    if [ "$transport" = netns ]; then argv=(ip netns exec "${hname[$h]}" ${chroot:+chroot "$chroot"} true); else
       argv=(ssh "${sshopt[@]}" -p "${hport[$h]}" "$(target "$h")" true)
     fi
     if [ "$dry" = 1 ]; then run "${argv[@]}"; continue; fi
@@ -562,6 +565,7 @@ parse_args() { # SUBCOMMAND ARGS...: options and the hosts file
       --json) json=--json; shift ;;
       --transport) transport=${2:?--transport needs ssh or netns}; shift 2 ;;
       --service) service=${2:?--service needs systemd or plain}; shift 2 ;;
+      --chroot) chroot=${2:?--chroot needs a directory}; shift 2 ;;
       -*) die 2 "$sub: unknown option '$1' (see $prog $sub --help)" ;;
       *) [ -z "$hosts_file" ] || die 2 "$sub: one hosts file, not '$hosts_file' and '$1'"; hosts_file=$1; shift ;;
     esac
@@ -574,6 +578,8 @@ parse_args() { # SUBCOMMAND ARGS...: options and the hosts file
   [ "$transport" = ssh ] || [ "$service" = plain ] ||
     die 2 "--transport netns needs --service plain (systemd would start the nodes outside the namespaces)"
   [ "$transport" = ssh ] || [ "$dry" = 1 ] || [ "$(id -u)" = 0 ] || die 2 "--transport netns needs root (ip netns exec)"
+  [ -z "$chroot" ] || { [ "$transport" = netns ] && [[ $chroot == /* ]] && [ -x "$chroot/bin/sh" ]; } ||
+    die 2 "--chroot needs --transport netns and an absolute path to a root file system (with /bin/sh)"
   [[ $root == /* ]] || die 2 "--root must be an absolute path"
   [[ $svc_user =~ ^[a-z_][a-z0-9_-]*$ ]] || die 2 "bad --user '$svc_user'"
   [[ $runtime_pkgs =~ ^[a-z0-9.+\ -]*$ ]] || die 2 "bad --packages '$runtime_pkgs' (Debian package names)"

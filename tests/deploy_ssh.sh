@@ -4,7 +4,11 @@
 # the unit and the configs it writes, keys made), bad hosts files refused
 # with exit 2 and their line number, --help. As root with working network
 # namespaces, also a live run: namespaces from netns-cluster.sh, then
-# deploy, status, upgrade, stop with --transport netns --service plain.
+# deploy (with README's counter as a plugin, run on every host), status,
+# upgrade, stop with --transport netns --service plain; and a deploy to hosts
+# without the runtime libraries (--chroot into a bare Debian root: skipped,
+# saying why, where there is none or its package repository cannot be made).
+# Exits 77 (skipped) after the dry runs where the live runs cannot run.
 # Args: $1 schednode.
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
@@ -333,8 +337,67 @@ live() {
   out=$("$NC" down --dir "$dir/ns" 2>&1); rc=$?
   [ $rc -eq 0 ] && ! ip netns list | grep -q "^${P}[0-9]" && ok "namespaces torn down" || bad "down: $rc $out"
 }
+# --- live, hosts without the runtime libraries: the same namespaces, each
+# host's commands in a bare Debian 12 root (chroot: debootstrap --variant=
+# minbase, SN_BARE_ROOT_TAR, as scripts' fresh-debian tool makes), whose apt
+# mirror is a local repository of the runtime packages and what they need
+# (apt-get download here). ssh-cluster.sh must install them to run a node.
+bare() {
+  local tar=${SN_BARE_ROOT_TAR:-/var/tmp/fresh-bookworm.base.tar} pk out rc i j pid
+  CH=$dir/bare # (global: the exit trap unmounts its /proc)
+  [ "$live_skipped" = 0 ] || return
+  [ -f "$tar" ] || { echo "SKIP hosts without the runtime libraries: no bare Debian root at $tar (SN_BARE_ROOT_TAR)"; return; }
+  mkdir -p "$CH" && tar -C "$CH" -xf "$tar" || { bad "cannot unpack $tar"; return; }
+  pk=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+    --no-enhances libczmq4 libzmq5 libsodium23 libprotobuf-c1 2>/dev/null | grep '^[a-z]' | sort -u)
+  mkdir -p "$CH/var/local-repo"
+  # shellcheck disable=SC2086 # $pk: words
+  if ! (cd "$CH/var/local-repo" && apt-get download $pk && dpkg-scanpackages . /dev/null >Packages) >"$dir/repo.log" 2>&1; then
+    echo "SKIP hosts without the runtime libraries: cannot make their package repository: $(tail -1 "$dir/repo.log")"
+    return
+  fi
+  rm -f "$CH"/etc/apt/sources.list "$CH"/etc/apt/sources.list.d/*
+  echo "deb [trusted=yes] file:/var/local-repo ./" >"$CH/etc/apt/sources.list.d/local.list"
+  mount -t proc proc "$CH/proc" || { bad "cannot mount /proc in the bare root"; return; }
+  # never remove the bare root while /proc is mounted in it
+  trap '"$NC" down --dir "$dir/ns" >/dev/null 2>&1; "$NC" down --dir "$dir/bns" >/dev/null 2>&1
+        umount "$CH/proc" 2>/dev/null || umount -l "$CH/proc"
+        grep -q " $CH/" /proc/mounts && dir=/nonexistent; cleanup' EXIT
+  cp "$SN" "$CH/tmp/sn"
+  out=$(chroot "$CH" /tmp/sn --version 2>&1); rc=$?
+  [ $rc -ne 0 ] && grep -q "error while loading shared libraries" <<<"$out" &&
+    ! chroot "$CH" dpkg-query -W -f='${Status}' libczmq4 2>/dev/null | grep -q "install ok" &&
+    ok "the bare root lacks the runtime libraries: schednode does not start there ($(cut -c1-60 <<<"$out")...)" ||
+    bad "bare root: rc=$rc $out"
+  rm -f "$CH/tmp/sn"
+  local B="b$$s"
+  out=$("$NC" up 3 --no-nodes --prefix "$B" --dir "$dir/bns" 2>&1) || { bad "netns up for the bare hosts: $out"; return; }
+  declare -A a
+  for i in 1 2 3; do a[$i]=$("$NC" addr "$i" --dir "$dir/bns"); done
+  { echo "cluster bare$$"; echo "seeds 1 2"; echo "set node/workers 1"
+    for i in 1 2 3; do echo "$i $B$i tcp://${a[$i]}:7400"; done; } >"$dir/bare.hosts"
+  local O=(--transport netns --service plain --chroot "$CH" --root /opt/schednode --staging "$dir/bare.d" --wait 120)
+  out=$("$SC" deploy "$dir/bare.hosts" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -q "deployed: 3 nodes up" <<<"$out" && grep -q "^installing libczmq4 libzmq5 libsodium23 libprotobuf-c1$" <<<"$out" &&
+    ok "deploy to hosts without the runtime libraries: installed with apt-get, 3 nodes up" ||
+    { bad "bare deploy: rc=$rc $(tail -5 <<<"$out")"; return; }
+  [ "$(chroot "$CH" dpkg-query -W -f='${Status}\n' libczmq4 libzmq5 libsodium23 libprotobuf-c1 |
+    grep -c "install ok installed")" = 4 ] && ok "the bare root has the four runtime packages now" || bad "packages in the bare root"
+  local CB=(--cert "$dir/bare.d/keys/client.cert" --authorized-keys "$dir/bare.d/keys/authorized" --timeout 10000)
+  local good=1
+  for i in 1 2 3; do
+    j=$((i % 3 + 1))
+    pid=$(timeout 30 "$SN" spawn --connect "tcp://${a[$i]}:7400" "${CB[@]}" counter count 2>&1)
+    out=$(timeout 30 "$SN" call --connect "tcp://${a[$j]}:7400" "${CB[@]}" xsource blast "$pid 1" 2>&1)
+    [ "${pid%%.*}" = "$i" ] && [ "$out" = 0 ] || { good=0; bad "bare host $i: spawn '$pid', echo '$out'"; }
+  done
+  [ $good = 1 ] && ok "the plugin runs on every bare host: a counter on each, echoing a message from the next"
+  out=$("$SC" stop "$dir/bare.hosts" "${O[@]}" 2>&1) && ok "bare hosts: stop" || bad "bare stop: $out"
+}
+
 live_skipped=0
 live
+bare
 
 echo "$pass passed, $fail failed"
 # the dry runs passed but the live deploy could not run: skipped (77), not passed
