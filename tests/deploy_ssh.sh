@@ -347,6 +347,8 @@ bare() {
   CH=$dir/bare # (global: the exit trap unmounts its /proc)
   [ "$live_skipped" = 0 ] || return
   [ -f "$tar" ] || { echo "SKIP hosts without the runtime libraries: no bare Debian root at $tar (SN_BARE_ROOT_TAR)"; return; }
+  [ -z "${SN_SANITIZE:-}" ] ||
+    { echo "SKIP hosts without the runtime libraries: a sanitizer build needs its runtime there too"; return; }
   mkdir -p "$CH" && tar -C "$CH" -xf "$tar" || { bad "cannot unpack $tar"; return; }
   pk=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
     --no-enhances libczmq4 libzmq5 libsodium23 libprotobuf-c1 2>/dev/null | grep '^[a-z]' | sort -u)
