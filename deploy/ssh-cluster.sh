@@ -2,7 +2,9 @@
 # ssh-cluster.sh - deploys a schednode cluster to real hosts: makes every
 # node's config (cluster-config format) and CurveZMQ keys in a local staging
 # directory, copies binary, plugins, configs and keys over ssh/scp and runs
-# each node as a systemd unit (deploy/schednode@.service). For tests without
+# each node as a systemd unit (deploy/schednode@.service). Hosts get the
+# runtime libraries schednode needs with apt-get (Debian 12 package names;
+# --packages, --no-deps). For tests without
 # hosts, --transport netns and --service plain run the same steps against
 # namespaces made by netns-cluster.sh. See --help.
 set -euo pipefail
@@ -35,6 +37,9 @@ Options:
   --bin PATH         schednode to install (deploy, upgrade; default:
                      build/schednode, then PATH)
   --plugin FILE.so   a plugin to install and load (repeatable; deploy, upgrade)
+  --packages "P..."  the runtime packages every host needs, installed with
+                     apt-get where missing (deploy, upgrade; default: $runtime_pkgs)
+  --no-deps          install no packages (hosts provisioned otherwise)
   --cluster NAME     cluster name (overrides the hosts file's 'cluster' line)
   --root DIR         install directory on the hosts (default /opt/schednode)
   --staging DIR      local directory for configs and keys (default HOSTS.d;
@@ -53,6 +58,9 @@ Options:
                      \`ip netns exec HOST sh -c ...\`, files are copied with cp,
                      and each host gets its own install directory ROOT/HOST
                      (namespaces share one filesystem). Needs root.
+  --chroot DIR       netns only: the hosts' commands run in the root file
+                     system DIR (chroot), e.g. a bare Debian without the
+                     runtime libraries; ROOT is inside it
   --service systemd|plain
                      plain: no systemd; a node runs under setsid/nohup with a
                      pidfile ROOT/run/nID.pid and a log ROOT/log/nID.log, and
@@ -205,8 +213,11 @@ rolling_order() {
 
 # ------------------------------------------------------------- transports
 
-transport=ssh service=systemd root=/opt/schednode staging='' svc_user=schednode sudo=0 wait=60 bin=''
+transport=ssh service=systemd root=/opt/schednode staging='' svc_user=schednode sudo=0 wait=60 bin='' chroot=''
 plugins=()
+# what schednode links (besides libc) on Debian 12: czmq, libzmq, libsodium,
+# protobuf-c. Plugins link nothing (they use the program's API).
+runtime_pkgs='libczmq4 libzmq5 libsodium23 libprotobuf-c1' deps=1
 
 # the install directory on host h: namespaces share this machine's
 # filesystem, so each gets its own
@@ -224,7 +235,7 @@ remote_argv() {
   local h=$1 script=$2
   [ "$sudo" = 0 ] || script="sudo -n sh -c $(q "$script")"
   if [ "$transport" = netns ]; then
-    argv=(ip netns exec "${hname[$h]}" sh -c "$script")
+    argv=(ip netns exec "${hname[$h]}" ${chroot:+chroot "$chroot"} sh -c "$script")
   else
     argv=(ssh "${sshopt[@]}" -p "${hport[$h]}" "$(target "$h")" "$script")
   fi
@@ -247,7 +258,7 @@ copy() {
   local h=$1 d=$2
   shift 2
   if [ "$transport" = netns ]; then
-    run cp "$@" "$d/" || die 1 "copy to ${hname[$h]} failed"
+    run cp "$@" "$chroot$d/" || die 1 "copy to ${hname[$h]} failed"
   else
     run scp "${sshopt[@]}" -P "${hport[$h]}" "$@" "$(target "$h"):$d/" ||
       die 1 "${hname[$h]} ($hosts_file:${hline[$h]}): scp failed"
@@ -258,7 +269,7 @@ copy() {
 preflight() {
   local h argv=() err
   for h in "${!hname[@]}"; do
-    if [ "$transport" = netns ]; then argv=(ip netns exec "${hname[$h]}" true); else
+    if [ "$transport" = netns ]; then argv=(ip netns exec "${hname[$h]}" ${chroot:+chroot "$chroot"} true); else
       argv=(ssh "${sshopt[@]}" -p "${hport[$h]}" "$(target "$h")" true)
     fi
     if [ "$dry" = 1 ]; then run "${argv[@]}"; continue; fi
@@ -368,9 +379,11 @@ stage_local() { # configs, keys and the unit, under $staging
     i=n${nid[$k]} ep=${nadv[$k]}
     # a certificate records its node's endpoint (that is how the others find
     # its public key): keep it while the endpoint stays, else make a new one
-    if [ -f "$staging/keys/$i.cert" ] && grep -q "endpoint = \"$ep\"" "$staging/keys/$i.cert"; then continue; fi
+    # and its id (members admit the key as that node only)
+    if [ -f "$staging/keys/$i.cert" ] && grep -q "endpoint = \"$ep\"" "$staging/keys/$i.cert" &&
+      grep -q "node-id = \"${nid[$k]}\"" "$staging/keys/$i.cert"; then continue; fi
     [ ! -f "$staging/keys/$i.cert" ] || run rm -f "$staging/keys/$i.cert" "$staging/keys/$i.cert_secret"
-    run -q "$bin" keygen "$staging/keys" --name "$i" --endpoint "$ep"
+    run -q "$bin" keygen "$staging/keys" --name "$i" --endpoint "$ep" --node-id "${nid[$k]}"
   done
   [ -f "$staging/keys/client.cert" ] || run -q "$bin" keygen "$staging/keys" --name client
   # authorized: exactly this file's nodes and the client
@@ -436,9 +449,20 @@ make_stage() { # H: an empty stage directory on host h, private (keys pass throu
   sudo=$saved
 }
 
+# install_deps H: the runtime packages host h lacks, with apt-get (as the
+# user's README commands do): only the missing ones; the package lists are
+# refreshed once if the install fails without them
+install_deps() {
+  [ "$deps" = 1 ] || return 0
+  local h=$1 pk="$runtime_pkgs"
+  # shellcheck disable=SC2016 # expanded on the remote side
+  remote "$1" 'm=; for p in '"$pk"'; do dpkg-query -W -f="\${Status}" "$p" 2>/dev/null | grep -q "install ok installed" || m="$m $p"; done; [ -z "$m" ] && exit 0; command -v apt-get >/dev/null || { echo "missing packages:$m, and no apt-get" >&2; exit 1; }; echo "installing$m"; export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends $m >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $m >/dev/null; }'
+}
+
 install_host() { # H: everything a host needs for its nodes
   local h=$1 r st k files=() auth=() i
   r=$(host_root "$h") st=$(host_stage "$h")
+  install_deps "$h"
   make_stage "$h"
   if [ "$service" = systemd ]; then
     remote "$h" "id -u $(q "$svc_user") >/dev/null 2>&1 || useradd --system --no-create-home --home-dir $(q "$r") --shell /usr/sbin/nologin $(q "$svc_user")"
@@ -484,10 +508,11 @@ usage: $prog deploy HOSTS [--bin PATH] [--plugin FILE.so]... [OPTIONS]
 
 1. checks every host answers (exit 2 naming the hosts line if one does not);
 2. in the staging directory (default HOSTS.d): keys with \`schednode keygen\`
-   (one per node, recording its endpoint, kept across deploys while the
-   endpoint stays; one client key; authorized/), etc/nID.cfg per node, and
+   (one per node, recording its endpoint and id, kept across deploys while
+   they stay; one client key; authorized/), etc/nID.cfg per node, and
    the unit rendered from deploy/schednode@.service;
-3. on every host, under ROOT (default /opt/schednode): bin/schednode,
+3. on every host: the runtime packages it lacks (apt-get install; --packages,
+   --no-deps), then under ROOT (default /opt/schednode): bin/schednode,
    plugins/, etc/nID.cfg, keys/ (the node's secret 0600, owned by the service
    user; client key for \`status\`), the service user and
    /etc/systemd/system/schednode@.service;
@@ -527,6 +552,8 @@ parse_args() { # SUBCOMMAND ARGS...: options and the hosts file
       -h | --help) "help_$sub"; exit 0 ;;
       --bin) bin=${2:?--bin needs a path}; shift 2 ;;
       --plugin) plugins+=("${2:?--plugin needs a file}"); shift 2 ;;
+      --packages) runtime_pkgs=${2?--packages needs a list}; shift 2 ;;
+      --no-deps) deps=0; shift ;;
       --cluster) cluster_flag=${2:?--cluster needs a name}; shift 2 ;;
       --root) root=${2:?--root needs a directory}; shift 2 ;;
       --staging) staging=${2:?--staging needs a directory}; shift 2 ;;
@@ -538,6 +565,7 @@ parse_args() { # SUBCOMMAND ARGS...: options and the hosts file
       --json) json=--json; shift ;;
       --transport) transport=${2:?--transport needs ssh or netns}; shift 2 ;;
       --service) service=${2:?--service needs systemd or plain}; shift 2 ;;
+      --chroot) chroot=${2:?--chroot needs a directory}; shift 2 ;;
       -*) die 2 "$sub: unknown option '$1' (see $prog $sub --help)" ;;
       *) [ -z "$hosts_file" ] || die 2 "$sub: one hosts file, not '$hosts_file' and '$1'"; hosts_file=$1; shift ;;
     esac
@@ -550,8 +578,11 @@ parse_args() { # SUBCOMMAND ARGS...: options and the hosts file
   [ "$transport" = ssh ] || [ "$service" = plain ] ||
     die 2 "--transport netns needs --service plain (systemd would start the nodes outside the namespaces)"
   [ "$transport" = ssh ] || [ "$dry" = 1 ] || [ "$(id -u)" = 0 ] || die 2 "--transport netns needs root (ip netns exec)"
+  [ -z "$chroot" ] || { [ "$transport" = netns ] && [[ $chroot == /* ]] && [ -x "$chroot/bin/sh" ]; } ||
+    die 2 "--chroot needs --transport netns and an absolute path to a root file system (with /bin/sh)"
   [[ $root == /* ]] || die 2 "--root must be an absolute path"
   [[ $svc_user =~ ^[a-z_][a-z0-9_-]*$ ]] || die 2 "bad --user '$svc_user'"
+  [[ $runtime_pkgs =~ ^[a-z0-9.+\ -]*$ ]] || die 2 "bad --packages '$runtime_pkgs' (Debian package names)"
   read_hosts
   [ -n "$staging" ] || staging=$hosts_file.d
 }
@@ -608,6 +639,7 @@ case $sub in
     step='checking the hosts'; preflight
     for h in "${!hname[@]}"; do
       step="copying the program to ${hname[$h]}"
+      install_deps "$h"
       make_stage "$h"
       install_program "$h"
       remote "$h" "rm -rf $(q "$(host_stage "$h")")"

@@ -287,8 +287,9 @@ static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
         if (v != x->got)
             x->out_of_order = 1;
         if (++x->got == x->n) {
-            sn_payload_t *verdict = sn_payload_printf(SN_CT_TEXT, "%" PRIu64 " messages %s", x->got,
-                                                      x->out_of_order ? "OUT OF ORDER" : "in order");
+            sn_payload_t *verdict =
+                sn_payload_printf(SN_CT_TEXT, "%" PRIu64 " message%s %s", x->got, x->got == 1 ? "" : "s",
+                                  x->out_of_order ? "OUT OF ORDER" : "in order");
             sn_out_send(out, ev[i].from, 0, &(sn_payload_t *){sn_payload_text((const char *)verdict->data)});
             sn_out_done(out, &verdict);
             return;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <czmq.h>
+#include <sodium.h>
 
 #include "codec.h"
 #include "config.h"
@@ -28,7 +29,7 @@
 #define EXIT_OUT 3 /* this run was put out of its cluster (sn_relay_out) */
 
 static const char *progname = "schednode";
-static uint32_t log_node = 1; /* the node every line names: set once, before any line */
+static uint32_t log_node = 1; /* the node every line names: main's thread sets it (again if a join picks another id) */
 
 /* The program's lines go through the one logging layer (log.h, czmq's
  * zsys, which the relay logs through too): one line per event, naming the
@@ -62,8 +63,10 @@ static void usage(FILE *f)
             "      --config FILE          read settings from a ZPL file (cluster-config/README.md);\n"
             "                             flags given as well override it\n"
             "  -w, --workers N            worker threads (default: one per online CPU)\n"
-            "  -l, --load FILE.so         load a plugin of process types and commands (repeatable)\n"
-            "  -n, --node-id N            this node's id in PIDs, 1..4294967295 (default 1)\n"
+            "  -l, --load FILE.so         load a plugin of process types and commands (repeatable;\n"
+            "                             a path: a bare name is ./FILE.so)\n"
+            "  -n, --node-id N            this node's id in PIDs, 1..4294967295 (default: a listening node\n"
+            "                             takes the id its --cert names, else a random unused one; else 1)\n"
             "      --shutdown-timeout MS  time processes get to finish after CANCEL (default 2000)\n"
             "      --timeout MS           run: how long to wait for the result (default: forever)\n"
             "      --log-level LEVEL      error, warn, info or debug (default info)\n"
@@ -244,6 +247,8 @@ typedef struct options {
     const char **seeds;      /* relay.nseeds of them */
     const char **plugins;
     int nplugins;
+    int node_id_given;                      /* -n or node/id; else choose_node_id picks one */
+    int node_id_auto;                       /* picked at random: a join refused for a taken id tries another */
     int joins_from_flags, loads_from_flags; /* a repeatable flag replaces the file's list */
     int shutdown_ms, timeout_ms, join_timeout_ms;
     int log_level; /* SN__LOG_* */
@@ -348,7 +353,7 @@ static void append(const char ***list, int argc, size_t *len, const char **add, 
 static void apply_config_file(options_t *o, const sn_node_config_t *f)
 {
     if (f->node_id)
-        o->sched.node_id = f->node_id;
+        o->sched.node_id = f->node_id, o->node_id_given = 1;
     if (f->workers)
         o->sched.workers = f->workers;
     if (f->shutdown_ms >= 0)
@@ -418,6 +423,7 @@ static int node_flag(options_t *o, int c, char *arg)
         return 1; /* read before the flags */
     case 'n':
         o->sched.node_id = (uint32_t)parse_num("--node-id", arg, 1, UINT32_MAX);
+        o->node_id_given = 1;
         return 1;
     case OPT_SHUTDOWN:
         o->shutdown_ms = (int)parse_num("--shutdown-timeout", arg, 0, INT_MAX);
@@ -719,38 +725,105 @@ static void number_this_run(options_t *o)
     o->relay.first_serial = o->sched.first_serial;
 }
 
+/* --load FILE names a file as a config file's paths do: "counter.so" is
+ * ./counter.so, never a name for dlopen's library search path. */
 static int load_plugins(const options_t *o, sn_sched_t *sched)
 {
     for (int i = 0; i < o->nplugins; i++) {
-        char err[512];
-        if (sn_plugin_load(sched, o->plugins[i], err, sizeof err) != 0) {
+        char err[512], path[4096];
+        snprintf(path, sizeof path, "%s%s", strchr(o->plugins[i], '/') ? "" : "./", o->plugins[i]);
+        if (sn_plugin_load(sched, path, err, sizeof err) != 0) {
             fprintf(stderr, "%s: %s\n", progname, err);
             return -1;
         }
-        logf_(SN__LOG_INFO, "loaded plugin %s", o->plugins[i]);
+        logf_(SN__LOG_INFO, "loaded plugin %s", path);
     }
     return 0;
 }
 
+/* The node id a certificate names (keygen --node-id), or 0. */
+static uint32_t cert_node_id(const char *path)
+{
+    zcert_t *cert = path ? zcert_load(path) : NULL;
+    const char *id = cert ? zcert_meta(cert, "node-id") : NULL;
+    unsigned long long v = id ? strtoull(id, NULL, 10) : 0;
+    zcert_destroy(&cert);
+    return v <= UINT32_MAX ? (uint32_t)v : 0;
+}
+
+/* A random id, 1..2^32-1 (libsodium), not `avoid`. */
+static uint32_t random_node_id(uint32_t avoid)
+{
+    uint32_t id;
+    do
+        id = 1 + randombytes_uniform(UINT32_MAX);
+    while (id == avoid);
+    return id;
+}
+
+/* Without -n (or node/id), a node that listens takes the id its
+ * certificate names, else a random one: 32 random bits, which the seed
+ * checks against its view at the join (a taken id is refused with
+ * SN_EEXIST and start_relay picks another). A node with fixed --peer
+ * lists, or one that does not listen, stays node 1. */
+static void choose_node_id(options_t *o)
+{
+    if (o->node_id_given || !o->relay.listen || o->relay.npeers)
+        return;
+    uint32_t id = cert_node_id(o->relay.security.cert);
+    o->node_id_auto = id == 0;
+    o->sched.node_id = id ? id : random_node_id(0);
+#ifdef SN_FAULT_INJECTION
+    const char *first = getenv("SN_FAULT_FIRST_ID"); /* tests/autoid.sh: a collision on purpose */
+    if (o->node_id_auto && first)
+        o->sched.node_id = (uint32_t)strtoul(first, NULL, 10);
+#endif
+}
+
 /* Starts the relay (*relay, set as soon as it exists) and joins the
- * cluster. Returns 0, or -1 having said why. */
+ * cluster; a node whose random id was taken tries again with another
+ * (at most 8 times). Returns 0, or the exit status having said why: 2 when
+ * a seed refused this node (its configuration: cluster name, keys, a
+ * taken -n), 1 when none answered or the relay could not start. */
 static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay)
 {
     char err[512];
     o->relay.peers = o->peers;
     o->relay.seeds = o->seeds;
-    *relay = sn_relay_new(sched, &o->relay, err, sizeof err);
-    if (!*relay) {
-        fprintf(stderr, "%s: %s\n", progname, err);
-        return -1;
+    for (int tries = 1;; tries++) {
+        *relay = sn_relay_new(sched, &o->relay, err, sizeof err);
+        /* a retry: the same settings worked a moment ago, but libzmq closes
+         * the old relay's listening socket on its own thread: wait for the
+         * port (up to 2 s) */
+        for (int w = 0; !*relay && tries > 1 && w < 100; w++) {
+            zclock_sleep(20);
+            *relay = sn_relay_new(sched, &o->relay, err, sizeof err);
+        }
+        if (!*relay) {
+            fprintf(stderr, "%s: %s\n", progname, err);
+            return 1;
+        }
+        if (tries == 1)
+            logf_(SN__LOG_INFO, "listening on %s%s%s", sn_relay_endpoint(*relay),
+                  o->relay.advertise ? ", advertised as " : "", o->relay.advertise ? o->relay.advertise : "");
+        int rc = sn_relay_join_wait(*relay, o->join_timeout_ms, err, sizeof err);
+        if (rc == 0)
+            return 0;
+        if (rc != SN_EEXIST || !o->node_id_auto || tries == 8) {
+            fprintf(stderr, "%s: cannot join the cluster: %s\n", progname, err);
+            return rc == SN_ETIMEDOUT ? 1 : EXIT_USAGE;
+        }
+        uint32_t old = o->sched.node_id;
+        /* no process exists yet, so no worker is in a hook of the old
+         * relay: unhook it, free it, make the next with the new id */
+        sn__sched_set_relay(sched, NULL);
+        sn_relay_destroy(relay);
+        o->sched.node_id = random_node_id(old);
+        sn__sched_set_node_id(sched, o->sched.node_id);
+        log_node = o->sched.node_id;
+        logf_(SN__LOG_WARN, "node id %" PRIu32 " (picked at random) is taken: trying again as node %" PRIu32, old,
+              o->sched.node_id);
     }
-    logf_(SN__LOG_INFO, "listening on %s%s%s", sn_relay_endpoint(*relay), o->relay.advertise ? ", advertised as " : "",
-          o->relay.advertise ? o->relay.advertise : "");
-    if (sn_relay_join_wait(*relay, o->join_timeout_ms, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: cannot join the cluster: %s\n", progname, err);
-        return -1;
-    }
-    return 0;
 }
 
 /* No command: the node runs until SIGINT or SIGTERM (raise_term's, when
@@ -792,6 +865,7 @@ static int run_command(const options_t *o, sn_sched_t *sched, sn_relay_t *relay,
 static int run_node(options_t *o)
 {
     check_node_options(o);
+    choose_node_id(o);
     sigset_t sigs;
     start_process(o, &sigs);
     number_this_run(o);
@@ -810,7 +884,7 @@ static int run_node(options_t *o)
         exit_code = EXIT_USAGE;
         goto out;
     }
-    if (o->relay.listen && start_relay(o, sched, &relay) != 0)
+    if (o->relay.listen && (exit_code = start_relay(o, sched, &relay)) != 0)
         goto out;
 
     exit_code = run_command(o, sched, relay, &sigs);
@@ -820,8 +894,8 @@ static int run_node(options_t *o)
     sn_stats_t st;
     sn_sched_stats(sched, &st);
     logf_(o->cmd ? SN__LOG_DEBUG : SN__LOG_INFO,
-          "stopped: %" PRIu64 " processes run, %" PRIu64 " messages, %d force-closed", st.completed, st.messages,
-          forced);
+          "stopped: %" PRIu64 " process%s run, %" PRIu64 " message%s, %d force-closed", st.completed,
+          st.completed == 1 ? "" : "es", st.messages, st.messages == 1 ? "" : "s", forced);
 out:
     /* The relay goes after the scheduler has shut down (no more sends): it
      * has, unless joining failed (then at once: it never ran anything). */

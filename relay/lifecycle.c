@@ -254,7 +254,7 @@ int sn_relay_join_wait(sn_relay_t *r, int timeout_ms, char *err, size_t errlen)
         return 0;
     if (j == -1) {
         snprintf(err, errlen, "%s", r->join_error);
-        return SN_EREFUSED;
+        return r->join_code == SN_EEXIST ? SN_EEXIST : SN_EREFUSED;
     }
     snprintf(err, errlen, "no seed answered within %d ms:%s (are they running? is the address right?)", timeout_ms,
              r->seed_list);

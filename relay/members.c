@@ -327,28 +327,38 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
     return v;
 }
 
-static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f, const char *reason)
+/* Refuses a Hello with code: SN_EEXIST when the id it asks for is taken
+ * (a joiner that picked its id at random picks another and tries again),
+ * SN_EREFUSED for every other reason. */
+static void refuse_code(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f, int code,
+                        const char *reason)
 {
     SNLOG_WARN(r, "refused node %" PRIu32 " from %s%s%s%s: %s", f->node, f->endpoint, r->in_key ? " (key " : "",
                r->in_key ? r->in_key : "", r->in_key ? ")" : "", reason);
     void *buf;
     size_t len;
-    if (sn_codec_encode_refusal(r->node, r->incarnation, SN_EREFUSED, reason, &buf, &len) == 0) {
+    if (sn_codec_encode_refusal(r->node, r->incarnation, code, reason, &buf, &len) == 0) {
         sn__relay_answer(r, ident, ident_len, buf, len);
         free(buf);
     }
 }
 
+static void refuse(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f, const char *reason)
+{
+    refuse_code(r, ident, ident_len, f, SN_EREFUSED, reason);
+}
+
 /* A secure cluster binds keys to nodes: whether a live member (this node
- * included) other than node `node` holds key or endpoint, or node `node`
- * is up with another key. Says which in why. */
-static bool held_by_another(sn_relay_t *r, uint32_t node, const char *key, const char *endpoint, char *why,
-                            size_t whylen)
+ * included) other than node `node` holds key or endpoint (SN_EREFUSED), or
+ * node `node` is up with another key (SN_EEXIST: the id is taken); 0 if
+ * neither. Says which in why. */
+static int held_by_another(sn_relay_t *r, uint32_t node, const char *key, const char *endpoint, char *why,
+                           size_t whylen)
 {
     if (!strcmp(key, r->public_key) || !strcmp(endpoint, r->advertise)) {
         snprintf(why, whylen, "its %s is this node's (node %" PRIu32 " at %s): one key and one endpoint per node",
                  strcmp(key, r->public_key) ? "endpoint" : "key", r->node, r->advertise);
-        return true;
+        return SN_EREFUSED;
     }
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
     for (size_t i = 0; i < np; i++) {
@@ -356,18 +366,19 @@ static bool held_by_another(sn_relay_t *r, uint32_t node, const char *key, const
         if (q->state != SN_MEMBER_UP || !q->public_key[0])
             continue;
         if (q->node == node && strcmp(q->public_key, key) != 0) {
-            snprintf(why, whylen, "node %" PRIu32 " is up at %s with another key", node, q->endpoint);
-            return true;
+            snprintf(why, whylen, "node id %" PRIu32 " is taken: the node is up at %s with another key", node,
+                     q->endpoint);
+            return SN_EEXIST;
         }
         if (q->node != node && (!strcmp(q->public_key, key) || !strcmp(q->endpoint, endpoint))) {
             snprintf(why, whylen,
                      "its %s is node %" PRIu32 "'s (at %s), which is up: one key and one endpoint "
                      "per node",
                      strcmp(q->public_key, key) ? "endpoint" : "key", q->node, q->endpoint);
-            return true;
+            return SN_EREFUSED;
         }
     }
-    return false;
+    return 0;
 }
 
 static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
@@ -387,7 +398,7 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
     if (f->node == r->node) {
         snprintf(why, sizeof why, "node id %" PRIu32 " is this node's (%s); give every node its own id", f->node,
                  r->advertise);
-        refuse(r, ident, ident_len, f, why);
+        refuse_code(r, ident, ident_len, f, SN_EEXIST, why);
         return;
     }
     if (p && f->incarnation < p->incarnation) {
@@ -398,14 +409,14 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
     if (p && f->incarnation != p->incarnation && p->state == SN_MEMBER_UP && strcmp(p->endpoint, f->endpoint) != 0) {
         snprintf(why, sizeof why, "node id %" PRIu32 " is taken by %s, which is up; give every node its own id",
                  f->node, p->endpoint);
-        refuse(r, ident, ident_len, f, why);
+        refuse_code(r, ident, ident_len, f, SN_EEXIST, why);
         return;
     }
     /* the key it connected with must be the node's it says it is: its
      * certificate names that endpoint (and id), no live member holds it */
-    if (r->in_key && (held_by_another(r, f->node, r->in_key, f->endpoint, why, sizeof why) ||
-                      sn_keys_names_node(r->authorized, r->in_key, f->node, f->endpoint, why, sizeof why) != 0)) {
-        refuse(r, ident, ident_len, f, why);
+    int held = r->in_key ? held_by_another(r, f->node, r->in_key, f->endpoint, why, sizeof why) : 0;
+    if (held || (r->in_key && sn_keys_names_node(r->authorized, r->in_key, f->node, f->endpoint, why, sizeof why))) {
+        refuse_code(r, ident, ident_len, f, held ? held : SN_EREFUSED, why);
         return;
     }
     sn_wire_member_t m = {.node = f->node,
@@ -569,6 +580,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
         } else if (from_seed && joined == 0) {
             snprintf(r->join_error, sizeof r->join_error, "node %" PRIu32 " refused to let this node in: %s", f->node,
                      f->reason);
+            r->join_code = f->code == SN_EEXIST ? SN_EEXIST : SN_EREFUSED;
             SNLOG_ERROR(r, "%s", r->join_error);
             /* release: join_error is written before the flag */
             atomic_store_explicit(&r->joined, -1, memory_order_release);

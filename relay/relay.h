@@ -62,7 +62,8 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *config, cha
 void sn_relay_destroy(sn_relay_t **self_p);
 /* Waits until the node is a member of its cluster: at once without seeds,
  * else until a seed welcomes it. Returns 0, SN_ETIMEDOUT (no seed answered)
- * or SN_EREFUSED (a seed said no); err gets the reason. */
+ * SN_EEXIST (a seed said no: the id is taken) or SN_EREFUSED (a seed said
+ * no, for another reason); err gets the reason. */
 int sn_relay_join_wait(sn_relay_t *relay, int timeout_ms, char *err, size_t errlen);
 /* Ends every handover in progress (processes offered away run here again,
  * copies not yet committed are dropped) and stops stealing. Call before

@@ -156,6 +156,7 @@ struct sn_relay {
     _Atomic int out;       /* any thread: 1 once this run was told it is out of the cluster */
     char out_reason[640];  /* why (written before `out` is set, release) */
     char join_error[1024]; /* set before joined = -1 (release) */
+    int join_code;         /* with it: SN_EEXIST (the id is taken) or SN_EREFUSED */
     uint64_t sweep_ns;     /* the I/O loop's next sweep (relay.c: turn) */
     bool pipe_used;        /* we signalled the actor's pipe: look at it next turn */
     bool gossip_due;       /* push the view to a member soon (anti-entropy) */

@@ -6,11 +6,29 @@
 # progress, print a table per node, and stop the cluster.
 #   DEMO_PROCS (3000) spin processes of DEMO_MS (4) ms each, all spawned on
 #   node 1; DEMO_MSGS (200000) messages from node 1 to each of nodes 2 and 3.
+#   SN_PREFIX (/usr/local): where the build is installed afterwards
+#   (`cmake --install`: schednode, the header, pkg-config modules, the CMake
+#   package, man pages), so that plugins build against it at once;
+#   SN_PREFIX=none installs nothing.
 #   SCHEDNODE_BIN=PATH: use that program, skip installing and building (the
 #   tests run the demo this way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 procs=${DEMO_PROCS:-3000} ms=${DEMO_MS:-4} msgs=${DEMO_MSGS:-200000}
+
+# install_sdk: cmake --install into $SN_PREFIX, as root or through sudo
+install_sdk() {
+  local prefix=${SN_PREFIX:-/usr/local} sudo=()
+  [ "$prefix" != none ] || return 0
+  if [ "$(id -u)" -ne 0 ] && ! { mkdir -p "$prefix" 2>/dev/null && [ -w "$prefix" ]; }; then
+    sudo=(sudo)
+    [ -t 0 ] || sudo=(sudo -n)
+  fi
+  echo "== installing into $prefix (SN_PREFIX=DIR for another prefix, SN_PREFIX=none for none) =="
+  "${sudo[@]}" cmake --install build --prefix "$prefix" >/dev/null
+  [ "$(id -u)" -ne 0 ] || ! command -v ldconfig >/dev/null || ldconfig # libschednode.so for embedders
+  echo "   $prefix/bin/schednode; plugins: pkg-config schednode-plugin, or find_package(schednode) + schednode::plugin"
+}
 
 bin=${SCHEDNODE_BIN:-}
 if [ -z "$bin" ]; then
@@ -18,6 +36,7 @@ if [ -z "$bin" ]; then
   echo "== building (Release) =="
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j"$(nproc)" >/dev/null
+  install_sdk
   bin=build/schednode
 fi
 

@@ -103,6 +103,17 @@ else
     fail "--load plugin_good.so run echo say hello prints hello" "exit status $rc"
 fi
 
+# a bare file name is a path relative to the current directory (as a config
+# file's are), never a name for dlopen's library search path
+pushd "$plugdir" >/dev/null || exit 1
+run --workers 2 --load plugin_good.so run echo say hello
+popd >/dev/null || exit 1
+check "--load plugin_good.so (no ./) loads ./plugin_good.so" 0 out "hello"
+pushd "$tmp" >/dev/null || exit 1
+run --workers 2 --load libc.so.6 run echo say hello
+popd >/dev/null || exit 1
+check "--load libc.so.6 looks for ./libc.so.6, not the loader's path" 2 err "./libc.so.6"
+
 run --workers 2 --load /nonexistent.so
 check "--load /nonexistent.so exits 2 naming the file" 2 err "/nonexistent.so"
 

@@ -117,11 +117,11 @@ out=$(call call --connect "$(ep 1)" xwatch watch "99.1" 2>&1)
 
 # --- refused joins: a taken id, another cluster, no seed at all
 out=$(timeout 20 "$SN" -n 3 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q "node id 3 is taken by $(ep 3)" <<<"$out" && ok "a second node 3 is refused: id taken" ||
+[ $rc -eq 2 ] && grep -q "node id 3 is taken by $(ep 3)" <<<"$out" && ok "a second node 3 is refused: id taken, exit 2" ||
   bad "taken id: rc=$rc $out"
 out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" --cluster other 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q "cluster 'other', this is cluster 'schednode'" <<<"$out" &&
-  ok "a node of another cluster is refused" || bad "cluster name: rc=$rc $out"
+[ $rc -eq 2 ] && grep -q "cluster 'other', this is cluster 'schednode'" <<<"$out" &&
+  ok "a node of another cluster is refused, exit 2" || bad "cluster name: rc=$rc $out"
 grep -q "refused node 6 from $(ep 6)" "$dir/node1.log" && ok "the seed logs the refusal" || bad "no refusal log"
 out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "tcp://127.0.0.1:$(free_port)" --join-timeout 1000 2>&1)
 rc=$?
@@ -131,7 +131,7 @@ rc=$?
 # --- keys bound to nodes: a node's key joins only as the node its
 # certificate names (endpoint, and id if it names one), never a client's,
 # never one a live member holds. Each refusal: the joiner ends with the
-# reason (exit 1 or 2, not a timeout), node 1 logs it with the endpoint and
+# reason (exit 2: its configuration, not a timeout), node 1 logs it with the endpoint and
 # key. bound_refused LABEL WANT NODE-ID CERT [OPTIONS]: node NODE-ID with
 # CERT, listening at node 6's endpoint, joins through node 1 and must be
 # refused with WANT in the reason. (Each case has an id of its own: a
@@ -142,8 +142,8 @@ bound_refused() {
   shift 4
   out=$(timeout 15 "$SN" -n "$n" -w 1 --listen "$(ep 6)" --cert "$cert" --authorized-keys "$dir/auth" \
     --join "$(ep 1)" --join-timeout 5000 "$@" 2>&1); rc=$?
-  if { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } && grep -q "refused to let this node in: .*$want" <<<"$out"; then
-    ok "$label: refused, the node says why and exits $rc"
+  if [ $rc -eq 2 ] && grep -q "refused to let this node in: .*$want" <<<"$out"; then
+    ok "$label: refused, the node says why and exits 2"
   else
     bad "$label: rc=$rc $(tail -3 <<<"$out")"
   fi
@@ -184,12 +184,12 @@ rm -f "$dir/auth/n7.cert" "$dir/auth/old8.cert"
 # --- security: a key not authorized, a plain node, a plain client
 out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --cert "$dir/rogue/rogue.cert" --authorized-keys "$dir/auth" \
   --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q "refused this node: key not authorized" <<<"$out" &&
-  ok "a node whose key is not authorized is refused, and says so" || bad "rogue key: rc=$rc $out"
+[ $rc -eq 2 ] && grep -q "refused this node: key not authorized" <<<"$out" &&
+  ok "a node whose key is not authorized is refused, says so, exit 2" || bad "rogue key: rc=$rc $out"
 wait_for 30 grep -q "refused a connection .*key not authorized" "$dir/node1.log" &&
   ok "the seed logs the refused key" || bad "no refused-key log on node 1"
 out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q "security mismatch" <<<"$out" && ok "an --insecure node is refused by the secure cluster" ||
+[ $rc -eq 2 ] && grep -q "security mismatch" <<<"$out" && ok "an --insecure node is refused by the secure cluster, exit 2" ||
   bad "insecure node: rc=$rc $out"
 # the seed sees a mismatch, or a handshake the plain side broke off first
 wait_for 30 grep -q "refused a connection .*\(security mismatch\|a client without keys\)" "$dir/node1.log" &&

@@ -13,12 +13,7 @@ SN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: it is linked and 
 . "$(dirname "$0")/lib.sh"
 NC=$(cd "$(dirname "$0")/.." && pwd)/deploy/netns-cluster.sh
 
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces, a bridge)"; exit 77; }
-probe="sndn$$x"
-ip netns add "$probe" 2>/dev/null && ip netns del "$probe" ||
-  { echo "SKIP: ip netns does not work here (no CAP_SYS_ADMIN, or no namespace support)"; exit 77; }
-ip link add "sn$$pb" type bridge 2>/dev/null && ip link del "sn$$pb" ||
-  { echo "SKIP: cannot make a bridge here"; exit 77; }
+netns_ok || { echo "SKIP: $netns_why"; exit 77; }
 
 # names and subnet unique to this run: tests may run in parallel
 P="n$$t"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# exports.sh - checks that libschednode.so exports exactly the functions and
-# variables schednode.h declares: no internal name leaks (internals are sn__,
-# which node/sched/exports.map hides), and nothing declared is missing.
+# exports.sh - checks that libschednode.so, or the schednode program that
+# plugins resolve the API from, exports exactly the functions and variables
+# schednode.h declares: no internal name leaks (internals are sn__, which
+# node/sched/exports.map hides; the program exports only the list
+# cmake/api-symbols.sh makes), and nothing declared is missing.
 #
-# usage: exports.sh LIBSCHEDNODE.so.1 SCHEDNODE.h CC [NM]
+# usage: exports.sh LIBSCHEDNODE.so.1|SCHEDNODE SCHEDNODE.h CC [NM]
 # CC preprocesses the header (comments and macros gone); NM (default nm)
-# lists the library's dynamic symbols. Only sn_ names are compared: a
+# lists the file's dynamic symbols. Only sn_ names are compared: a
 # sanitizer's runtime adds symbols of its own. static inline functions in
 # the header are not exported and not expected. Prints every mismatch, then
 # a summary; exits 1 on any mismatch, 2 when it cannot run.
@@ -30,59 +32,10 @@ if ! "$nm" -D --defined-only "$lib" >"$tmp/nm"; then
 fi
 awk 'NF >= 3 { sub(/@.*/, "", $3); print $3 }' "$tmp/nm" | grep '^sn_' | sort -u >"$tmp/exported"
 
-# Declared: the header's top-level declarations, split at ';' and at the '}'
-# that closes a top-level body; from each, __attribute__((...)) removed, the
-# name before the first '(' (a function) or, for an extern, the last name (a
-# variable). Struct and enum bodies are skipped, so member function pointers
-# are not taken for functions; typedefs declare no symbol; a static (inline)
-# function is defined in the header itself.
-if ! "$cc" -E -P -x c "$header" >"$tmp/pp"; then
-    echo "exports.sh: $cc could not preprocess $header" >&2
+# Declared: cmake/api-symbols.sh reads them from the header.
+if ! "$(dirname "$0")/../cmake/api-symbols.sh" "$header" "$cc" >"$tmp/declared"; then
     exit 2
 fi
-tr '\n' ' ' <"$tmp/pp" | awk '
-# s without its __attribute__((...)) and __asm__(...) parts
-function noattr(s,    out, i, d) {
-    out = ""
-    while (match(s, /__(attribute|asm)__[ \t]*\(/)) {
-        out = out substr(s, 1, RSTART - 1)
-        i = RSTART + RLENGTH; d = 1
-        for (; i <= length(s) && d > 0; i++) {
-            if (substr(s, i, 1) == "(") d++
-            else if (substr(s, i, 1) == ")") d--
-        }
-        s = substr(s, i)
-    }
-    return out s
-}
-function emit(s,    name) {
-    gsub(/^[ \t]+|[ \t]+$/, "", s)
-    if (s == "" || s ~ /^typedef[ \t]/ || s ~ /(^|[ \t])static[ \t]/)
-        return
-    s = noattr(s)
-    if (match(s, /[A-Za-z_][A-Za-z0-9_]*[ \t]*\(/)) {
-        name = substr(s, RSTART, RLENGTH)
-        sub(/[ \t]*\($/, "", name)
-        print name
-        return
-    }
-    if (s ~ /^extern[ \t]/ && match(s, /[A-Za-z_][A-Za-z0-9_]*[ \t]*(\[[^]]*\][ \t]*)*(=.*)?$/)) {
-        name = substr(s, RSTART, RLENGTH)
-        sub(/[ \t\[=].*$/, "", name)
-        print name
-    }
-}
-{
-    depth = 0; stmt = ""
-    for (i = 1; i <= length($0); i++) {
-        c = substr($0, i, 1)
-        if (c == "{") { depth++; if (depth == 1) stmt = stmt " { "; continue }
-        if (c == "}") { depth--; if (depth == 0) { stmt = stmt " } "; if (stmt ~ /\)[ \t]*\{[ \t]*\}[ \t]*$/) { emit(stmt); stmt = "" } } continue }
-        if (depth > 0) continue
-        if (c == ";") { emit(stmt); stmt = ""; continue }
-        stmt = stmt c
-    }
-}' | grep '^sn_' | sort -u >"$tmp/declared"
 
 if [ ! -s "$tmp/declared" ]; then
     echo "exports.sh: found no declarations in $header" >&2

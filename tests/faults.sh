@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # faults.sh - faults with traffic running, on a 3-node secure cluster: in
-# network namespaces (deploy/netns-cluster.sh) when root, else on loopback
+# network namespaces (deploy/netns-cluster.sh) where they work (root, not
+# in a chroot: tests/lib.sh netns_ok), else on loopback
 # (deploy/local-cluster.sh; the link faults are then skipped, saying so).
 #   1. kill -9 of node 3 during traffic: the stream between nodes 1 and 2
 #      loses nothing and stays in order; the sender to node 3 gets nodedown;
@@ -23,11 +24,10 @@ SN=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 mode=loopback
-if [ "$(id -u)" = 0 ] && ip netns add "snf$$p" 2>/dev/null && ip netns del "snf$$p" &&
-   ip link add "snf$$b" type bridge 2>/dev/null && ip link del "snf$$b"; then
+if netns_ok; then
   mode=netns
 else
-  echo "     (not root, or no network namespaces here: loopback; the link faults are skipped)"
+  echo "     (no network namespaces: $netns_why; on loopback, the link faults are skipped)"
 fi
 cdir=$dir/cluster
 if [ $mode = netns ]; then

@@ -123,7 +123,7 @@ for who in none rogue; do
   [ "$b1" = "$b0" ] && [ "$c1" = "$c0" ] && ok "1. $label: no frame reached the relay (bad_frames $b0, completed $c0)" ||
     bad "1. $label: bad_frames $b0 -> $b1, completed $c0 -> $c1"
   out=$(call call --connect "$(ep 1)" xsource blast "$sink 1" 2>&1)
-  [ "$out" = "1 messages in order" ] && ok "1. $label: the sink got nothing from it (one real message: $out)" ||
+  [ "$out" = "1 message in order" ] && ok "1. $label: the sink got nothing from it (one real message: $out)" ||
     bad "1. $label: the sink was reached: $out"
   still_serves "1. $label"
 done
@@ -183,7 +183,7 @@ read -r b1 c1 < <(status 2 | jq -r '.nodes[] | select(.id == 2) | "\(.bad_frames
   bad "3. spoofed node 1: bad_frames $b0 -> $b1 (want +2)"
 [ "$c1" = "$c0" ] && ok "3. the sink did not finish on a forged message" || bad "3. a process finished: completed $c0 -> $c1"
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 1" 2>&1)
-[ "$out" = "1 messages in order" ] && ok "3. one real message from node 1 is the sink's first and only one: $out" ||
+[ "$out" = "1 message in order" ] && ok "3. one real message from node 1 is the sink's first and only one: $out" ||
   bad "3. the forged message reached the sink: $out"
 still_serves "3. spoofed node 1"
 
@@ -198,7 +198,7 @@ for claim in 9 2; do
   [ "$b1" = $((b0 + 1)) ] && ok "3. a SendBatch in the name of node $claim with the client's key: dropped ($b0 -> $b1)" ||
     bad "3. a SendBatch in the name of node $claim with the client's key: bad_frames $b0 -> $b1 (want +1)"
   out=$(call call --connect "$(ep 1)" xsource blast "$sink 1" 2>&1)
-  [ "$out" = "1 messages in order" ] && [ "$c1" = "$c0" ] &&
+  [ "$out" = "1 message in order" ] && [ "$c1" = "$c0" ] &&
     ok "3. node $claim's forged message did not reach the sink: $out" ||
     bad "3. node $claim's forged message reached the sink (completed $c0 -> $c1; a real one then got: $out)"
   still_serves "3. spoofed node $claim"

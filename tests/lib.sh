@@ -30,3 +30,27 @@ wait_for() {
   return 1
 }
 
+
+# netns_ok: whether network namespaces work here: root, `ip netns add`, a
+# command run inside one (`ip netns exec` fails in a chroot: it cannot
+# remount /sys), a bridge. Else false, with the reason in $netns_why.
+netns_ok() {
+  local ns="snp$$x" out
+  netns_why=
+  [ "$(id -u)" = 0 ] || { netns_why="needs root (network namespaces, a bridge)"; return 1; }
+  # in a chroot, ask nothing of ip (its /run/netns mount would stay in the root)
+  # (a chroot's root is seldom a mount point: no mount at "/" in its mountinfo)
+  if [ -r /proc/self/mountinfo ] && ! awk '$5 == "/" { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+    netns_why="in a chroot: ip netns exec cannot remount /sys there"
+    return 1
+  fi
+  out=$(ip netns add "$ns" 2>&1) || { netns_why="ip netns add fails here: $out"; return 1; }
+  if ! out=$(ip netns exec "$ns" true 2>&1); then
+    ip netns del "$ns" 2>/dev/null
+    netns_why="ip netns exec fails here (a chroot or a container?): $(tail -1 <<<"$out")"
+    return 1
+  fi
+  ip netns del "$ns"
+  out=$(ip link add "snp$$b" type bridge 2>&1) || { netns_why="cannot make a bridge here: $out"; return 1; }
+  ip link del "snp$$b"
+}

@@ -265,10 +265,12 @@ static void test_join_refused(void **state)
     assert_true(fake_pass(n, j, SN_FRAME_ERROR, NULL));
     assert_int_equal(atomic_load(&j->r.joined), -1);
     assert_non_null(strstr(j->r.join_error, "refused"));
+    assert_int_equal(j->r.join_code, SN_EREFUSED); /* not a taken id: a joiner with a random id gives up */
 
     hello(n, j, "test", 1); /* node 1's own id */
     assert_true(fake_take_decoded(n, 0, SN_FRAME_ERROR, &f));
     assert_non_null(strstr(f.reason, "is this node's"));
+    assert_int_equal(f.code, SN_EEXIST); /* a taken id: a joiner with a random id picks another */
     sn_frame_clear(&f);
     assert_int_equal(atomic_load(&n->r.npeers), np);
     assert_int_equal(fake_count(n, 0, 0), 0);

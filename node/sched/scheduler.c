@@ -659,6 +659,11 @@ uint32_t sn_sched_node_id(const sn_sched_t *sched)
     return sched->node_id;
 }
 
+void sn__sched_set_node_id(sn_sched_t *sched, uint32_t node_id)
+{
+    sched->node_id = node_id ? node_id : 1;
+}
+
 static uint64_t ld(_Atomic uint64_t *v)
 {
     return atomic_load_explicit(v, memory_order_relaxed);

@@ -69,6 +69,11 @@ int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t
 
 /* The registered process types (up to max of them into out); how many. */
 size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
+/* Gives the node another id, before it has any process (the program picks
+ * a new random id when a join was refused because the last one was taken).
+ * No worker reads the id before a process exists, and the relay that read
+ * it is made again after: plain store, no ordering needed. */
+void sn__sched_set_node_id(sn_sched_t *sched, uint32_t node_id);
 
 /* ------------------------------------------------------------ migration
  * The scheduler's half of moving processes between nodes (migrate.c says
