@@ -63,3 +63,16 @@ size_t sn__sched_snapshot(sn_sched_t *sched, sn_proc_row_t *rows, size_t max, sn
         counts->total = n;
     return n;
 }
+
+int sn__sched_proc(sn_sched_t *sched, sn_pid_t pid, sn_proc_row_t *row)
+{
+    sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, pid);
+    if (p) {
+        uint32_t state = atomic_load_explicit(&p->state, memory_order_relaxed) & SN__STATE_MASK;
+        row_of(p, state < SN_PS_COUNT ? state : SN_PS_INIT, row);
+    }
+    sn__shard_unlock(s);
+    return p ? 0 : SN_ENOPROC;
+}

@@ -70,6 +70,13 @@ struct sn_ctx {
     uint64_t await_tag;    /* parent's spawn tag when awaited */
     /* CAS by producers (wake) and the owning worker */
     _Atomic uint32_t state;
+    /* 1 once `schednode kill --force` (sn__sched_kill) asked it to end:
+     * stored under the shard lock with kill_reason, released; the worker
+     * that runs it next reads it (acquire) and ends it (kill.c) */
+    _Atomic uint32_t killed;
+    /* the reason for its DOWN and awaiter when killed; exchanged (under the
+     * shard lock by the killer, by sn__complete once out of the table) */
+    _Atomic(sn_payload_t *) kill_reason;
     /* non-message events queued or being queued: raised by producers before
      * they push, lowered by the worker as it drains them */
     _Atomic uint32_t wakeups;
@@ -380,6 +387,12 @@ sn__proc_t *sn__proc_alloc(sn__worker_t *w, size_t size);
 size_t sn__proc_size(const sn_type_t *t);
 void sn__proc_free(sn__worker_t *w, sn__proc_t *p, size_t size);
 void sn__pcache_fini(sn__worker_t *w);
+
+/* kill.c: the process was killed (p->killed): it ends now, with
+ * SN_EKILLED and the killer's reason. The calling worker runs it. */
+void sn__kill_now(sn__worker_t *w, sn__proc_t *p);
+/* Takes (and clears) the reason a killed process carries; NULL if none. */
+sn_payload_t *sn__kill_reason_take(sn__proc_t *p);
 
 /* out.c */
 void sn__out_reset(sn_step_out_t *out);

@@ -30,7 +30,7 @@
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
 {
     return p->type->marshal && p->type->unmarshal && p->pending == 0 && !p->cb && !p->monitors &&
-           (!accept || accept(arg, p->type));
+           !atomic_load_explicit(&p->killed, memory_order_relaxed) && (!accept || accept(arg, p->type));
 }
 
 /* One candidate popped from a run queue: freeze and marshal it into *m
@@ -287,6 +287,8 @@ int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_eve
         free(mon);
     }
     sn_payload_destroy(&m->state);
+    sn_payload_t *killed = sn__kill_reason_take(p); /* killed mid-handover: the copy there is killed again */
+    sn_payload_destroy(&killed);
     atomic_fetch_add_explicit(&sched->migrated_out, 1, memory_order_relaxed);
     sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
     m->handle = NULL;

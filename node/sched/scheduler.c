@@ -459,6 +459,9 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     sn__monitor_t *watchers = p->monitors; /* nobody can add one now */
     p->monitors = NULL;
     sn__shard_unlock(s);
+    /* out of the table: no killer can store a reason any more */
+    sn_payload_t *unused = sn__kill_reason_take(p);
+    sn_payload_destroy(&unused);
 
     /* DOWN to every watcher: why it ended, and a copy of the reason */
     int why = status == SN_DONE ? 0 : (error ? error : SN_EFAILED);

@@ -117,6 +117,18 @@ typedef struct sn_proc_counts {
  * may or may not be in it). state, mailbox and steps are read relaxed
  * while workers run: a row may be a step or an event behind. */
 size_t sn__sched_snapshot(sn_sched_t *sched, sn_proc_row_t *rows, size_t max, sn_proc_counts_t *counts);
+/* The row of one process, if it is in this node's table: 0, or SN_ENOPROC. */
+int sn__sched_proc(sn_sched_t *sched, sn_pid_t pid, sn_proc_row_t *row);
+
+/* Ends a process of this node from outside (kill.c). Without force: a
+ * SN_EV_CANCEL whose data is *reason (may be NULL), which the process
+ * handles as it likes. With force: it gets no further step; one mid-step
+ * ends when that step returns (unless that step finished it), the others
+ * at once (at their next turn on a worker). It ends with
+ * SN_EKILLED and *reason (its monitors' DOWN, its awaiter's result).
+ * Takes *reason either way. 0, or SN_ENOPROC if it is not here. Any
+ * thread but a worker running that process. */
+int sn__sched_kill(sn_sched_t *sched, sn_pid_t pid, bool force, sn_payload_t **reason);
 
 /* ------------------------------------------------------------ migration
  * The scheduler's half of moving processes between nodes (migrate.c says

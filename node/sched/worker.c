@@ -389,6 +389,12 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
     if (!atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__RUNNING, memory_order_acquire,
                                                  memory_order_relaxed))
         abort(); /* invariant: a queued process is Ready and queued once */
+    /* acquire: the reason stored before the flag (kill.c). Killed during
+     * its last step, it is here again: the killer's CANCEL woke it */
+    if (atomic_load_explicit(&p->killed, memory_order_acquire)) {
+        sn__kill_now(w, p); /* no step: it was told to end */
+        return;
+    }
 
     sn_step_out_t *out = &w->out;
     sn__out_reset(out);
