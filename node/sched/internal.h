@@ -70,9 +70,10 @@ struct sn_ctx {
     uint64_t await_tag;    /* parent's spawn tag when awaited */
     /* CAS by producers (wake) and the owning worker */
     _Atomic uint32_t state;
-    /* 1 once `schednode kill --force` (sn__sched_kill) asked it to end:
-     * stored under the shard lock with kill_reason, released; the worker
-     * that runs it next reads it (acquire) and ends it (kill.c) */
+    /* SN__KILL_* bits, set by sn__sched_kill under the shard lock: ASKED
+     * (its end is reported to the relay's `ended` hook, and it no longer
+     * moves), FORCE (stored with kill_reason, released; the worker that
+     * runs it next reads it, acquire, and ends it: kill.c) */
     _Atomic uint32_t killed;
     /* the reason for its DOWN and awaiter when killed; exchanged (under the
      * shard lock by the killer, by sn__complete once out of the table) */
@@ -388,11 +389,16 @@ size_t sn__proc_size(const sn_type_t *t);
 void sn__proc_free(sn__worker_t *w, sn__proc_t *p, size_t size);
 void sn__pcache_fini(sn__worker_t *w);
 
+#define SN__KILL_ASKED 1u
+#define SN__KILL_FORCE 2u
 /* kill.c: the process was killed (p->killed): it ends now, with
  * SN_EKILLED and the killer's reason. The calling worker runs it. */
 void sn__kill_now(sn__worker_t *w, sn__proc_t *p);
 /* Takes (and clears) the reason a killed process carries; NULL if none. */
 sn_payload_t *sn__kill_reason_take(sn__proc_t *p);
+/* sn__complete: a process sn__sched_kill asked to end has ended: tells the
+ * relay's `ended` hook, if any. */
+void sn__kill_report(sn_sched_t *sched, sn__proc_t *p, int error, const sn_payload_t *result);
 
 /* out.c */
 void sn__out_reset(sn_step_out_t *out);

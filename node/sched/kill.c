@@ -26,9 +26,10 @@ void sn__kill_now(sn__worker_t *w, sn__proc_t *p)
     sn_payload_destroy(&why);
 }
 
-/* Marks a process of this node killed, with *reason (taken). 0, or
- * SN_ENOPROC if it is not in this node's table. */
-static int mark(sn_sched_t *sched, sn_pid_t pid, sn_payload_t **reason)
+/* Marks a process of this node asked to end (and with force, killed,
+ * with *reason, taken). 0, or SN_ENOPROC if it is not in this node's
+ * table. */
+static int mark(sn_sched_t *sched, sn_pid_t pid, bool force, sn_payload_t **reason)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
     sn__shard_lock(s);
@@ -37,31 +38,35 @@ static int mark(sn_sched_t *sched, sn_pid_t pid, sn_payload_t **reason)
     if (p) {
         /* under the lock: sn__complete takes the reason only after the
          * process has left the table, so none stored here is lost */
-        old = atomic_exchange_explicit(&p->kill_reason, sn_take(reason), memory_order_acq_rel);
+        if (force)
+            old = atomic_exchange_explicit(&p->kill_reason, sn_take(reason), memory_order_acq_rel);
         /* release: whoever reads the flag (acquire) sees the reason */
-        atomic_store_explicit(&p->killed, 1, memory_order_release);
+        atomic_fetch_or_explicit(&p->killed, force ? SN__KILL_ASKED | SN__KILL_FORCE : SN__KILL_ASKED,
+                                 memory_order_release);
     }
     sn__shard_unlock(s);
     sn_payload_destroy(&old);
     return p ? 0 : SN_ENOPROC;
 }
 
+void sn__kill_report(sn_sched_t *sched, sn__proc_t *p, int error, const sn_payload_t *result)
+{
+    const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+    if (hk && hk->h.ended)
+        hk->h.ended(hk->h.arg, p->pid, error, result);
+}
+
 int sn__sched_kill(sn_sched_t *sched, sn_pid_t pid, bool force, sn_payload_t **reason)
 {
-    if (!force) {
-        /* the reason rides with the CANCEL for the process to read */
-        int rc = sn__deliver(sched, pid, SN_EV_CANCEL, 0, 0, SN_PID_NONE, reason, false);
-        if (rc != 0)
-            sn_payload_destroy(reason);
-        return rc;
+    int rc = mark(sched, pid, force, reason);
+    if (rc == 0) {
+        /* Without force the reason rides with the CANCEL, for the process
+         * to read. With force it is stored, and the CANCEL wakes the
+         * process if it sleeps (Idle or Waiting: a CANCEL wakes either);
+         * its run then ends it without a step. A process that ended in
+         * between was there: no error. */
+        (void)sn__deliver(sched, pid, SN_EV_CANCEL, 0, 0, SN_PID_NONE, force ? NULL : reason, false);
     }
-    int rc = mark(sched, pid, reason);
     sn_payload_destroy(reason);
-    if (rc != 0)
-        return rc;
-    /* Wake it if it sleeps (Idle or Waiting): a CANCEL is an event that
-     * wakes either; its run then ends it without a step. If it ended in
-     * between, there is nobody to wake. */
-    (void)sn__deliver(sched, pid, SN_EV_CANCEL, 0, 0, SN_PID_NONE, NULL, false);
-    return 0;
+    return rc;
 }

@@ -491,6 +491,8 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
 
     if (p->type->close)
         p->type->close(p, p->user);
+    if (atomic_load_explicit(&p->killed, memory_order_relaxed)) /* (set under the lock we took above) */
+        sn__kill_report(sched, p, status == SN_DONE ? 0 : (error ? error : SN_EFAILED), result ? *result : NULL);
 
     if (p->came_from) { /* the node it came from forwards to here no more */
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);

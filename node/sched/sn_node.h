@@ -30,6 +30,11 @@ typedef struct sn_relay_hooks {
      * when a Ready process is queued while another waits: work piles up
      * here. Must be quick and must not call into the scheduler. May be NULL. */
     void (*loaded)(void *arg);
+    /* A process that sn__sched_kill asked to end has ended here: error 0
+     * (it finished, with `result`) or its error (with `result` as reason).
+     * `result` is lent (copy what you keep). Called by the thread that
+     * ended it; quick, no calls into the scheduler. May be NULL. */
+    void (*ended)(void *arg, sn_pid_t pid, int error, const sn_payload_t *result);
 } sn_relay_hooks_t;
 
 /* Sets the relay hook (before traffic starts). */

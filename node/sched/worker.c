@@ -391,7 +391,7 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         abort(); /* invariant: a queued process is Ready and queued once */
     /* acquire: the reason stored before the flag (kill.c). Killed during
      * its last step, it is here again: the killer's CANCEL woke it */
-    if (atomic_load_explicit(&p->killed, memory_order_acquire)) {
+    if (atomic_load_explicit(&p->killed, memory_order_acquire) & SN__KILL_FORCE) {
         sn__kill_now(w, p); /* no step: it was told to end */
         return;
     }
