@@ -132,5 +132,20 @@ good=$(jq -c 'select((.time | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2
 timeout 10 "$SN" --log-format yaml run x y >/dev/null 2>"$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "log-format" "$dir/err" && ok "--log-format yaml exits 2 naming the flag" || bad "--log-format yaml: rc=$rc"
 
+# ------------------------------------------------ a clean stop, no reports
+# (LeakSanitizer runs as the nodes exit, in ASan builds)
+for i in 0 1; do kill -TERM "${pids[$i]}" 2>/dev/null; done
+stopped=0
+for i in 0 1; do
+  for _ in $(seq 100); do kill -0 "${pids[$i]}" 2>/dev/null || break; sleep 0.1; done
+  wait "${pids[$i]}" 2>/dev/null && stopped=$((stopped + 1))
+done
+[ $stopped = 2 ] && ok "both nodes stop with status 0 on SIGTERM" || bad "$((2 - stopped)) node(s) did not stop cleanly"
+if grep -qE "Sanitizer|runtime error|Assertion" "$dir"/n*.log; then
+  bad "sanitizer or assertion report in a node log"; grep -hE -m5 -A10 "Sanitizer|runtime error|Assertion" "$dir"/n*.log | head -40
+else
+  ok "no sanitizer or assertion report in the node logs"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
