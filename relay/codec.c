@@ -532,8 +532,11 @@ static int reply_lists_to_pb(const sn_wire_reply_t *rep, Schednode__ClientReply 
     r->procs = o->rowp;
     r->n_types = nt;
     r->types = o->tps;
-    /* the counts go only with a process list (the answer to PS) */
-    r->n_by_state = np || rep->total ? SN_PS_COUNT : 0;
+    /* the counts go with the answer to PS (whichever are not all 0) */
+    r->n_by_state = 0;
+    for (size_t i = 0; i < SN_PS_COUNT; i++)
+        if (rep->by_state[i])
+            r->n_by_state = SN_PS_COUNT;
     r->by_state = (uint64_t *)rep->by_state;
     r->total = rep->total;
     r->node = rep->node;
