@@ -142,10 +142,11 @@ static json_object *json_u64(uint64_t v)
     return json_object_new_uint64(v);
 }
 
-/* Prints a JSON document (pretty, slashes as they are) and frees it. */
+/* Prints a JSON document (pretty, "key": value, slashes as they are) and frees it. */
 static void json_print(json_object *o)
 {
-    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                               JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
 }
 
