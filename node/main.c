@@ -319,6 +319,8 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
         o->shutdown_ms = f->shutdown_ms;
     if (f->log_level >= 0)
         o->log_level = f->log_level;
+    if (f->log_format >= 0)
+        o->log_format = f->log_format;
     o->relay.listen = f->listen;
     o->relay.advertise = f->advertise;
     o->relay.cluster = f->cluster;

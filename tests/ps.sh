@@ -131,6 +131,15 @@ good=$(jq -c 'select((.time | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2
   bad "--log-format json: $good of $lines lines good: $(head -3 "$dir/n2.log")"
 timeout 10 "$SN" --log-format yaml run x y >/dev/null 2>"$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "log-format" "$dir/err" && ok "--log-format yaml exits 2 naming the flag" || bad "--log-format yaml: rc=$rc"
+printf 'node\n    log-format = json\n' >"$dir/json.cfg"
+timeout 10 "$SN" --config "$dir/json.cfg" --log-level debug run nosuchtype x >/dev/null 2>"$dir/err"
+[ "$(grep -c '^{' "$dir/err")" -ge 1 ] && grep '^{' "$dir/err" | jq -e .level >/dev/null 2>&1 && ! grep -q '^[EWID]: ' "$dir/err" &&
+  ok "node/log-format = json in a config file: the log lines are JSON" ||
+  bad "log-format in a config file: $(head -3 "$dir/err")"
+printf 'node\n    log-format = yaml\n' >"$dir/yaml.cfg"
+timeout 10 "$SN" --config "$dir/yaml.cfg" run x y >/dev/null 2>"$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "log-format: 'yaml' is not text or json" "$dir/err" && ok "node/log-format = yaml exits 2 naming the key" ||
+  bad "log-format = yaml: rc=$rc $(cat "$dir/err")"
 
 # ------------------------------------------------ a clean stop, no reports
 # (LeakSanitizer runs as the nodes exit, in ASan builds)
