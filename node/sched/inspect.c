@@ -30,7 +30,8 @@ static void row_of(sn__proc_t *p, uint32_t state, sn_proc_row_t *r)
     memcpy(r->type, p->type->name, len);
     r->type[len] = '\0';
     r->state = state;
-    uint32_t in = atomic_load_explicit(&p->pushed, memory_order_relaxed);
+    uint32_t in = atomic_load_explicit(&p->pushed, memory_order_relaxed) +
+                  atomic_load_explicit(&p->self_pushed, memory_order_relaxed);
     uint32_t out = atomic_load_explicit(&p->popped, memory_order_relaxed);
     /* the two are read apart: the taker's count may be the newer one */
     r->mailbox = in - out <= INT32_MAX ? in - out : 0;

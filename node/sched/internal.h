@@ -88,11 +88,15 @@ struct sn_ctx {
     /* steps run (inspect.c): written by the running worker only, as an
      * owner-only counter (SN__STAT_ADD); others read it relaxed */
     _Atomic uint64_t steps;
-    /* events taken from q by steps: the running worker only, like steps */
-    _Atomic uint32_t popped;
-    /* events pushed to q: producers add (relaxed) before they push, so
-     * pushed - popped is the mailbox length, give or take an event in
-     * flight; a display figure, never a decision */
+    /* events taken from q by steps, and events the running worker queued
+     * for the process itself (dispatch.c, post_self): the running worker
+     * only, like steps */
+    _Atomic uint32_t popped, self_pushed;
+    /* events other producers pushed to q: raised before the push, always
+     * under the shard lock (which serialises those pushes), so a plain
+     * relaxed load and store, no locked instruction. pushed + self_pushed
+     * - popped is the mailbox length, give or take an event in flight: a
+     * display figure (inspect.c), never a decision */
     _Atomic uint32_t pushed;
     sn__mpsc_t q;                 /* producers push, the running worker pops */
     struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
