@@ -31,9 +31,9 @@ static int v_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t *
 {
     (void)ctx;
     (void)input;
-    static const char *const modes[] = {"polite", "stubborn", "sleepy", "busy"};
+    static const char *const modes[] = {"polite", "stubborn", "sleepy", "busy", "busydone"};
     victim_t *v = state;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (!strcmp(method, modes[i])) {
             v->mode = i;
             return 0;
@@ -51,11 +51,16 @@ static void v_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step
             sn_out_done(out, &ev[i].data);
             return;
         }
-    if (v->mode == 3) {
+    if (v->mode == 3 || v->mode == 4) {
         atomic_store(&g_in_step, 1);
         uint64_t end = deadline_ns(WAIT_MS);
         while (!atomic_load(&g_release) && now_ns() < end)
             sleep_ms(1);
+        if (v->mode == 4) {
+            sn_payload_t *r = sn_payload_text("finished");
+            sn_out_done(out, &r);
+            return;
+        }
         v->mode = 1;
     }
     if (v->mode == 2 && n == 0) {
@@ -129,7 +134,7 @@ static void start(fixture_t *f, const char *mode)
     while ((sn__sched_proc(f->s, f->wpid, &r) != 0 || r.state != SN_PS_IDLE) && now_ns() < end)
         sleep_ms(1);
     assert_int_equal(r.state, SN_PS_IDLE);
-    while (!strcmp(mode, "busy") && !atomic_load(&g_in_step) && now_ns() < end)
+    while (!strncmp(mode, "busy", 4) && !atomic_load(&g_in_step) && now_ns() < end)
         sleep_ms(1);
 }
 
@@ -239,6 +244,24 @@ static void force_mid_step(void **st)
     finish(&f);
 }
 
+/* Forced mid-step, but that step finishes the process: its own end stands. */
+static void force_mid_step_done(void **st)
+{
+    (void)st;
+    fixture_t f;
+    start(&f, "busydone");
+    assert_true(atomic_load(&g_in_step));
+    sn_payload_t *why = sn_payload_text("too late");
+    assert_int_equal(sn__sched_kill(f.s, f.pid, true, &why), 0);
+    atomic_store(&g_release, 1);
+    assert_true(collector_wait(&f.victim, WAIT_MS));
+    assert_int_equal(f.victim.status, SN_DONE);
+    assert_string_equal((const char *)f.victim.result->data, "finished");
+    assert_true(collector_wait(&f.watcher, WAIT_MS));
+    assert_int_equal(result_u64(&f.watcher), 0);
+    finish(&f);
+}
+
 static void noproc(void **st)
 {
     (void)st;
@@ -259,8 +282,8 @@ static void noproc(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cancel_polite),  cmocka_unit_test(force_idle), cmocka_unit_test(force_waiting),
-        cmocka_unit_test(force_mid_step), cmocka_unit_test(noproc),
+        cmocka_unit_test(cancel_polite),  cmocka_unit_test(force_idle),          cmocka_unit_test(force_waiting),
+        cmocka_unit_test(force_mid_step), cmocka_unit_test(force_mid_step_done), cmocka_unit_test(noproc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
