@@ -504,6 +504,24 @@ static bool wait_gone(const sn_cli_t *c, const cluster_t *cl, sn_pid_t pid, uint
     }
 }
 
+/* The CANCEL: where the process is, then there. It may move on between
+ * the two (a node that has been asked to kill it holds it from then on):
+ * then it is looked for again. *node gets where it was; 0 or an error. */
+static int first_kill(const sn_cli_t *c, const cluster_t *cl, sn_pid_t pid, const char *reason, uint32_t *node,
+                      end_t *how)
+{
+    sn_proc_row_t row;
+    int rc = SN_ENOPROC;
+    *node = pid.node;
+    for (int tries = 0; tries < 3 && rc == SN_ENOPROC; tries++) {
+        *node = locate(c, cl, pid, *node ? *node : pid.node, &row, how);
+        if (!*node)
+            break;
+        rc = kill_at(c, cl, *node, pid, 0, reason);
+    }
+    return rc;
+}
+
 /* kill PID: CANCEL (with the reason), then after --timeout the force. */
 static int cmd_kill(const sn_cli_t *c)
 {
@@ -517,12 +535,10 @@ static int cmd_kill(const sn_cli_t *c)
     cluster_t cl;
     if (cluster_load(c, &cl) != 0)
         return SN_EXIT_FAILED;
-    sn_proc_row_t row;
     end_t how = {0};
     char text[1024];
-    uint32_t node = locate(c, &cl, pid, pid.node, &row, &how);
-    int rc = node ? kill_at(c, &cl, node, pid, 0, reason) : SN_ENOPROC;
-    int code = 0;
+    uint32_t node;
+    int rc = first_kill(c, &cl, pid, reason, &node, &how), code = 0;
     uint64_t t0 = now_ms();
     if (rc == SN_ENOPROC && how.known) {
         fprintf(stderr, "%s: kill: %s has already ended%s\n", progname, c->args[0], end_text(&how, text, sizeof text));
