@@ -104,6 +104,19 @@ cli ps --json --connect "$ep2"
 [ "$(jq "[.processes[] | select(.pid == \"$s\")] | length" <<<"$out")" = 0 ] && ok "the forced process is gone" || bad "stubborn still there: $out"
 grep -q "killing $s for a client: test over" "$dir/n2.log" && ok "its node logged the kill with the reason" || bad "no log line for the kill"
 
+# ------------------------------------------------------- a moved process
+# six spins of 700 ms CPU each on node 1 (2 workers): node 2, idle, steals
+# Ready ones; ps shows them on node 2 with node 1's PIDs, moved once
+for i in 1 2 3 4 5 6; do cli spawn spin work 700 --connect "$ep1"; done
+moved() {
+  "$SN" --insecure ps --json --connect "$ep1" >"$dir/moved.json" 2>/dev/null &&
+    [ "$(jq '[.processes[] | select(.node == 2 and (.pid | startswith("1.")) and .type == "spin" and .moves == 1)] | length' "$dir/moved.json")" -ge 1 ]
+}
+wait_for 100 moved && ok "ps shows a process that moved: on node 2, a PID of node 1, moved once" ||
+  bad "no moved spin seen: $(jq -c '.processes' "$dir/moved.json" 2>/dev/null)"
+spins_done() { [ "$("$SN" --insecure ps --json --connect "$ep1" | jq '[.processes[] | select(.type == "spin")] | length')" = 0 ]; }
+wait_for 150 spins_done || bad "the spins did not finish"
+
 # ------------------------------------------------------- call --timeout
 t0=$(date +%s%N)
 cli call counter count --timeout 300 --connect "$ep1"
