@@ -225,8 +225,8 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
         rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, call_done, c, &rep.pid);
         if (rep.error == 0) {
             /* the client learns the PID now (to cancel it if it stops
-             * waiting); call_done answers with the result. (It may have
-             * answered already: the client takes either order.) */
+             * waiting); call_done answers with the result, through the
+             * I/O thread's queue, which is us: after this answer */
             rep.started = 1;
             sn__relay_send_reply(r, ident, ident_len, &rep);
             return;

@@ -287,7 +287,11 @@ int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_eve
         free(mon);
     }
     sn_payload_destroy(&m->state);
-    sn_payload_t *killed = sn__kill_reason_take(p); /* killed mid-handover: the copy there is killed again */
+    /* Forced while frozen for this handover (the kill came after take):
+     * the copy there does not carry the force, but the CANCEL that came
+     * with it went along with the queued events, and `schednode kill`
+     * finds the process there and forces it again. */
+    sn_payload_t *killed = sn__kill_reason_take(p);
     sn_payload_destroy(&killed);
     atomic_fetch_add_explicit(&sched->migrated_out, 1, memory_order_relaxed);
     sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
