@@ -391,10 +391,13 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
         if (level < 0)
             return fail(c, path, nth, "'%s' is not one of %s", v, sn__log_level_names());
         o->log_level = level;
+    } else if (!strcmp(key, "log-format")) {
+        if ((o->log_format = sn__log_format_parse(v)) < 0)
+            return fail(c, path, nth, "'%s' is not text or json", v);
     } else {
         return fail(c, path, nth,
                     "unknown key (node takes id, name, workers, listen, advertise, "
-                    "plugin, shutdown-timeout-ms, log-level)");
+                    "plugin, shutdown-timeout-ms, log-level, log-format)");
     }
     return 0;
 }
@@ -462,6 +465,7 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
     memset(o, 0, sizeof *o);
     o->shutdown_ms = -1;
     o->log_level = -1;
+    o->log_format = -1;
     o->insecure = -1;
     o->steal = -1;
     own_t *own = calloc(1, sizeof *own);

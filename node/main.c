@@ -18,6 +18,7 @@
 #include <czmq.h>
 #include <sodium.h>
 
+#include "cli.h"
 #include "codec.h"
 #include "config.h"
 #include "demo.h"
@@ -25,8 +26,8 @@
 #include "relay.h"
 #include "schednode/schednode.h"
 
-#define EXIT_USAGE 2
-#define EXIT_OUT 3 /* this run was put out of its cluster (sn_relay_out) */
+#define EXIT_USAGE SN_EXIT_USAGE
+#define EXIT_OUT SN_EXIT_OUT /* this run was put out of its cluster (sn_relay_out) */
 
 static const char *progname = "schednode";
 static uint32_t log_node = 1; /* the node every line names: main's thread sets it (again if a join picks another id) */
@@ -49,8 +50,19 @@ static void usage(FILE *f)
             "Client commands (talk to a running node, --connect ENDPOINT):\n"
             "  spawn TYPE METHOD [ARG] spawn a process there, print its PID\n"
             "  send PID DATA           send DATA (text) to PID\n"
-            "  call TYPE METHOD [ARG]  spawn, wait, print the result; exit 1 with the error if it fails\n"
+            "  call TYPE METHOD [ARG]  spawn, wait (forever, or --timeout MS), print the result; exit 1\n"
+            "                          with the error if it fails, 5 if it timed out (the process is\n"
+            "                          then cancelled, unless --no-cancel-on-timeout)\n"
             "  status [--json]         one row per node of the cluster: state, load, counters\n"
+            "  ps [--json] [--node N]  the processes of every node (or node N): PID, type, state, mailbox\n"
+            "                          length, steps run, times moved\n"
+            "  kill PID [--reason TEXT] [--timeout MS]\n"
+            "                          CANCEL the process (the reason is the event's data); if it has\n"
+            "                          not ended after MS (default 5000), force it: it gets no further\n"
+            "                          step (one mid-step ends when the step returns) and ends 'killed'\n"
+            "                          with the reason, which its monitors get in their DOWN\n"
+            "  types [--json] [--node N]\n"
+            "                          the process types each node (or node N) has loaded\n"
             "Keys:\n"
             "  keygen DIR [--name NAME] [--endpoint EP [-n N]]\n"
             "                          write a CurveZMQ certificate: DIR/NAME.cert (public, goes into\n"
@@ -68,8 +80,12 @@ static void usage(FILE *f)
             "  -n, --node-id N            this node's id in PIDs, 1..4294967295 (default: a listening node\n"
             "                             takes the id its --cert names, else a random unused one; else 1)\n"
             "      --shutdown-timeout MS  time processes get to finish after CANCEL (default 2000)\n"
-            "      --timeout MS           run: how long to wait for the result (default: forever)\n"
+            "      --timeout MS           run, call: how long to wait for the result (default: forever);\n"
+            "                             kill: from CANCEL to the force (default 5000); other client\n"
+            "                             commands: how long to wait for each answer (default 10000)\n"
             "      --log-level LEVEL      error, warn, info or debug (default info)\n"
+            "      --log-format FORMAT    text (default) or json: one JSON object per line (time in UTC\n"
+            "                             with milliseconds, level, ident, node, message)\n"
             "      --listen ENDPOINT      accept other nodes and clients here, e.g. tcp://127.0.0.1:7001\n"
             "                             (port 1..65535, or * for any free one); the same port over UDP\n"
             "                             takes the members' probes (if it is taken: over TCP, said in the log)\n"
@@ -89,9 +105,17 @@ static void usage(FILE *f)
             "      --heartbeat-ms MS      probe period, up to ten nodes (default 200; x1.5 at 100)\n"
             "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
             "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
-            "      --json                 status: print JSON\n"
+            "      --json                 status, ps, types: print JSON\n"
+            "      --node N               ps, types: ask node N only\n"
+            "      --reason TEXT          kill: why (the CANCEL's data, the DOWN's reason)\n"
+            "      --cancel-on-timeout    call: cancel the process when --timeout expires (the default);\n"
+            "      --no-cancel-on-timeout leave it running\n"
             "  -h, --help                 this help\n"
-            "  -V, --version              print the version\n",
+            "  -V, --version              print the version\n"
+            "\n"
+            "Exit status: 0 success; 1 the command failed (an error from the node, a failed process, no\n"
+            "answer); 2 a bad flag, argument or configuration; 3 a node put out of its cluster; 4 no such\n"
+            "process (kill, send); 5 timed out (call --timeout; kill: still in a step after the force).\n",
             progname);
 }
 
@@ -99,12 +123,8 @@ static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2),
 static void die_usage(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", progname);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry '%s --help'.\n", progname);
-    exit(EXIT_USAGE);
+    sn_cli_vusage(fmt, ap);
 }
 
 static long long parse_num(const char *flag, const char *s, long long lo, long long hi)
@@ -124,76 +144,6 @@ static void check_endpoint(const char *flag, const char *ep, int flags)
     char why[512];
     if (sn_config_endpoint(ep, flags, why, sizeof why) != 0)
         die_usage("%s: %s", flag, why);
-}
-
-static void print_result(int rc, sn_payload_t *res)
-{
-    if (rc == 0) {
-        if (!res)
-            printf("ok\n");
-        else if (res->ctype == SN_CT_U64 && res->len == 8) {
-            uint64_t v;
-            sn_payload_get_u64(res, &v);
-            printf("%" PRIu64 "\n", v);
-        } else if (res->ctype == SN_CT_PID) {
-            sn_pid_t pid;
-            char buf[SN_PID_STRLEN];
-            sn_payload_get_pid(res, &pid);
-            printf("%s\n", sn_pid_format(pid, buf, sizeof buf));
-        } else {
-            fwrite(res->data, 1, res->len, stdout);
-            fputc('\n', stdout);
-        }
-    } else {
-        fprintf(stderr, "%s: process failed: %s%s%s\n", progname, sn_strerror(rc), res ? ": " : "",
-                res ? (const char *)res->data : "");
-    }
-}
-
-static const char *state_name(int state)
-{
-    static const char *names[] = {"up", "suspect", "down", "left"};
-    return state >= 0 && state < 4 ? names[state] : "?";
-}
-
-/* `status`: one row per node, as a table or as JSON (one object with a
- * "nodes" array; every figure a number, state and endpoint strings). */
-static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
-{
-    if (json) {
-        printf("{\"nodes\": [");
-        for (size_t i = 0; i < n; i++) {
-            const sn_wire_stats_t *r = &rows[i];
-            printf("%s\n  {\"id\": %u, \"endpoint\": \"%s\", \"state\": \"%s\", \"workers\": %u, "
-                   "\"idle_workers\": %u, \"live\": %" PRIu64 ", \"ready\": %" PRIu64 ", \"idle\": %" PRIu64
-                   ", \"blocked\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"msgs_in\": %" PRIu64
-                   ", \"msgs_out\": %" PRIu64 ", \"steals_in\": %" PRIu64 ", \"steals_out\": %" PRIu64
-                   ", \"migrated\": %" PRIu64 ", \"forwarded\": %" PRIu64 ", \"refused\": %" PRIu64
-                   ", \"disconnects\": %" PRIu64 ", \"forwarding\": %" PRIu64 ", \"bad_frames\": %" PRIu64
-                   ", \"uptime_ms\": %" PRIu64 "}",
-                   i ? "," : "", r->node, r->endpoint, state_name(r->state), r->workers, r->idle_workers, r->live,
-                   r->ready, r->idle, r->blocked, r->completed, r->msgs_in, r->msgs_out, r->steals_in, r->steals_out,
-                   r->migrated, r->forwarded, r->refused, r->disconnects, r->forwarding, r->bad_frames, r->uptime_ms);
-        }
-        printf("\n]}\n");
-        return;
-    }
-    printf("%-6s %-28s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", "NODE", "ENDPOINT", "STATE", "WORKERS",
-           "READY", "IDLE", "BLOCKED", "DONE", "MSGS_IN", "MSGS_OUT", "ST_IN", "ST_OUT", "UPTIME");
-    for (size_t i = 0; i < n; i++) {
-        const sn_wire_stats_t *r = &rows[i];
-        if (r->workers == 0) { /* a member whose row has not reached this node yet (it comes with the probes) */
-            printf("%-6u %-28s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", r->node, r->endpoint,
-                   state_name(r->state), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-");
-            continue;
-        }
-        char up[32];
-        snprintf(up, sizeof up, "%" PRIu64 ".%01" PRIu64 "s", r->uptime_ms / 1000, r->uptime_ms % 1000 / 100);
-        printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64
-               " %6" PRIu64 " %6" PRIu64 " %10s\n",
-               r->node, r->endpoint, state_name(r->state), r->workers, r->ready, r->idle, r->blocked, r->completed,
-               r->msgs_in, r->msgs_out, r->steals_in, r->steals_out, up);
-    }
 }
 
 /* exit() called by another thread than main's (a process's step or a
@@ -251,8 +201,12 @@ typedef struct options {
     int node_id_auto;                       /* picked at random: a join refused for a taken id tries another */
     int joins_from_flags, loads_from_flags; /* a repeatable flag replaces the file's list */
     int shutdown_ms, timeout_ms, join_timeout_ms;
-    int log_level; /* SN__LOG_* */
+    int log_level;  /* SN__LOG_* */
+    int log_format; /* SN__LOG_TEXT or _JSON */
     int insecure, json;
+    uint32_t only_node;    /* ps, types: --node */
+    const char *reason;    /* kill: --reason */
+    int cancel_on_timeout; /* call: --[no-]cancel-on-timeout */
     const char *connect, *key_name, *key_endpoint;
     const char *cmd; /* the command, or NULL: run a node */
     char **args;     /* its arguments (after it), nargs of them */
@@ -282,7 +236,12 @@ enum {
     OPT_ENDPOINT,
     OPT_CONFIG,
     OPT_NO_STEAL,
-    OPT_STEAL_BATCH
+    OPT_STEAL_BATCH,
+    OPT_LOG_FORMAT,
+    OPT_NODE,
+    OPT_REASON,
+    OPT_CANCEL_ON_TIMEOUT,
+    OPT_NO_CANCEL_ON_TIMEOUT
 };
 static const struct option long_opts[] = {{"workers", required_argument, NULL, 'w'},
                                           {"load", required_argument, NULL, 'l'},
@@ -309,6 +268,11 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"down-after-ms", required_argument, NULL, OPT_DOWN},
                                           {"connect", required_argument, NULL, 'c'},
                                           {"json", no_argument, NULL, OPT_JSON},
+                                          {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+                                          {"node", required_argument, NULL, OPT_NODE},
+                                          {"reason", required_argument, NULL, OPT_REASON},
+                                          {"cancel-on-timeout", no_argument, NULL, OPT_CANCEL_ON_TIMEOUT},
+                                          {"no-cancel-on-timeout", no_argument, NULL, OPT_NO_CANCEL_ON_TIMEOUT},
                                           {"help", no_argument, NULL, 'h'},
                                           {"version", no_argument, NULL, 'V'},
                                           {0, 0, 0, 0}};
@@ -321,6 +285,7 @@ static void options_init(options_t *o, int argc, char **argv)
                      .timeout_ms = -1,
                      .join_timeout_ms = 10000,
                      .log_level = SN__LOG_INFO,
+                     .cancel_on_timeout = 1,
                      .argc = argc,
                      .argv = argv};
     o->plugins = calloc((size_t)argc, sizeof *o->plugins);
@@ -360,6 +325,8 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
         o->shutdown_ms = f->shutdown_ms;
     if (f->log_level >= 0)
         o->log_level = f->log_level;
+    if (f->log_format >= 0)
+        o->log_format = f->log_format;
     o->relay.listen = f->listen;
     o->relay.advertise = f->advertise;
     o->relay.cluster = f->cluster;
@@ -444,12 +411,37 @@ static int node_flag(options_t *o, int c, char *arg)
             die_usage("--endpoint: '%s' is not tcp://HOST:PORT", arg);
         o->key_endpoint = arg;
         return 1;
+    case OPT_LOG_FORMAT:
+        o->log_format = sn__log_format_parse(arg);
+        if (o->log_format < 0)
+            die_usage("--log-format: '%s' is not text or json", arg);
+        return 1;
+    }
+    return 0;
+}
+
+/* A flag of the client commands: 0 if c is none of them. */
+static int client_flag(options_t *o, int c, char *arg)
+{
+    switch (c) {
     case 'c':
         check_endpoint("--connect", arg, 0);
         o->connect = arg;
         return 1;
     case OPT_JSON:
         o->json = 1;
+        return 1;
+    case OPT_NODE:
+        o->only_node = (uint32_t)parse_num("--node", arg, 1, UINT32_MAX);
+        return 1;
+    case OPT_REASON:
+        if (!*arg || strlen(arg) > 1000)
+            die_usage("--reason: the text must have 1 to 1000 characters");
+        o->reason = arg;
+        return 1;
+    case OPT_CANCEL_ON_TIMEOUT:
+    case OPT_NO_CANCEL_ON_TIMEOUT:
+        o->cancel_on_timeout = c == OPT_CANCEL_ON_TIMEOUT;
         return 1;
     }
     return 0;
@@ -549,7 +541,7 @@ static int parse_options(options_t *o, int argc, char **argv)
         }
         if (c == ':')
             die_usage("option '%s' needs a value", argv[optind - 1]);
-        if (node_flag(o, c, optarg) || cluster_flag(o, c, optarg))
+        if (node_flag(o, c, optarg) || cluster_flag(o, c, optarg) || client_flag(o, c, optarg))
             continue;
         if (optopt)
             die_usage("unknown option '-%c'", optopt);
@@ -599,72 +591,6 @@ static int keygen(const options_t *o)
     return 0;
 }
 
-static int is_client_command(const char *cmd)
-{
-    return cmd && (!strcmp(cmd, "spawn") || !strcmp(cmd, "send") || !strcmp(cmd, "call") || !strcmp(cmd, "status"));
-}
-
-/* The client command's request (it exits 2 if the arguments are wrong). */
-static sn_wire_request_t client_request(const options_t *o)
-{
-    const char *cmd = o->cmd;
-    sn_wire_request_t req = {.id = (uint64_t)getpid()};
-    if (!strcmp(cmd, "status")) {
-        if (o->nargs != 0)
-            die_usage("usage: status [--json] --connect ENDPOINT");
-        req.op = SN_OP_STATUS;
-    } else if (!strcmp(cmd, "send")) {
-        if (o->nargs != 2)
-            die_usage("usage: send PID DATA --connect ENDPOINT");
-        if (sn_pid_parse(o->args[0], &req.to) != 0)
-            die_usage("send: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", o->args[0]);
-        req.op = SN_OP_SEND;
-        req.arg = sn_payload_text(o->args[1]);
-    } else {
-        if (o->nargs < 2 || o->nargs > 3)
-            die_usage("usage: %s TYPE METHOD [ARG] --connect ENDPOINT", cmd);
-        req.op = !strcmp(cmd, "spawn") ? SN_OP_SPAWN : SN_OP_CALL;
-        req.type = o->args[0];
-        req.method = o->args[1];
-        req.arg = o->nargs == 3 ? sn_payload_text(o->args[2]) : NULL;
-    }
-    return req;
-}
-
-/* The client commands: one request to the node at --connect, one reply. */
-static int client(const options_t *o)
-{
-    const char *cmd = o->cmd;
-    if (!o->connect)
-        die_usage("%s needs --connect ENDPOINT (the node to talk to)", cmd);
-    sn_wire_request_t req = client_request(o);
-    sn_wire_reply_t rep;
-    char err[512];
-    int rc = sn_client_call(o->connect, &o->relay.security, &req, o->timeout_ms < 0 ? 30000 : o->timeout_ms, &rep, err,
-                            sizeof err);
-    sn_payload_destroy(&req.arg);
-    if (rc != 0) {
-        fprintf(stderr, "%s: %s\n", progname, err);
-        return 1;
-    }
-    char buf[SN_PID_STRLEN];
-    int exit_code = 0;
-    if (rep.error) {
-        fprintf(stderr, "%s: %s failed: %s%s%s\n", progname, cmd, sn_strerror(rep.error),
-                rep.result ? ": " : (rep.reason && *rep.reason ? ": " : ""),
-                rep.result ? (const char *)rep.result->data : (rep.reason ? rep.reason : ""));
-        exit_code = 1;
-    } else if (!strcmp(cmd, "spawn")) {
-        printf("%s\n", sn_pid_format(rep.pid, buf, sizeof buf));
-    } else if (!strcmp(cmd, "call")) {
-        print_result(0, rep.result);
-    } else if (!strcmp(cmd, "status")) {
-        print_status(rep.rows, rep.nrows, o->json);
-    }
-    sn_client_reply_clear(&rep);
-    return exit_code;
-}
-
 /* What running a node (or demo, or run) needs beyond parse_options. */
 static void check_node_options(const options_t *o)
 {
@@ -695,6 +621,7 @@ static void start_process(const options_t *o, sigset_t *sigs)
 {
     log_node = o->sched.node_id;
     sn__log_set_level(o->log_level); /* (the relay's too: one layer, log.h) */
+    sn__log_set_format(o->log_format);
     zsys_init();
     main_thread = pthread_self();
     on_exit(exit_off_main, NULL);
@@ -855,7 +782,7 @@ static int run_command(const options_t *o, sn_sched_t *sched, sn_relay_t *relay,
     sn_payload_t *in = o->nargs == 3 ? sn_payload_text(o->args[2]) : NULL;
     sn_payload_t *res = NULL;
     int rc = sn_call(sched, o->args[0], o->args[1], &in, o->timeout_ms, &res);
-    print_result(rc, res);
+    sn_cli_print_result(rc, res);
     sn_payload_destroy(&res);
     return rc == 0 ? 0 : 1;
 }
@@ -906,6 +833,22 @@ out:
     return exit_code;
 }
 
+/* A client command (cli.c) with what the command line gave it. */
+static int client(const options_t *o)
+{
+    sn_cli_t c = {.cmd = o->cmd,
+                  .args = o->args,
+                  .nargs = o->nargs,
+                  .connect = o->connect,
+                  .security = &o->relay.security,
+                  .timeout_ms = o->timeout_ms,
+                  .json = o->json,
+                  .only_node = o->only_node,
+                  .reason = o->reason,
+                  .cancel_on_timeout = o->cancel_on_timeout};
+    return sn_cli_run(&c);
+}
+
 int main(int argc, char **argv)
 {
     options_t o;
@@ -913,7 +856,7 @@ int main(int argc, char **argv)
     if (parse_options(&o, argc, argv)) {
         if (o.cmd && !strcmp(o.cmd, "keygen"))
             exit_code = keygen(&o);
-        else if (is_client_command(o.cmd))
+        else if (sn_cli_is_command(o.cmd))
             exit_code = client(&o);
         else
             exit_code = run_node(&o);

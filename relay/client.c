@@ -32,7 +32,11 @@ static int client_take(zsock_t *s, const char *endpoint, uint64_t id, sn_wire_re
                  endpoint, size, SN_WIRE_MAX_FRAME, SN_WIRE_MAX_FRAME >> 20);
         rc = SN_EPROTO;
     } else if (sn_codec_decode(zmq_msg_data(&m), size, SN_WIRE_MAX_FRAME, &f, &why) == 0) {
-        if (f.kind == SN_FRAME_REPLY && f.reply.id == id) {
+        if (f.kind == SN_FRAME_REPLY && f.reply.id == id && f.reply.started) {
+            /* a call's process started: its result comes later */
+            reply->started = 1;
+            reply->pid = f.reply.pid;
+        } else if (f.kind == SN_FRAME_REPLY && f.reply.id == id) {
             *reply = f.reply;
             memset(&f.reply, 0, sizeof f.reply); /* moved out */
             rc = 0;
@@ -136,15 +140,21 @@ int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire
         rc = SN_ETIMEDOUT;
         snprintf(err, errlen, "no answer from %s within %d ms (is a node listening there?%s)", endpoint, timeout_ms,
                  sec && sec->cert ? "" : " a secure cluster needs --cert and --authorized-keys");
-        uint64_t deadline = sn__relay_now_ns() + (uint64_t)timeout_ms * 1000000u;
+        uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : sn__relay_now_ns() + (uint64_t)timeout_ms * 1000000u;
         while (rc == SN_ETIMEDOUT && sn__relay_now_ns() < deadline) {
-            if (zmq_poll(it, 2, (long)((deadline - sn__relay_now_ns()) / 1000000u) + 1) <= 0)
+            long wait = timeout_ms < 0 ? -1 : (long)((deadline - sn__relay_now_ns()) / 1000000u) + 1;
+            if (zmq_poll(it, 2, wait) <= 0)
                 continue;
             if (it[0].revents & ZMQ_POLLIN) /* the answer first: it may come just before the close */
                 rc = client_take(s, endpoint, req->id, reply, err, errlen);
             else if (it[1].revents & ZMQ_POLLIN)
                 rc = client_event(s, mon, endpoint, sec, req->id, reply, err, errlen);
         }
+    }
+    if (rc == SN_ETIMEDOUT && reply->started) {
+        char pid[SN_PID_STRLEN];
+        snprintf(err, errlen, "the call timed out after %d ms (process %s was still running on the cluster of %s)",
+                 timeout_ms, sn_pid_format(reply->pid, pid, sizeof pid), endpoint);
     }
     sn_keys_unmonitor(s, &mon);
     zsock_destroy(&s);
@@ -155,6 +165,8 @@ void sn_client_reply_clear(sn_wire_reply_t *reply)
 {
     free(reply->reason);
     free(reply->rows);
+    free(reply->procs);
+    free(reply->types);
     sn_payload_destroy(&reply->result);
     memset(reply, 0, sizeof *reply);
 }

@@ -470,11 +470,84 @@ int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *le
     to.node = req->to.node;
     to.serial = req->to.serial;
     r.to = &to;
+    r.reason = req->reason ? req->reason : "";
+    r.force = req->force != 0;
     Schednode__Envelope env;
     envelope(&env, 0, 0);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_REQUEST;
     env.request = &r;
     return pack(&env, buf, len);
+}
+
+/* A reply's process rows and types in protobuf-c's form, pointing into
+ * the reply (borrowed). */
+typedef struct pb_reply_lists {
+    Schednode__ProcRow *rows, **rowp;
+    Schednode__Pid *pids;
+    Schednode__TypeInfo *ts, **tps;
+} pb_reply_lists_t;
+
+static void pb_reply_lists_free(pb_reply_lists_t *o)
+{
+    free(o->rows);
+    free(o->rowp);
+    free(o->pids);
+    free(o->ts);
+    free(o->tps);
+}
+
+static void proc_to_pb(const sn_proc_row_t *p, Schednode__ProcRow *r, Schednode__Pid *pid)
+{
+    schednode__proc_row__init(r);
+    schednode__pid__init(pid);
+    pid->node = p->pid.node;
+    pid->serial = p->pid.serial;
+    r->pid = pid;
+    r->type = (char *)p->type;
+    r->state = p->state;
+    r->mailbox = p->mailbox;
+    r->steps = p->steps;
+    r->moves = p->moves;
+}
+
+static int reply_lists_to_pb(const sn_wire_reply_t *rep, Schednode__ClientReply *r, pb_reply_lists_t *o)
+{
+    size_t np = rep->nprocs, nt = rep->ntypes;
+    *o = (pb_reply_lists_t){calloc(np + 1, sizeof *o->rows), calloc(np + 1, sizeof *o->rowp),
+                            calloc(np + 1, sizeof *o->pids), calloc(nt + 1, sizeof *o->ts),
+                            calloc(nt + 1, sizeof *o->tps)};
+    if (!o->rows || !o->rowp || !o->pids || !o->ts || !o->tps) {
+        pb_reply_lists_free(o);
+        return SN_ENOMEM;
+    }
+    for (size_t i = 0; i < np; i++) {
+        proc_to_pb(&rep->procs[i], &o->rows[i], &o->pids[i]);
+        o->rowp[i] = &o->rows[i];
+    }
+    for (size_t i = 0; i < nt; i++) {
+        schednode__type_info__init(&o->ts[i]);
+        o->ts[i].name = (char *)rep->types[i].name;
+        o->ts[i].version = rep->types[i].version;
+        o->ts[i].migratable = rep->types[i].migratable;
+        o->tps[i] = &o->ts[i];
+    }
+    r->n_procs = np;
+    r->procs = o->rowp;
+    r->n_types = nt;
+    r->types = o->tps;
+    /* the counts go with the answer to PS (whichever are not all 0) */
+    r->n_by_state = 0;
+    for (size_t i = 0; i < SN_PS_COUNT; i++)
+        if (rep->by_state[i])
+            r->n_by_state = SN_PS_COUNT;
+    r->by_state = (uint64_t *)rep->by_state;
+    r->total = rep->total;
+    r->node = rep->node;
+    r->moved_to = rep->moved_to;
+    r->started = rep->started != 0;
+    r->ended = rep->ended != 0;
+    r->end_error = rep->end_error;
+    return 0;
 }
 
 int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf, size_t *len)
@@ -516,6 +589,12 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
         stats.nodes = nsp;
         r.stats = &stats;
     }
+    pb_reply_lists_t lists;
+    if (reply_lists_to_pb(rep, &r, &lists) != 0) {
+        free(ns);
+        free(nsp);
+        return SN_ENOMEM;
+    }
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_REPLY;
@@ -523,6 +602,7 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
     int rc = pack(&env, buf, len);
     free(ns);
     free(nsp);
+    pb_reply_lists_free(&lists);
     return rc;
 }
 
@@ -737,17 +817,80 @@ static sn_payload_t *payload_from_pb(const Schednode__Payload *p, int *rc)
 static int decode_request(const Schednode__ClientRequest *r, sn_wire_request_t *out)
 {
     int rc = 0;
-    if (!r || r->op > SCHEDNODE__CLIENT_REQUEST__OP__CALL)
+    if (!r || r->op > SCHEDNODE__CLIENT_REQUEST__OP__TYPES)
         return SN_EPROTO;
     out->id = r->id;
     out->op = (int)r->op;
+    out->force = r->force;
     out->type = strdup(r->type ? r->type : "");
     out->method = strdup(r->method ? r->method : "");
-    if (!out->type || !out->method)
+    out->reason = strdup(r->reason ? r->reason : "");
+    if (!out->type || !out->method || !out->reason)
         return SN_ENOMEM;
     out->arg = payload_from_pb(r->arg, &rc);
     if (r->to)
         pid_from_pb(r->to, &out->to);
+    return rc;
+}
+
+/* Most rows and types a reply may carry (a frame is at most 16 MiB). */
+#define REPLY_PROCS_MAX 1000000u
+#define REPLY_TYPES_MAX 65536u
+
+static int procs_from_pb(const Schednode__ClientReply *r, sn_wire_reply_t *out)
+{
+    if (r->n_procs > REPLY_PROCS_MAX)
+        return SN_EPROTO;
+    out->procs = calloc(r->n_procs, sizeof *out->procs);
+    if (!out->procs)
+        return SN_ENOMEM;
+    for (size_t i = 0; i < r->n_procs; i++) {
+        const Schednode__ProcRow *p = r->procs[i];
+        sn_proc_row_t *o = &out->procs[i];
+        if (!p || !p->pid || p->state >= SN_PS_COUNT || copy_str(o->type, sizeof o->type, p->type) != 0 ||
+            pid_from_pb(p->pid, &o->pid) != 0)
+            return SN_EPROTO;
+        o->state = p->state;
+        o->mailbox = p->mailbox;
+        o->steps = p->steps;
+        o->moves = p->moves;
+        out->nprocs = i + 1;
+    }
+    return 0;
+}
+
+static int reply_types_from_pb(const Schednode__ClientReply *r, sn_wire_reply_t *out)
+{
+    if (r->n_types > REPLY_TYPES_MAX)
+        return SN_EPROTO;
+    out->types = calloc(r->n_types, sizeof *out->types);
+    if (!out->types)
+        return SN_ENOMEM;
+    for (size_t i = 0; i < r->n_types; i++) {
+        const Schednode__TypeInfo *t = r->types[i];
+        if (!t || copy_str(out->types[i].name, sizeof out->types[i].name, t->name) != 0)
+            return SN_EPROTO;
+        out->types[i].version = t->version;
+        out->types[i].migratable = t->migratable;
+        out->ntypes = i + 1;
+    }
+    return 0;
+}
+
+/* PS, KILL, TYPES, CALL's fields of a reply. */
+static int reply_lists_from_pb(const Schednode__ClientReply *r, sn_wire_reply_t *out)
+{
+    out->total = r->total;
+    out->node = r->node;
+    out->moved_to = r->moved_to;
+    out->started = r->started;
+    out->ended = r->ended;
+    out->end_error = r->end_error;
+    for (size_t i = 0; i < r->n_by_state && i < SN_PS_COUNT; i++) /* (states added later: not counted) */
+        out->by_state[i] = r->by_state[i];
+    int rc = r->n_procs ? procs_from_pb(r, out) : 0;
+    if (rc == 0 && r->n_types)
+        rc = reply_types_from_pb(r, out);
     return rc;
 }
 
@@ -774,7 +917,7 @@ static int decode_reply(const Schednode__ClientReply *r, sn_wire_reply_t *out)
             out->nrows = i + 1;
         }
     }
-    return rc;
+    return rc == 0 ? reply_lists_from_pb(r, out) : rc;
 }
 
 bool sn_wire_endpoint_ok(const char *ep)
@@ -1056,10 +1199,13 @@ void sn_frame_clear(sn_frame_t *f)
     free(f->sends);
     free(f->request.type);
     free(f->request.method);
+    free(f->request.reason);
     sn_payload_destroy(&f->request.arg);
     free(f->reply.reason);
     sn_payload_destroy(&f->reply.result);
     free(f->reply.rows);
+    free(f->reply.procs);
+    free(f->reply.types);
     free(f->endpoint);
     free(f->cluster);
     for (size_t i = 0; i < f->nmembers; i++)

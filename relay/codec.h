@@ -59,7 +59,15 @@ typedef struct sn_wire_send {
 enum { SN_WIRE_REDIRECT = 110, SN_WIRE_FLUSH = 111, SN_WIRE_FLUSHED = 112, SN_WIRE_WATCHED = 113 };
 
 /* Client operations (ClientRequest.Op). */
-enum { SN_OP_STATUS = 0, SN_OP_SPAWN = 1, SN_OP_SEND = 2, SN_OP_CALL = 3 };
+enum {
+    SN_OP_STATUS = 0,
+    SN_OP_SPAWN = 1,
+    SN_OP_SEND = 2,
+    SN_OP_CALL = 3,
+    SN_OP_PS = 4,
+    SN_OP_KILL = 5,
+    SN_OP_TYPES = 6
+};
 
 /* A client's request to a node. Strings and payload are owned by whoever
  * filled the struct (the frame, after decoding). */
@@ -68,7 +76,9 @@ typedef struct sn_wire_request {
     int op;
     char *type, *method;
     sn_payload_t *arg;
-    sn_pid_t to;
+    sn_pid_t to;  /* send, kill; ps: only this process (serial 0: all) */
+    char *reason; /* kill (may be NULL when encoding) */
+    int force;    /* kill */
 } sn_wire_request_t;
 
 /* Member states (Member.State). */
@@ -143,6 +153,17 @@ typedef struct sn_wire_reply {
     sn_payload_t *result;
     sn_wire_stats_t *rows; /* status: one per node known to the answering node */
     size_t nrows;
+    sn_proc_row_t *procs; /* ps: the answering node's processes */
+    size_t nprocs;
+    uint64_t total;                 /* ps: processes on the node (nprocs may be fewer) */
+    uint64_t by_state[SN_PS_COUNT]; /* ps: counted by sn_pstate_t */
+    sn_wire_type_t *types;          /* types: the node's process types */
+    size_t ntypes;
+    uint32_t node;     /* ps, kill, types: the answering node */
+    uint32_t moved_to; /* ps of one PID, kill: it moved from the answering node to this one */
+    int started;       /* call: started as pid, the result comes in a later reply */
+    int ended;         /* ps of one PID (noproc): it was killed here and ended, with end_error and result */
+    int end_error;
 } sn_wire_reply_t;
 
 /* A decoded frame. Decoding allocates; sn_frame_clear frees. */

@@ -194,7 +194,8 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
 {
     sn_wire_reply_t rep = {.id = q->id};
     char reason[512] = "";
-    if (q->op != SN_OP_STATUS && atomic_load_explicit(&r->joined, memory_order_acquire) != 1) {
+    bool looks = q->op == SN_OP_STATUS || q->op == SN_OP_PS || q->op == SN_OP_TYPES; /* change nothing */
+    if (!looks && atomic_load_explicit(&r->joined, memory_order_acquire) != 1) {
         rep.error = SN_EREFUSED;
         rep.reason = "this node has not joined its cluster yet";
         sn__relay_send_reply(r, ident, ident_len, &rep);
@@ -221,12 +222,23 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
         }
         *c = (call_ctx_t){r, q->id, {0}, ident_len};
         memcpy(c->ident, ident, ident_len);
-        rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, call_done, c, NULL);
-        if (rep.error == 0)
-            return; /* call_done answers */
+        rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, call_done, c, &rep.pid);
+        if (rep.error == 0) {
+            /* the client learns the PID now (to cancel it if it stops
+             * waiting); call_done answers with the result, through the
+             * I/O thread's queue, which is us: after this answer */
+            rep.started = 1;
+            sn__relay_send_reply(r, ident, ident_len, &rep);
+            return;
+        }
         free(c);
         break;
     }
+    case SN_OP_PS:
+    case SN_OP_KILL:
+    case SN_OP_TYPES:
+        sn__relay_manage(r, q, &rep);
+        break;
     }
     if (rep.error && (q->op == SN_OP_SPAWN || q->op == SN_OP_CALL))
         snprintf(reason, sizeof reason, "spawn %s %s: %s", q->type, q->method, sn_strerror(rep.error));
@@ -235,6 +247,9 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
     rep.reason = reason;
     sn__relay_send_reply(r, ident, ident_len, &rep);
     free(rep.rows);
+    free(rep.procs);
+    free(rep.types);
+    sn_payload_destroy(&rep.result);
 }
 
 /* Sends in the name of a node that is not a member here: one that joined

@@ -218,7 +218,7 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     if (!r->peers || sn__members_init(r) != 0 || (cfg->security.cert && secure(r, cfg, err, errlen) != 0) ||
         open_router(r, cfg, err, errlen) != 0 || sn__udp_open(r) != 0 || static_peers(r, cfg, err, errlen) != 0 ||
         dial_seeds(r, cfg, err, errlen) != 0 || take_types(r) != 0 || sn__steal_init(r, cfg) != 0 ||
-        sn__loc_init(r) != 0)
+        sn__loc_init(r) != 0 || sn__manage_init(r) != 0)
         goto fail;
     return r;
 fail:
@@ -318,6 +318,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     zcert_destroy(&r->cert);
     sn__steal_fini(r);
     sn__loc_fini(r);
+    sn__manage_fini(r);
     sn__members_fini(r);
     free(r->errs);
     free(r->types);

@@ -33,6 +33,16 @@ const char *sn__log_level_names(void);
 void sn__log_set_level(int level);
 int sn__log_level(void);
 
+/* Line formats: zsys's text (default), or one JSON object per line for
+ * log shippers: {"time": "2026-01-31T12:00:00.123Z" (UTC, milliseconds),
+ * "level": "info", "ident": IDENT, "node": NODE, "message": TEXT}. The
+ * layer has no structured fields beyond these: a line's details are in
+ * its message. Set before the threads start. */
+enum { SN__LOG_TEXT = 0, SN__LOG_JSON = 1 };
+/* SN__LOG_TEXT or _JSON for "text" or "json"; -1 for anything else. */
+int sn__log_format_parse(const char *name);
+void sn__log_set_format(int format);
+
 /* One line at `level`, as zsys writes them ("I: (IDENT) yy-mm-dd
  * HH:MM:SS") but with milliseconds, then "node=NODE " and the formatted
  * text (cut at about 1 KiB), to stderr. Any thread. The ident (default

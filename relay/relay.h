@@ -89,8 +89,11 @@ void sn_relay_stats(sn_relay_t *relay, sn_relay_stats_t *out);
 const char *sn_relay_endpoint(sn_relay_t *relay);
 
 /* Client side: sends one request to the node at endpoint and waits up to
- * timeout_ms for its reply (caller clears *reply with sn_frame_clear-like
- * sn_client_reply_clear). Returns 0, SN_ETIMEDOUT or SN_EPROTO. */
+ * timeout_ms (< 0: forever) for its reply (caller clears *reply with
+ * sn_frame_clear-like sn_client_reply_clear). Returns 0, SN_ETIMEDOUT or
+ * SN_EPROTO. A CALL's first answer says the process started: on
+ * SN_ETIMEDOUT, reply->started and reply->pid say whether it did and which
+ * it is (and err says the call timed out rather than "no answer"). */
 struct sn_wire_request;
 struct sn_wire_reply;
 int sn_client_call(const char *endpoint, const sn_security_t *security, const struct sn_wire_request *req,

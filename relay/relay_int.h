@@ -177,6 +177,7 @@ struct sn_relay {
     size_t ntypes;
     struct sn_steal *steal; /* steal.c's state (I/O thread) */
     struct sn_locs *locs;   /* locate.c's state (I/O thread) */
+    struct sn_ends *ends;   /* manage.c: ends of killed processes (any thread: its own lock) */
     /* Send ids (sn_wire_send_t.id): the next one a send from here gets
      * (any thread: relay_deliver; relaxed, only uniqueness matters), and
      * the errors returned to senders here, by id (I/O thread; relay.c,
@@ -546,6 +547,15 @@ void sn__members_tick(sn_relay_t *r);
 uint64_t sn__members_next_ns(sn_relay_t *r);
 /* Status rows for every member we know, ourselves first. Caller frees. */
 sn_wire_stats_t *sn__members_rows(sn_relay_t *r, size_t *n);
+/* manage.c: answers a client's PS, KILL or TYPES about this node into
+ * *rep (which it allocates: the caller frees rep->procs and rep->types). */
+void sn__relay_manage(sn_relay_t *r, const sn_wire_request_t *q, sn_wire_reply_t *rep);
+/* The scheduler's `ended` hook (any thread): a process a client killed
+ * has ended; its end is kept a while for the client's `kill`, which asks
+ * (PS of its PID) after it has gone. */
+void sn__relay_ended(void *arg, sn_pid_t pid, int error, const sn_payload_t *result);
+int sn__manage_init(sn_relay_t *r);
+void sn__manage_fini(sn_relay_t *r);
 /* The state `status` shows for p now (suspect when half-way to down). */
 int sn__members_state(sn_relay_t *r, const peer_t *p);
 

@@ -346,5 +346,5 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
 void sn__relay_install(sn_relay_t *r, bool remote_work)
 {
     sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, sn__relay_deliver, remote_work ? sn__steal_hook : NULL,
-                                                      remote_work ? relay_loaded : NULL});
+                                                      remote_work ? relay_loaded : NULL, sn__relay_ended});
 }

@@ -51,7 +51,7 @@ extern "C" {
     X(SN_EPLUGIN, -13, "bad plugin")                                                                                   \
     X(SN_EEXIST, -14, "already registered")                                                                            \
     X(SN_EBADWAIT, -15, "WAIT with no pending yields")                                                                 \
-    X(SN_EKILLED, -16, "killed at shutdown")                                                                           \
+    X(SN_EKILLED, -16, "killed")                                                                                       \
     X(SN_EPROTO, -17, "protocol error")                                                                                \
     X(SN_EREFUSED, -18, "refused")
 

@@ -70,13 +70,34 @@ struct sn_ctx {
     uint64_t await_tag;    /* parent's spawn tag when awaited */
     /* CAS by producers (wake) and the owning worker */
     _Atomic uint32_t state;
+    /* SN__KILL_* bits, set by sn__sched_kill under the shard lock: ASKED
+     * (its end is reported to the relay's `ended` hook, and it no longer
+     * moves), FORCE (stored with kill_reason, released; the worker that
+     * runs it next reads it, acquire, and ends it: kill.c) */
+    _Atomic uint32_t killed;
+    /* the reason for its DOWN and awaiter when killed; exchanged (under the
+     * shard lock by the killer, by sn__complete once out of the table) */
+    _Atomic(sn_payload_t *) kill_reason;
     /* non-message events queued or being queued: raised by producers before
      * they push, lowered by the worker as it drains them */
     _Atomic uint32_t wakeups;
     /* owned by whichever worker is running the process */
-    uint32_t pending;             /* counted yields not yet completed */
-    uint8_t awaited;              /* the parent awaits our result */
-    uint8_t wait_status;          /* what it slept on (0: step must run) */
+    uint32_t pending;    /* counted yields not yet completed */
+    uint8_t awaited;     /* the parent awaits our result */
+    uint8_t wait_status; /* what it slept on (0: step must run) */
+    /* steps run (inspect.c): written by the running worker only, as an
+     * owner-only counter (SN__STAT_ADD); others read it relaxed */
+    _Atomic uint64_t steps;
+    /* events taken from q by steps, and events the running worker queued
+     * for the process itself (dispatch.c, post_self): the running worker
+     * only, like steps */
+    _Atomic uint32_t popped, self_pushed;
+    /* events other producers pushed to q: raised before the push, always
+     * under the shard lock (which serialises those pushes), so a plain
+     * relaxed load and store, no locked instruction. pushed + self_pushed
+     * - popped is the mailbox length, give or take an event in flight: a
+     * display figure (inspect.c), never a decision */
+    _Atomic uint32_t pushed;
     sn__mpsc_t q;                 /* producers push, the running worker pops */
     struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
     /* guarded by the shard lock: moved here, and messages that senders on
@@ -371,6 +392,17 @@ sn__proc_t *sn__proc_alloc(sn__worker_t *w, size_t size);
 size_t sn__proc_size(const sn_type_t *t);
 void sn__proc_free(sn__worker_t *w, sn__proc_t *p, size_t size);
 void sn__pcache_fini(sn__worker_t *w);
+
+#define SN__KILL_ASKED 1u
+#define SN__KILL_FORCE 2u
+/* kill.c: the process was killed (p->killed): it ends now, with
+ * SN_EKILLED and the killer's reason. The calling worker runs it. */
+void sn__kill_now(sn__worker_t *w, sn__proc_t *p);
+/* Takes (and clears) the reason a killed process carries; NULL if none. */
+sn_payload_t *sn__kill_reason_take(sn__proc_t *p);
+/* sn__complete: a process sn__sched_kill asked to end has ended: tells the
+ * relay's `ended` hook, if any. */
+void sn__kill_report(sn_sched_t *sched, sn__proc_t *p, int error, const sn_payload_t *result);
 
 /* out.c */
 void sn__out_reset(sn_step_out_t *out);

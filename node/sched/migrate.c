@@ -30,7 +30,7 @@
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
 {
     return p->type->marshal && p->type->unmarshal && p->pending == 0 && !p->cb && !p->monitors &&
-           (!accept || accept(arg, p->type));
+           !atomic_load_explicit(&p->killed, memory_order_relaxed) && (!accept || accept(arg, p->type));
 }
 
 /* One candidate popped from a run queue: freeze and marshal it into *m
@@ -287,6 +287,12 @@ int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_eve
         free(mon);
     }
     sn_payload_destroy(&m->state);
+    /* Forced while frozen for this handover (the kill came after take):
+     * the copy there does not carry the force, but the CANCEL that came
+     * with it went along with the queued events, and `schednode kill`
+     * finds the process there and forces it again. */
+    sn_payload_t *killed = sn__kill_reason_take(p);
+    sn_payload_destroy(&killed);
     atomic_fetch_add_explicit(&sched->migrated_out, 1, memory_order_relaxed);
     sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
     m->handle = NULL;
@@ -429,6 +435,7 @@ int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, si
         events[i].data = NULL;
         if (!sn__message_class(e->type))
             atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_relaxed);
+        SN__STAT_ADD(p->pushed, 1); /* (under the shard lock) */
         sn__mpsc_push(&p->q, &e->link);
     }
     p->settling = settle; /* before it is reachable: under the lock, with the insert */

@@ -83,6 +83,7 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
     uint8_t type = node->type;
     if (!sn__message_class(type)) /* seq_cst: before the push (wake protocol) */
         atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_seq_cst);
+    SN__STAT_ADD(p->pushed, 1); /* a display count; we hold the shard lock */
     sn__mpsc_push(&p->q, &node->link);
     bool woke = sn__wake(p, type);
     sn__shard_unlock(s);
@@ -458,6 +459,9 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     sn__monitor_t *watchers = p->monitors; /* nobody can add one now */
     p->monitors = NULL;
     sn__shard_unlock(s);
+    /* out of the table: no killer can store a reason any more */
+    sn_payload_t *unused = sn__kill_reason_take(p);
+    sn_payload_destroy(&unused);
 
     /* DOWN to every watcher: why it ended, and a copy of the reason */
     int why = status == SN_DONE ? 0 : (error ? error : SN_EFAILED);
@@ -487,6 +491,8 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
 
     if (p->type->close)
         p->type->close(p, p->user);
+    if (atomic_load_explicit(&p->killed, memory_order_relaxed)) /* (set under the lock we took above) */
+        sn__kill_report(sched, p, status == SN_DONE ? 0 : (error ? error : SN_EFAILED), result ? *result : NULL);
 
     if (p->came_from) { /* the node it came from forwards to here no more */
         const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);

@@ -30,6 +30,11 @@ typedef struct sn_relay_hooks {
      * when a Ready process is queued while another waits: work piles up
      * here. Must be quick and must not call into the scheduler. May be NULL. */
     void (*loaded)(void *arg);
+    /* A process that sn__sched_kill asked to end has ended here: error 0
+     * (it finished, with `result`) or its error (with `result` as reason).
+     * `result` is lent (copy what you keep). Called by the thread that
+     * ended it; quick, no calls into the scheduler. May be NULL. */
+    void (*ended)(void *arg, sn_pid_t pid, int error, const sn_payload_t *result);
 } sn_relay_hooks_t;
 
 /* Sets the relay hook (before traffic starts). */
@@ -74,6 +79,66 @@ size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
  * No worker reads the id before a process exists, and the relay that read
  * it is made again after: plain store, no ordering needed. */
 void sn__sched_set_node_id(sn_sched_t *sched, uint32_t node_id);
+
+/* ------------------------------------------------------------ inspection
+ * A table of this node's processes for `schednode ps`, metrics and the
+ * dashboard (inspect.c). */
+/* A process's state as shown to people (the numbers are internal.h's). */
+typedef enum sn_pstate {
+    SN_PS_INIT = 0,    /* being created */
+    SN_PS_READY = 1,   /* in a run queue, waiting for a worker */
+    SN_PS_RUNNING = 2, /* a worker is running its step */
+    SN_PS_IDLE = 3,    /* waiting for any event (a message) */
+    SN_PS_WAITING = 4, /* waiting for a yield to complete (or a cancel) */
+    SN_PS_DONE = 5,    /* finished, on its way out */
+    SN_PS_MOVING = 6,  /* frozen while it moves to another node */
+    SN_PS_COUNT = 7
+} sn_pstate_t;
+
+/* "ready", "running", "idle", "waiting"...; "?" for a bad value. */
+const char *sn__pstate_name(unsigned state);
+
+#define SN_PROC_TYPE_MAX 64
+/* One process, copied out of the PID table. */
+typedef struct sn_proc_row {
+    sn_pid_t pid;
+    char type[SN_PROC_TYPE_MAX]; /* its type's name (cut to fit) */
+    uint32_t state;              /* sn_pstate_t */
+    uint32_t mailbox;            /* events queued for it, not yet taken by a step */
+    uint64_t steps;              /* steps run on this node (since it came here, if it moved) */
+    uint32_t moves;              /* times it moved between nodes */
+} sn_proc_row_t;
+
+/* The processes of one node, counted by state. */
+typedef struct sn_proc_counts {
+    uint64_t total;
+    uint64_t by_state[SN_PS_COUNT]; /* index: sn_pstate_t */
+} sn_proc_counts_t;
+
+/* Copies up to max of this node's processes into rows (rows may be NULL
+ * when max is 0) and counts all of them by state into *counts (may be
+ * NULL). Returns how many processes it saw (more than max: the rest were
+ * counted, not copied). Any thread; no ZeroMQ, no allocation.
+ *
+ * Consistency: it walks the PID table's shards one at a time, each under
+ * its lock, so every row is a process that was alive at that instant and
+ * no process is seen twice while it stays on this node; it is not one
+ * atomic picture of the node (a process spawned or ended during the walk
+ * may or may not be in it). state, mailbox and steps are read relaxed
+ * while workers run: a row may be a step or an event behind. */
+size_t sn__sched_snapshot(sn_sched_t *sched, sn_proc_row_t *rows, size_t max, sn_proc_counts_t *counts);
+/* The row of one process, if it is in this node's table: 0, or SN_ENOPROC. */
+int sn__sched_proc(sn_sched_t *sched, sn_pid_t pid, sn_proc_row_t *row);
+
+/* Ends a process of this node from outside (kill.c). Without force: a
+ * SN_EV_CANCEL whose data is *reason (may be NULL), which the process
+ * handles as it likes. With force: it gets no further step; one mid-step
+ * ends when that step returns (unless that step finished it), the others
+ * at once (at their next turn on a worker). It ends with
+ * SN_EKILLED and *reason (its monitors' DOWN, its awaiter's result).
+ * Takes *reason either way. 0, or SN_ENOPROC if it is not here. Any
+ * thread but a worker running that process. */
+int sn__sched_kill(sn_sched_t *sched, sn_pid_t pid, bool force, sn_payload_t **reason);
 
 /* ------------------------------------------------------------ migration
  * The scheduler's half of moving processes between nodes (migrate.c says

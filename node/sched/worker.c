@@ -389,6 +389,12 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
     if (!atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__RUNNING, memory_order_acquire,
                                                  memory_order_relaxed))
         abort(); /* invariant: a queued process is Ready and queued once */
+    /* acquire: the reason stored before the flag (kill.c). Killed during
+     * its last step, it is here again: the killer's CANCEL woke it */
+    if (atomic_load_explicit(&p->killed, memory_order_acquire) & SN__KILL_FORCE) {
+        sn__kill_now(w, p); /* no step: it was told to end */
+        return;
+    }
 
     sn_step_out_t *out = &w->out;
     sn__out_reset(out);
@@ -399,8 +405,10 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         out->status = p->wait_status == SN__IDLE ? SN_IDLE : SN_WAIT;
     } else {
         n = drain(w, p, p->wait_status);
+        SN__STAT_ADD(p->popped, (uint32_t)n);
         p->type->step(p, p->user, w->events, n, out);
         SN__STAT_ADD(w->st.steps, 1);
+        SN__STAT_ADD(p->steps, 1);
         for (size_t i = 0; i < n; i++)
             sn_payload_destroy(&w->events[i].data);
         if (out->nyields)

@@ -82,6 +82,26 @@ static bool pids_eq(const sn_pid_t *a, const sn_pid_t *b, size_t n)
 
 /* Encodes f again with the encoder for its kind; false if there is none
  * (location, redirect, stats: no sender of ours). */
+/* ps, kill, types, call's fields of two replies (their rows field by field). */
+static bool reply_lists_eq(const sn_wire_reply_t *a, const sn_wire_reply_t *b)
+{
+    if (a->nprocs != b->nprocs || a->ntypes != b->ntypes || a->total != b->total || a->node != b->node ||
+        a->moved_to != b->moved_to || a->started != b->started || a->ended != b->ended ||
+        a->end_error != b->end_error || memcmp(a->by_state, b->by_state, sizeof a->by_state) != 0)
+        return false;
+    for (size_t i = 0; i < a->nprocs; i++) {
+        const sn_proc_row_t *x = &a->procs[i], *y = &b->procs[i];
+        if (!sn_pid_eq(x->pid, y->pid) || strcmp(x->type, y->type) != 0 || x->state != y->state ||
+            x->mailbox != y->mailbox || x->steps != y->steps || x->moves != y->moves)
+            return false;
+    }
+    for (size_t i = 0; i < a->ntypes; i++)
+        if (strcmp(a->types[i].name, b->types[i].name) != 0 || a->types[i].version != b->types[i].version ||
+            a->types[i].migratable != b->types[i].migratable)
+            return false;
+    return true;
+}
+
 static bool encode(const sn_frame_t *f, void **buf, size_t *len)
 {
     int rc;
@@ -177,7 +197,8 @@ static bool same(const sn_frame_t *a, const sn_frame_t *b)
     case SN_FRAME_REQUEST:
         return a->request.id == b->request.id && a->request.op == b->request.op &&
                str_eq(a->request.type, b->request.type) && str_eq(a->request.method, b->request.method) &&
-               payload_eq(a->request.arg, b->request.arg) && sn_pid_eq(a->request.to, b->request.to);
+               payload_eq(a->request.arg, b->request.arg) && sn_pid_eq(a->request.to, b->request.to) &&
+               str_eq(a->request.reason, b->request.reason) && a->request.force == b->request.force;
     case SN_FRAME_REPLY:
         if (a->reply.id != b->reply.id || a->reply.error != b->reply.error ||
             !str_eq(a->reply.reason, b->reply.reason) || !sn_pid_eq(a->reply.pid, b->reply.pid) ||
@@ -186,7 +207,7 @@ static bool same(const sn_frame_t *a, const sn_frame_t *b)
         for (size_t i = 0; i < a->reply.nrows; i++)
             if (!stats_eq(&a->reply.rows[i], &b->reply.rows[i]))
                 return false;
-        return true;
+        return reply_lists_eq(&a->reply, &b->reply);
     default:
         return true;
     }

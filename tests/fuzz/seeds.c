@@ -254,6 +254,14 @@ static frame_t request(int op, const char *type, const char *method, sn_payload_
     return f;
 }
 
+static frame_t kill_request(sn_pid_t to, bool force, uint64_t id)
+{
+    sn_wire_request_t q = {.id = id, .op = SN_OP_KILL, .to = to, .reason = "fuzz", .force = force};
+    frame_t f;
+    must(sn_codec_encode_request(&q, &f.buf, &f.len));
+    return f;
+}
+
 static frame_t steal_request(uint32_t node, uint64_t id, uint32_t max)
 {
     frame_t f;
@@ -367,6 +375,40 @@ static void codec_member_seeds(void)
     free(f.buf);
 }
 
+/* Replies to ps (rows, counts), types, kill (noproc, moved, ended) and a
+ * call's first answer (started). */
+static void codec_manage_seeds(void)
+{
+    frame_t f;
+    sn_proc_row_t procs[2] = {{.pid = {1, 1000}, .type = "counter", .state = SN_PS_IDLE, .mailbox = 3, .steps = 7},
+                              {.pid = {2, 5}, .type = "x", .state = SN_PS_MOVING, .moves = 2}};
+    sn_wire_reply_t rep = {.id = 4, .reason = "", .procs = procs, .nprocs = 2, .total = 5, .node = 1};
+    rep.by_state[SN_PS_IDLE] = 4;
+    rep.by_state[SN_PS_MOVING] = 1;
+    must(sn_codec_encode_reply(1, 7, &rep, &f.buf, &f.len));
+    write_file("codec", "reply-ps", f.buf, f.len);
+    free(f.buf);
+    sn_wire_type_t types[2] = {{"counter", 1, 0}, {"spin", 3, 1}};
+    rep = (sn_wire_reply_t){.id = 6, .reason = "", .types = types, .ntypes = 2, .node = 2};
+    must(sn_codec_encode_reply(2, 7, &rep, &f.buf, &f.len));
+    write_file("codec", "reply-types", f.buf, f.len);
+    free(f.buf);
+    rep = (sn_wire_reply_t){.id = 5, .error = SN_ENOPROC, .reason = "noproc", .node = 1, .moved_to = 3};
+    must(sn_codec_encode_reply(1, 7, &rep, &f.buf, &f.len));
+    write_file("codec", "reply-kill-moved", f.buf, f.len);
+    free(f.buf);
+    rep = (sn_wire_reply_t){
+        .id = 5, .error = SN_ENOPROC, .reason = "", .ended = 1, .end_error = SN_EKILLED, .result = text("bye")};
+    must(sn_codec_encode_reply(1, 7, &rep, &f.buf, &f.len));
+    write_file("codec", "reply-ps-ended", f.buf, f.len);
+    free(f.buf);
+    sn_payload_destroy(&rep.result);
+    rep = (sn_wire_reply_t){.id = 2, .reason = "", .pid = {1, 1000}, .started = 1};
+    must(sn_codec_encode_reply(1, 7, &rep, &f.buf, &f.len));
+    write_file("codec", "reply-call-started", f.buf, f.len);
+    free(f.buf);
+}
+
 /* The client's frames: requests, and the replies to a status and a call. */
 static void codec_client_seeds(void)
 {
@@ -379,6 +421,13 @@ static void codec_client_seeds(void)
     f = request(SN_OP_SEND, NULL, NULL, text("stop"), (sn_pid_t){1, 1000}, 3);
     write_file("codec", "request-send", f.buf, f.len);
     free(f.buf);
+    f = request(SN_OP_PS, NULL, NULL, NULL, SN_PID_NONE, 4);
+    write_file("codec", "request-ps", f.buf, f.len);
+    free(f.buf);
+    f = kill_request((sn_pid_t){1, 1000}, true, 5);
+    write_file("codec", "request-kill", f.buf, f.len);
+    free(f.buf);
+    codec_manage_seeds();
     sn_wire_stats_t rows[2] = {{.node = 1, .workers = 2, .ready = 3}, {.node = 2, .state = SN_MEMBER_DOWN}};
     snprintf(rows[0].endpoint, sizeof rows[0].endpoint, "tcp://127.0.0.1:7001");
     sn_wire_reply_t rep = {.id = 1, .reason = "", .rows = rows, .nrows = 2};
@@ -548,6 +597,13 @@ static void client_seeds(seq_t *s)
     seq_frame(s, OP(FZ_ROUTER, 2), request(SN_OP_CALL, FZ_TYPE, "fail", NULL, none, 6));
     seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SEND, NULL, NULL, text("hi"), (sn_pid_t){1, 1000}, 7));
     seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_SEND, NULL, NULL, text("x"), (sn_pid_t){2, 5}, 8));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_PS, NULL, NULL, NULL, none, 10));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_PS, NULL, NULL, NULL, (sn_pid_t){1, 1000}, 11));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_TYPES, NULL, NULL, NULL, none, 12));
+    seq_frame(s, OP(FZ_ROUTER, 3), kill_request((sn_pid_t){1, 1000}, false, 13));
+    seq_frame(s, OP(FZ_ROUTER, 3), kill_request((sn_pid_t){1, 1001}, true, 14));
+    seq_frame(s, OP(FZ_ROUTER, 3), kill_request((sn_pid_t){1, 99}, true, 15));
+    seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_PS, NULL, NULL, NULL, (sn_pid_t){1, 1001}, 16));
     seq_frame(s, OP(FZ_PEER, 0), request(SN_OP_STATUS, NULL, NULL, NULL, none, 9)); /* not on the ROUTER */
     sn_wire_send_t mon[] = {
         {{1, 1000}, {2, 220}, 9, SN_RELAY_MONITOR, 0, NULL, 0, 0},

@@ -1,0 +1,688 @@
+/* cli.c - the client commands (cli.h): spawn, send, call and status ask
+ * the node at --connect; ps, kill and types ask each node of its cluster
+ * (the status answer lists them), since a node answers for itself only.
+ * --json output is built with json-c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "cli.h"
+#include "codec.h"
+
+#define REQUEST_MS 10000     /* one request's wait, unless --timeout says (not call's: it waits for a process) */
+#define KILL_GRACE_MS 5000   /* kill: time from CANCEL to the force, unless --timeout says */
+#define KILL_FORCED_MS 10000 /* kill: how long a forced process may take to finish the step it is in */
+#define POLL_MS 20           /* kill: how often it looks whether the process has ended */
+#define HOPS_MAX 8           /* following a process from node to node */
+
+static const char *const progname = "schednode";
+
+void sn_cli_vusage(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: ", progname);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", progname);
+    exit(SN_EXIT_USAGE);
+}
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sn_cli_vusage(fmt, ap);
+}
+
+int sn_cli_is_command(const char *cmd)
+{
+    static const char *const cmds[] = {"spawn", "send", "call", "status", "ps", "kill", "types"};
+    for (size_t i = 0; cmd && i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmd, cmds[i]))
+            return 1;
+    return 0;
+}
+
+void sn_cli_print_result(int rc, const sn_payload_t *res)
+{
+    if (rc != 0) {
+        fprintf(stderr, "%s: process failed: %s%s%s\n", progname, sn_strerror(rc), res ? ": " : "",
+                res ? (const char *)res->data : "");
+        return;
+    }
+    if (!res) {
+        printf("ok\n");
+    } else if (res->ctype == SN_CT_U64 && res->len == 8) {
+        uint64_t v;
+        sn_payload_get_u64(res, &v);
+        printf("%" PRIu64 "\n", v);
+    } else if (res->ctype == SN_CT_PID) {
+        sn_pid_t pid;
+        char buf[SN_PID_STRLEN];
+        sn_payload_get_pid(res, &pid);
+        printf("%s\n", sn_pid_format(pid, buf, sizeof buf));
+    } else {
+        fwrite(res->data, 1, res->len, stdout);
+        fputc('\n', stdout);
+    }
+}
+
+/* ------------------------------------------------------------ requests */
+
+/* One request to the node at ep, waiting up to ms (< 0: forever). 0 with
+ * *rep filled (clear it), or an error with err set. */
+static int ask(const sn_cli_t *c, const char *ep, sn_wire_request_t *req, int ms, sn_wire_reply_t *rep, char *err,
+               size_t errlen)
+{
+    static uint64_t serial;
+    req->id = ((uint64_t)getpid() << 20) + ++serial; /* this run's answers, in order */
+    return sn_client_call(ep, c->security, req, ms, rep, err, errlen);
+}
+
+static int request_ms(const sn_cli_t *c)
+{
+    return c->timeout_ms >= 0 ? c->timeout_ms : REQUEST_MS;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The cluster as the node at --connect knows it: one row per member. */
+typedef struct cluster {
+    sn_wire_reply_t status;
+} cluster_t;
+
+static int cluster_load(const sn_cli_t *c, cluster_t *cl)
+{
+    char err[512];
+    sn_wire_request_t req = {.op = SN_OP_STATUS};
+    if (ask(c, c->connect, &req, request_ms(c), &cl->status, err, sizeof err) != 0 || cl->status.error) {
+        fprintf(stderr, "%s: %s: cannot list the cluster's nodes: %s\n", progname, c->cmd,
+                cl->status.error ? sn_strerror(cl->status.error) : err);
+        sn_client_reply_clear(&cl->status);
+        return -1;
+    }
+    return 0;
+}
+
+static const sn_wire_stats_t *cluster_node(const cluster_t *cl, uint32_t id)
+{
+    for (size_t i = 0; i < cl->status.nrows; i++)
+        if (cl->status.rows[i].node == id)
+            return &cl->status.rows[i];
+    return NULL;
+}
+
+/* A member that may answer: up, or suspected (it may be only slow). */
+static int node_alive(const sn_wire_stats_t *n)
+{
+    return n->state == SN_MEMBER_UP || n->state == SN_MEMBER_SUSPECT;
+}
+
+static const char *member_state(int state)
+{
+    static const char *names[] = {"up", "suspect", "down", "left"};
+    return state >= 0 && state < 4 ? names[state] : "?";
+}
+
+/* ---------------------------------------------------------------- json */
+
+static json_object *json_u64(uint64_t v)
+{
+    return json_object_new_uint64(v);
+}
+
+/* Prints a JSON document (pretty, "key": value, slashes as they are) and frees it. */
+static void json_print(json_object *o)
+{
+    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                               JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+}
+
+/* ------------------------------------------------------------- status */
+
+static json_object *status_json_row(const sn_wire_stats_t *r)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_u64(r->node));
+    json_object_object_add(o, "endpoint", json_object_new_string(r->endpoint));
+    json_object_object_add(o, "state", json_object_new_string(member_state(r->state)));
+    const struct {
+        const char *key;
+        uint64_t v;
+    } f[] = {{"workers", r->workers},
+             {"idle_workers", r->idle_workers},
+             {"live", r->live},
+             {"ready", r->ready},
+             {"idle", r->idle},
+             {"blocked", r->blocked},
+             {"completed", r->completed},
+             {"msgs_in", r->msgs_in},
+             {"msgs_out", r->msgs_out},
+             {"steals_in", r->steals_in},
+             {"steals_out", r->steals_out},
+             {"migrated", r->migrated},
+             {"forwarded", r->forwarded},
+             {"refused", r->refused},
+             {"disconnects", r->disconnects},
+             {"forwarding", r->forwarding},
+             {"bad_frames", r->bad_frames},
+             {"uptime_ms", r->uptime_ms}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        json_object_object_add(o, f[i].key, json_u64(f[i].v));
+    return o;
+}
+
+/* `status`: one row per node, as a table or as JSON (one object with a
+ * "nodes" array; every figure a number, state and endpoint strings). */
+static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
+{
+    if (json) {
+        json_object *o = json_object_new_object(), *a = json_object_new_array();
+        for (size_t i = 0; i < n; i++)
+            json_object_array_add(a, status_json_row(&rows[i]));
+        json_object_object_add(o, "nodes", a);
+        json_print(o);
+        return;
+    }
+    printf("%-6s %-28s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", "NODE", "ENDPOINT", "STATE", "WORKERS",
+           "READY", "IDLE", "BLOCKED", "DONE", "MSGS_IN", "MSGS_OUT", "ST_IN", "ST_OUT", "UPTIME");
+    for (size_t i = 0; i < n; i++) {
+        const sn_wire_stats_t *r = &rows[i];
+        if (r->workers == 0) { /* a member whose row has not reached this node yet (it comes with the probes) */
+            printf("%-6u %-28s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", r->node, r->endpoint,
+                   member_state(r->state), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-");
+            continue;
+        }
+        char up[32];
+        snprintf(up, sizeof up, "%" PRIu64 ".%01" PRIu64 "s", r->uptime_ms / 1000, r->uptime_ms % 1000 / 100);
+        printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64
+               " %6" PRIu64 " %6" PRIu64 " %10s\n",
+               r->node, r->endpoint, member_state(r->state), r->workers, r->ready, r->idle, r->blocked, r->completed,
+               r->msgs_in, r->msgs_out, r->steals_in, r->steals_out, up);
+    }
+}
+
+/* ------------------------------------------------------- ps and types */
+
+/* Each node asked (ps, types): the nodes --node names, or all, in the
+ * order the status lists them. Calls each(c, node, reply, err, arg) with
+ * the answer (reply NULL and err set when there is none). Returns how many
+ * nodes did not answer or answered an error; -1 if --node names none. */
+static int each_node(const sn_cli_t *c, const cluster_t *cl, int op,
+                     void (*each)(const sn_cli_t *, const sn_wire_stats_t *, const sn_wire_reply_t *, const char *,
+                                  void *),
+                     void *arg)
+{
+    int bad = 0, asked = 0;
+    for (size_t i = 0; i < cl->status.nrows; i++) {
+        const sn_wire_stats_t *n = &cl->status.rows[i];
+        if (c->only_node && n->node != c->only_node)
+            continue;
+        asked++;
+        char err[512];
+        if (!node_alive(n)) {
+            snprintf(err, sizeof err, "the node is %s", member_state(n->state));
+            each(c, n, NULL, err, arg);
+            bad++;
+            continue;
+        }
+        sn_wire_request_t req = {.op = op};
+        sn_wire_reply_t rep;
+        int rc = ask(c, n->endpoint, &req, request_ms(c), &rep, err, sizeof err);
+        if (rc == 0 && rep.error)
+            snprintf(err, sizeof err, "%s", rep.reason && *rep.reason ? rep.reason : sn_strerror(rep.error));
+        each(c, n, rc == 0 && !rep.error ? &rep : NULL, err, arg);
+        bad += rc != 0 || rep.error;
+        sn_client_reply_clear(&rep);
+    }
+    return asked ? bad : -1;
+}
+
+/* What ps and types gather: JSON (ps's processes, the nodes), or a table
+ * printed as the answers come. */
+typedef struct gather {
+    json_object *procs, *nodes;
+    int header;
+} gather_t;
+
+/* One node's part of a JSON answer: id, endpoint, and its error if any. */
+static json_object *node_json(const sn_wire_stats_t *n, const char *err)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_u64(n->node));
+    json_object_object_add(o, "endpoint", json_object_new_string(n->endpoint));
+    if (err)
+        json_object_object_add(o, "error", json_object_new_string(err));
+    return o;
+}
+
+static json_object *proc_json(const sn_proc_row_t *p, uint32_t node)
+{
+    char pid[SN_PID_STRLEN];
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "pid", json_object_new_string(sn_pid_format(p->pid, pid, sizeof pid)));
+    json_object_object_add(o, "node", json_u64(node));
+    json_object_object_add(o, "type", json_object_new_string(p->type));
+    json_object_object_add(o, "state", json_object_new_string(sn__pstate_name(p->state)));
+    json_object_object_add(o, "mailbox", json_u64(p->mailbox));
+    json_object_object_add(o, "steps", json_u64(p->steps));
+    json_object_object_add(o, "moves", json_u64(p->moves));
+    return o;
+}
+
+static void ps_json(const sn_wire_stats_t *n, const sn_wire_reply_t *rep, gather_t *g)
+{
+    json_object *o = node_json(n, NULL), *by = json_object_new_object();
+    json_object_object_add(o, "total", json_u64(rep->total));
+    json_object_object_add(o, "shown", json_u64(rep->nprocs));
+    for (unsigned s = 0; s < SN_PS_COUNT; s++)
+        json_object_object_add(by, sn__pstate_name(s), json_u64(rep->by_state[s]));
+    json_object_object_add(o, "by_state", by);
+    json_object_array_add(g->nodes, o);
+    for (size_t i = 0; i < rep->nprocs; i++)
+        json_object_array_add(g->procs, proc_json(&rep->procs[i], rep->node ? rep->node : n->node));
+}
+
+static void ps_each(const sn_cli_t *c, const sn_wire_stats_t *n, const sn_wire_reply_t *rep, const char *err, void *arg)
+{
+    gather_t *g = arg;
+    if (!rep) {
+        fprintf(stderr, "%s: ps: node %" PRIu32 " (%s): %s\n", progname, n->node, n->endpoint, err);
+        if (c->json)
+            json_object_array_add(g->nodes, node_json(n, err));
+        return;
+    }
+    if (c->json) {
+        ps_json(n, rep, g);
+        return;
+    }
+    if (!g->header++)
+        printf("%-6s %-22s %-20s %-8s %8s %10s %6s\n", "NODE", "PID", "TYPE", "STATE", "MAILBOX", "STEPS", "MOVED");
+    for (size_t i = 0; i < rep->nprocs; i++) {
+        const sn_proc_row_t *p = &rep->procs[i];
+        char pid[SN_PID_STRLEN];
+        printf("%-6" PRIu32 " %-22s %-20s %-8s %8" PRIu32 " %10" PRIu64 " %6" PRIu32 "\n", n->node,
+               sn_pid_format(p->pid, pid, sizeof pid), p->type, sn__pstate_name(p->state), p->mailbox, p->steps,
+               p->moves);
+    }
+    if (rep->total > rep->nprocs)
+        printf("(node %" PRIu32 ": %zu of its %" PRIu64 " processes shown)\n", n->node, rep->nprocs, rep->total);
+}
+
+static void types_each(const sn_cli_t *c, const sn_wire_stats_t *n, const sn_wire_reply_t *rep, const char *err,
+                       void *arg)
+{
+    gather_t *g = arg;
+    if (!rep)
+        fprintf(stderr, "%s: types: node %" PRIu32 " (%s): %s\n", progname, n->node, n->endpoint, err);
+    if (c->json) {
+        json_object *o = node_json(n, rep ? NULL : err), *a = json_object_new_array();
+        for (size_t i = 0; rep && i < rep->ntypes; i++) {
+            json_object *t = json_object_new_object();
+            json_object_object_add(t, "name", json_object_new_string(rep->types[i].name));
+            json_object_object_add(t, "version", json_u64(rep->types[i].version));
+            json_object_object_add(t, "migratable", json_object_new_boolean(rep->types[i].migratable));
+            json_object_array_add(a, t);
+        }
+        json_object_object_add(o, "types", a);
+        json_object_array_add(g->nodes, o);
+        return;
+    }
+    if (!rep)
+        return;
+    if (!g->header++)
+        printf("%-6s %-32s %8s %s\n", "NODE", "TYPE", "VERSION", "MIGRATABLE");
+    for (size_t i = 0; i < rep->ntypes; i++)
+        printf("%-6" PRIu32 " %-32s %8" PRIu32 " %s\n", n->node, rep->types[i].name, rep->types[i].version,
+               rep->types[i].migratable ? "yes" : "no");
+}
+
+/* ps and types: every node's answer; exit 1 if any node gave none. */
+static int cmd_list(const sn_cli_t *c, int op)
+{
+    if (c->nargs != 0)
+        usage_error("usage: %s [--json] [--node N] --connect ENDPOINT", c->cmd);
+    cluster_t cl;
+    if (cluster_load(c, &cl) != 0)
+        return SN_EXIT_FAILED;
+    gather_t g = {0};
+    if (c->json) {
+        g.procs = json_object_new_array();
+        g.nodes = json_object_new_array();
+    }
+    int bad = each_node(c, &cl, op, op == SN_OP_PS ? ps_each : types_each, &g);
+    if (bad < 0)
+        fprintf(stderr, "%s: %s: node %" PRIu32 " is not a member of the cluster of %s\n", progname, c->cmd,
+                c->only_node, c->connect);
+    if (c->json) {
+        json_object *o = json_object_new_object();
+        if (op == SN_OP_PS)
+            json_object_object_add(o, "processes", g.procs);
+        else
+            json_object_put(g.procs);
+        json_object_object_add(o, "nodes", g.nodes);
+        json_print(o);
+    }
+    sn_client_reply_clear(&cl.status);
+    return bad ? SN_EXIT_FAILED : 0;
+}
+
+/* ---------------------------------------------------------------- kill */
+
+/* How a killed process ended, as the node that ended it tells (it keeps
+ * the latest ends of the processes clients killed). */
+typedef struct end {
+    int known, error;
+    sn_payload_t *result;
+} end_t;
+
+/* A result for one line: a u64 or a PID as a number, text as it is (cut). */
+static const char *result_text(const sn_payload_t *p, char *buf, size_t len)
+{
+    uint64_t v;
+    sn_pid_t pid;
+    if (!p)
+        snprintf(buf, len, "no result");
+    else if (p->ctype == SN_CT_U64 && sn_payload_get_u64(p, &v) == 0)
+        snprintf(buf, len, "%" PRIu64, v);
+    else if (p->ctype == SN_CT_PID && sn_payload_get_pid(p, &pid) == 0)
+        sn_pid_format(pid, buf, len);
+    else
+        snprintf(buf, len, "%.*s", p->len > 400 ? 400 : (int)p->len, (const char *)p->data);
+    return buf;
+}
+
+/* ": done, result 3" or ": failed (canceled): REASON", or "" if unknown. */
+static const char *end_text(const end_t *e, char *buf, size_t len)
+{
+    char res[512];
+    if (!e->known)
+        buf[0] = 0;
+    else if (e->error == 0)
+        snprintf(buf, len, ": done, result %s", result_text(e->result, res, sizeof res));
+    else
+        snprintf(buf, len, ": failed (%s): %s", sn_strerror(e->error), result_text(e->result, res, sizeof res));
+    return buf;
+}
+
+/* Where pid is now: the node that has it (its row in *row), or 0 if no
+ * node has it (it ended, or never was). Starts at `node` (its home, or
+ * where it was last) and follows where each node says it went; when that
+ * leads nowhere it could ask, it asks every node. */
+static uint32_t locate(const sn_cli_t *c, const cluster_t *cl, sn_pid_t pid, uint32_t node, sn_proc_row_t *row,
+                       end_t *end)
+{
+    for (int hop = 0; hop < HOPS_MAX; hop++) {
+        const sn_wire_stats_t *n = cluster_node(cl, node);
+        if (!n || !node_alive(n))
+            break;
+        char err[512];
+        sn_wire_request_t req = {.op = SN_OP_PS, .to = pid};
+        sn_wire_reply_t rep;
+        if (ask(c, n->endpoint, &req, REQUEST_MS, &rep, err, sizeof err) != 0)
+            break;
+        uint32_t found = rep.error == 0 && rep.nprocs == 1 ? n->node : 0, next = rep.moved_to;
+        if (found)
+            *row = rep.procs[0];
+        if (rep.ended && end) { /* it ended there, and that node saw how */
+            sn_payload_destroy(&end->result);
+            *end = (end_t){1, rep.end_error, sn_take(&rep.result)};
+        }
+        int other = rep.error != 0 && rep.error != SN_ENOPROC;
+        sn_client_reply_clear(&rep);
+        if (found || (!next && !other))
+            return found;
+        if (other)
+            break;
+        node = next;
+    }
+    for (size_t i = 0; i < cl->status.nrows; i++) { /* the path is broken: ask everyone */
+        const sn_wire_stats_t *n = &cl->status.rows[i];
+        char err[512];
+        sn_wire_request_t req = {.op = SN_OP_PS, .to = pid};
+        sn_wire_reply_t rep;
+        if (!node_alive(n) || ask(c, n->endpoint, &req, REQUEST_MS, &rep, err, sizeof err) != 0)
+            continue;
+        uint32_t found = rep.error == 0 && rep.nprocs == 1 ? n->node : 0;
+        if (found)
+            *row = rep.procs[0];
+        sn_client_reply_clear(&rep);
+        if (found)
+            return found;
+    }
+    return 0;
+}
+
+/* Sends KILL (CANCEL, or the force) for pid to node. 0, or an error
+ * (SN_ENOPROC: not there any more). */
+static int kill_at(const sn_cli_t *c, const cluster_t *cl, uint32_t node, sn_pid_t pid, int force, const char *reason)
+{
+    const sn_wire_stats_t *n = cluster_node(cl, node);
+    char err[512];
+    sn_wire_request_t req = {.op = SN_OP_KILL, .to = pid, .force = force, .reason = (char *)reason};
+    sn_wire_reply_t rep;
+    int rc = n ? ask(c, n->endpoint, &req, REQUEST_MS, &rep, err, sizeof err) : SN_ENOPROC;
+    if (rc == 0) {
+        rc = rep.error;
+        sn_client_reply_clear(&rep);
+    } else if (n) {
+        fprintf(stderr, "%s: kill: node %" PRIu32 ": %s\n", progname, node, err);
+    }
+    return rc;
+}
+
+/* Waits up to ms for pid to end; *node follows it if it moves (and with
+ * `force`, the force is sent again where it went). True once it is gone. */
+static bool wait_gone(const sn_cli_t *c, const cluster_t *cl, sn_pid_t pid, uint32_t *node, int ms, int force,
+                      const char *reason, end_t *how)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+    for (;;) {
+        sn_proc_row_t row;
+        uint32_t at = locate(c, cl, pid, *node, &row, how);
+        if (!at)
+            return true;
+        if (at != *node && force)
+            kill_at(c, cl, at, pid, 1, reason);
+        *node = at;
+        if (now_ms() >= end)
+            return false;
+        struct timespec ts = {0, POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The CANCEL: where the process is, then there. It may move on between
+ * the two (a node that has been asked to kill it holds it from then on):
+ * then it is looked for again. *node gets where it was; 0 or an error. */
+static int first_kill(const sn_cli_t *c, const cluster_t *cl, sn_pid_t pid, const char *reason, uint32_t *node,
+                      end_t *how)
+{
+    sn_proc_row_t row;
+    int rc = SN_ENOPROC;
+    *node = pid.node;
+    for (int tries = 0; tries < 3 && rc == SN_ENOPROC; tries++) {
+        *node = locate(c, cl, pid, *node ? *node : pid.node, &row, how);
+        if (!*node)
+            break;
+        rc = kill_at(c, cl, *node, pid, 0, reason);
+    }
+    return rc;
+}
+
+/* kill PID: CANCEL (with the reason), then after --timeout the force. */
+static int cmd_kill(const sn_cli_t *c)
+{
+    sn_pid_t pid;
+    if (c->nargs != 1)
+        usage_error("usage: kill PID [--reason TEXT] [--timeout MS] --connect ENDPOINT");
+    if (sn_pid_parse(c->args[0], &pid) != 0)
+        usage_error("kill: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", c->args[0]);
+    const char *reason = c->reason ? c->reason : "killed by schednode kill";
+    int grace = c->timeout_ms >= 0 ? c->timeout_ms : KILL_GRACE_MS;
+    cluster_t cl;
+    if (cluster_load(c, &cl) != 0)
+        return SN_EXIT_FAILED;
+    end_t how = {0};
+    char text[1024];
+    uint32_t node;
+    int rc = first_kill(c, &cl, pid, reason, &node, &how), code = 0;
+    uint64_t t0 = now_ms();
+    if (rc == SN_ENOPROC && how.known) {
+        fprintf(stderr, "%s: kill: %s has already ended%s\n", progname, c->args[0], end_text(&how, text, sizeof text));
+        code = SN_EXIT_NOPROC;
+    } else if (rc == SN_ENOPROC) {
+        fprintf(stderr, "%s: kill: no process %s in the cluster (it has ended, or never existed)\n", progname,
+                c->args[0]);
+        code = SN_EXIT_NOPROC;
+    } else if (rc != 0) {
+        fprintf(stderr, "%s: kill: %s: %s\n", progname, c->args[0], sn_strerror(rc));
+        code = SN_EXIT_FAILED;
+    } else if (wait_gone(c, &cl, pid, &node, grace, 0, reason, &how)) {
+        printf("%s ended after CANCEL (%" PRIu64 " ms)%s\n", c->args[0], now_ms() - t0,
+               end_text(&how, text, sizeof text));
+    } else if ((rc = kill_at(c, &cl, node, pid, 1, reason)) != 0 && rc != SN_ENOPROC) {
+        fprintf(stderr, "%s: kill: %s: the force failed: %s\n", progname, c->args[0], sn_strerror(rc));
+        code = SN_EXIT_FAILED;
+    } else if (wait_gone(c, &cl, pid, &node, KILL_FORCED_MS, 1, reason, &how)) {
+        printf("%s killed: still running %d ms after CANCEL, forced%s\n", c->args[0], grace,
+               end_text(&how, text, sizeof text));
+    } else {
+        fprintf(stderr,
+                "%s: kill: %s is still in a step %d ms after it was forced (a step cannot be interrupted: the process "
+                "ends when that step returns)\n",
+                progname, c->args[0], KILL_FORCED_MS);
+        code = SN_EXIT_TIMEOUT;
+    }
+    sn_payload_destroy(&how.result);
+    sn_client_reply_clear(&cl.status);
+    return code;
+}
+
+/* ---------------------------------------------------------------- call */
+
+/* call timed out with its process started: cancel it (unless told not to). */
+static void call_timed_out(const sn_cli_t *c, sn_pid_t pid, int ms)
+{
+    char text[SN_PID_STRLEN], reason[128];
+    sn_pid_format(pid, text, sizeof text);
+    if (!c->cancel_on_timeout) {
+        fprintf(stderr, "%s: left process %s running (--no-cancel-on-timeout)\n", progname, text);
+        return;
+    }
+    snprintf(reason, sizeof reason, "schednode call timed out after %d ms", ms);
+    cluster_t cl;
+    if (cluster_load(c, &cl) != 0)
+        return;
+    sn_proc_row_t row;
+    uint32_t node = locate(c, &cl, pid, pid.node, &row, NULL);
+    int rc = node ? kill_at(c, &cl, node, pid, 0, reason) : SN_ENOPROC;
+    if (rc == 0)
+        fprintf(stderr, "%s: cancelled process %s (it got a CANCEL; --no-cancel-on-timeout leaves it running)\n",
+                progname, text);
+    else if (rc == SN_ENOPROC)
+        fprintf(stderr, "%s: process %s has ended meanwhile: nothing to cancel\n", progname, text);
+    else
+        fprintf(stderr, "%s: could not cancel process %s: %s\n", progname, text, sn_strerror(rc));
+    sn_client_reply_clear(&cl.status);
+}
+
+/* ---------------------------------------------- spawn, send, call, status */
+
+/* The request of spawn, send, call or status (exits 2 if the arguments are wrong). */
+static sn_wire_request_t simple_request(const sn_cli_t *c)
+{
+    const char *cmd = c->cmd;
+    sn_wire_request_t req = {0};
+    if (!strcmp(cmd, "status")) {
+        if (c->nargs != 0)
+            usage_error("usage: status [--json] --connect ENDPOINT");
+        req.op = SN_OP_STATUS;
+    } else if (!strcmp(cmd, "send")) {
+        if (c->nargs != 2)
+            usage_error("usage: send PID DATA --connect ENDPOINT");
+        if (sn_pid_parse(c->args[0], &req.to) != 0)
+            usage_error("send: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", c->args[0]);
+        req.op = SN_OP_SEND;
+        req.arg = sn_payload_text(c->args[1]);
+    } else {
+        if (c->nargs < 2 || c->nargs > 3)
+            usage_error("usage: %s TYPE METHOD [ARG] --connect ENDPOINT", cmd);
+        req.op = !strcmp(cmd, "spawn") ? SN_OP_SPAWN : SN_OP_CALL;
+        req.type = c->args[0];
+        req.method = c->args[1];
+        req.arg = c->nargs == 3 ? sn_payload_text(c->args[2]) : NULL;
+    }
+    return req;
+}
+
+/* What the node answered (rc 0) to spawn, send, call or status. */
+static int simple_answer(const sn_cli_t *c, const sn_wire_reply_t *rep)
+{
+    char buf[SN_PID_STRLEN];
+    if (rep->error) {
+        const char *why = rep->result ? (const char *)rep->result->data : rep->reason ? rep->reason : "";
+        fprintf(stderr, "%s: %s failed: %s%s%s\n", progname, c->cmd, sn_strerror(rep->error), *why ? ": " : "", why);
+        return rep->error == SN_ENOPROC && !strcmp(c->cmd, "send") ? SN_EXIT_NOPROC : SN_EXIT_FAILED;
+    }
+    if (!strcmp(c->cmd, "spawn"))
+        printf("%s\n", sn_pid_format(rep->pid, buf, sizeof buf));
+    else if (!strcmp(c->cmd, "call"))
+        sn_cli_print_result(0, rep->result);
+    else if (!strcmp(c->cmd, "status"))
+        print_status(rep->rows, rep->nrows, c->json);
+    return 0;
+}
+
+static int cmd_simple(const sn_cli_t *c)
+{
+    sn_wire_request_t req = simple_request(c);
+    int call = req.op == SN_OP_CALL;
+    int ms = call ? c->timeout_ms : request_ms(c); /* call: forever unless --timeout */
+    sn_wire_reply_t rep;
+    char err[512];
+    int rc = ask(c, c->connect, &req, ms, &rep, err, sizeof err);
+    sn_payload_destroy(&req.arg);
+    int code;
+    if (rc == 0) {
+        code = simple_answer(c, &rep);
+    } else {
+        fprintf(stderr, "%s: %s\n", progname, err);
+        code = SN_EXIT_FAILED;
+        if (rc == SN_ETIMEDOUT && call && rep.started) {
+            call_timed_out(c, rep.pid, ms);
+            code = SN_EXIT_TIMEOUT;
+        }
+    }
+    sn_client_reply_clear(&rep);
+    return code;
+}
+
+int sn_cli_run(const sn_cli_t *c)
+{
+    if (!c->connect)
+        usage_error("%s needs --connect ENDPOINT (the node to talk to)", c->cmd);
+    if (c->only_node && strcmp(c->cmd, "ps") != 0 && strcmp(c->cmd, "types") != 0)
+        usage_error("--node belongs to ps and types");
+    if (c->reason && strcmp(c->cmd, "kill") != 0)
+        usage_error("--reason belongs to kill");
+    if (!strcmp(c->cmd, "ps"))
+        return cmd_list(c, SN_OP_PS);
+    if (!strcmp(c->cmd, "types"))
+        return cmd_list(c, SN_OP_TYPES);
+    if (!strcmp(c->cmd, "kill"))
+        return cmd_kill(c);
+    return cmd_simple(c);
+}
