@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "relay_int.h"
 
@@ -286,7 +287,16 @@ static bool admit(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *
     return true;
 }
 
-/* A batch of sends from node f->node (p: the member, or NULL). */
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A batch of sends from node f->node (p: the member, or NULL); its timed
+ * messages' delivery times go to the histogram (relay.h), measured as
+ * this node reads the batch. */
 static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
 {
     if (f->to_incarnation && f->to_incarnation != r->incarnation) {
@@ -296,8 +306,16 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         SNLOG_DEBUG(r, "dropped a batch from node %" PRIu32 " meant for an earlier run of this node", f->node);
         return;
     }
-    for (size_t i = 0; i < f->nsends; i++)
+    uint64_t msgs = 0, sent_ns = f->sent_us * 1000u, now = sent_ns ? realtime_ns() : 0;
+    for (size_t i = 0; i < f->nsends; i++) {
+        msgs += sn__relay_for_process(f->sends[i].kind);
+        uint64_t waited_ns = (uint64_t)f->sends[i].waited_us * 1000u;
         sn__relay_inbound_send(r, p, &f->sends[i]);
+        if (sent_ns && waited_ns) /* (clocks apart by more than the wait: counted as 0) */
+            sn__hist_add(&r->delivery, now > sent_ns ? now - sent_ns + waited_ns - 1000u : waited_ns - 1000u);
+    }
+    if (p)
+        sn__add(&p->m_msgs_in, msgs);
     if (f->seq && ident && p) /* acknowledged soon */
         sn__relay_ack_later(r, p, f->seq, ident, ident_len);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "deque.h"
+#include "hist.h"
 #include "mpsc.h"
 #include "schednode/schednode.h"
 #include "sn_node.h"
@@ -187,6 +188,7 @@ typedef struct sn__worker {
     pthread_t thread;
     /* owner-written, read by stats */
     alignas(64) sn__wstats_t st;
+    sn__hist_t step_hist; /* step times, while sched->time_steps (hist.h) */
 } sn__worker_t;
 
 /* ---------------------------------------------------------------- timers */
@@ -306,6 +308,9 @@ struct sn_sched {
     _Atomic int64_t nblocked;
     sn__fwd_t fwd;
     _Atomic uint64_t migrated_in, migrated_out;
+    /* workers time their steps into step_hist (metrics asked for it):
+     * relaxed, it only switches a statistic on */
+    _Atomic bool time_steps;
 
     /* registries: copy-on-write arrays published with release stores;
      * retired arrays are freed with the scheduler */

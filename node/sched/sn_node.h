@@ -152,4 +152,13 @@ int sn__migrate_repoint(sn_sched_t *sched, sn_pid_t pid, uint32_t node);
 /* New owner: the handover was aborted; the frozen copy goes. */
 void sn__migrate_discard(sn_sched_t *sched, void *handle);
 
+/* ------------------------------------------------------------ step timing
+ * The step-time histogram for metrics (node/metrics.c). Off by default:
+ * then a step costs no clock read. */
+/* Turns timing on (any thread; workers see it within a step or two). */
+void sn__sched_time_steps(sn_sched_t *sched, bool on);
+/* The workers' step-time histograms summed: counts[SN_HIST_BOUNDS + 1]
+ * (hist.h, not cumulative) and the sum in ns, both added to (any thread). */
+void sn__sched_step_hist(sn_sched_t *sched, uint64_t *counts, uint64_t *sum_ns);
+
 #endif
