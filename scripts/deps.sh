@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev clang-format
       libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
-      libsodium-dev libcmocka-dev jq man-db iproute2)
+      libsodium-dev libcmocka-dev libjson-c-dev jq man-db iproute2)
 
 missing=()
 for p in "${pkgs[@]}"; do

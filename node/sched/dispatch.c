@@ -27,6 +27,7 @@ static void post_self(sn__proc_t *p, int error, uint64_t tag, sn_pid_t from, sn_
     if (data)
         *data = NULL;
     atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed); /* a display count */
     sn__mpsc_push(&p->q, &n->link);
 }
 

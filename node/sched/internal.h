@@ -75,9 +75,18 @@ struct sn_ctx {
      * they push, lowered by the worker as it drains them */
     _Atomic uint32_t wakeups;
     /* owned by whichever worker is running the process */
-    uint32_t pending;             /* counted yields not yet completed */
-    uint8_t awaited;              /* the parent awaits our result */
-    uint8_t wait_status;          /* what it slept on (0: step must run) */
+    uint32_t pending;    /* counted yields not yet completed */
+    uint8_t awaited;     /* the parent awaits our result */
+    uint8_t wait_status; /* what it slept on (0: step must run) */
+    /* steps run (inspect.c): written by the running worker only, as an
+     * owner-only counter (SN__STAT_ADD); others read it relaxed */
+    _Atomic uint64_t steps;
+    /* events taken from q by steps: the running worker only, like steps */
+    _Atomic uint32_t popped;
+    /* events pushed to q: producers add (relaxed) before they push, so
+     * pushed - popped is the mailbox length, give or take an event in
+     * flight; a display figure, never a decision */
+    _Atomic uint32_t pushed;
     sn__mpsc_t q;                 /* producers push, the running worker pops */
     struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
     /* guarded by the shard lock: moved here, and messages that senders on

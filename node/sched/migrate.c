@@ -429,6 +429,7 @@ int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, si
         events[i].data = NULL;
         if (!sn__message_class(e->type))
             atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
         sn__mpsc_push(&p->q, &e->link);
     }
     p->settling = settle; /* before it is reachable: under the lock, with the insert */

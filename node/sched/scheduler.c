@@ -83,6 +83,7 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
     uint8_t type = node->type;
     if (!sn__message_class(type)) /* seq_cst: before the push (wake protocol) */
         atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed); /* a display count */
     sn__mpsc_push(&p->q, &node->link);
     bool woke = sn__wake(p, type);
     sn__shard_unlock(s);

@@ -70,6 +70,54 @@ int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t
 /* The registered process types (up to max of them into out); how many. */
 size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
 
+/* ------------------------------------------------------------ inspection
+ * A table of this node's processes for `schednode ps`, metrics and the
+ * dashboard (inspect.c). */
+/* A process's state as shown to people (the numbers are internal.h's). */
+typedef enum sn_pstate {
+    SN_PS_INIT = 0,    /* being created */
+    SN_PS_READY = 1,   /* in a run queue, waiting for a worker */
+    SN_PS_RUNNING = 2, /* a worker is running its step */
+    SN_PS_IDLE = 3,    /* waiting for any event (a message) */
+    SN_PS_WAITING = 4, /* waiting for a yield to complete (or a cancel) */
+    SN_PS_DONE = 5,    /* finished, on its way out */
+    SN_PS_MOVING = 6,  /* frozen while it moves to another node */
+    SN_PS_COUNT = 7
+} sn_pstate_t;
+
+/* "ready", "running", "idle", "waiting"...; "?" for a bad value. */
+const char *sn__pstate_name(unsigned state);
+
+#define SN_PROC_TYPE_MAX 64
+/* One process, copied out of the PID table. */
+typedef struct sn_proc_row {
+    sn_pid_t pid;
+    char type[SN_PROC_TYPE_MAX]; /* its type's name (cut to fit) */
+    uint32_t state;              /* sn_pstate_t */
+    uint32_t mailbox;            /* events queued for it, not yet taken by a step */
+    uint64_t steps;              /* steps run on this node (since it came here, if it moved) */
+    uint32_t moves;              /* times it moved between nodes */
+} sn_proc_row_t;
+
+/* The processes of one node, counted by state. */
+typedef struct sn_proc_counts {
+    uint64_t total;
+    uint64_t by_state[SN_PS_COUNT]; /* index: sn_pstate_t */
+} sn_proc_counts_t;
+
+/* Copies up to max of this node's processes into rows (rows may be NULL
+ * when max is 0) and counts all of them by state into *counts (may be
+ * NULL). Returns how many processes it saw (more than max: the rest were
+ * counted, not copied). Any thread; no ZeroMQ, no allocation.
+ *
+ * Consistency: it walks the PID table's shards one at a time, each under
+ * its lock, so every row is a process that was alive at that instant and
+ * no process is seen twice while it stays on this node; it is not one
+ * atomic picture of the node (a process spawned or ended during the walk
+ * may or may not be in it). state, mailbox and steps are read relaxed
+ * while workers run: a row may be a step or an event behind. */
+size_t sn__sched_snapshot(sn_sched_t *sched, sn_proc_row_t *rows, size_t max, sn_proc_counts_t *counts);
+
 /* ------------------------------------------------------------ migration
  * The scheduler's half of moving processes between nodes (migrate.c says
  * why it is exactly-once). The relay runs the protocol around it. */

@@ -413,7 +413,9 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         out->status = p->wait_status == SN__IDLE ? SN_IDLE : SN_WAIT;
     } else {
         n = drain(w, p, p->wait_status);
+        SN__STAT_ADD(p->popped, (uint32_t)n);
         step(w, p, n, out);
+        SN__STAT_ADD(p->steps, 1);
         for (size_t i = 0; i < n; i++)
             sn_payload_destroy(&w->events[i].data);
         if (out->nyields)
