@@ -95,7 +95,7 @@ static void dial_endpoint(sn_relay_t *relay, char *out, size_t len)
 
 static char *finish(json_object *o)
 {
-    char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
     return s;
 }
