@@ -88,5 +88,16 @@ curl -sf --max-time 10 "http://127.0.0.1:$dport/metrics" | grep -q '^schednode_s
 "$SN" --dashboard nowhere >"$dir/bad" 2>&1
 [ $? = 2 ] && grep -q -- "--dashboard" "$dir/bad" && ok "a bad --dashboard exits 2 naming it" || bad "bad flag: $(cat "$dir/bad")"
 
+# every node stops cleanly (under a sanitizer, a report makes its exit status nonzero)
+n=0
+for p in "${pids[@]}"; do
+  n=$((n + 1))
+  kill -TERM "$p"
+  wait "$p"
+  rc=$?
+  [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || { bad "node $n exit $rc"; tail -40 "$dir/node$n.log"; }
+done
+pids=()
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -118,5 +118,16 @@ rc=$?
 [ $rc = 1 ] && grep -q "cannot serve HTTP" "$dir/taken" && ok "a port in use: exit 1, says so" ||
   bad "port in use: exit $rc: $(cat "$dir/taken")"
 
+# every node stops cleanly (under a sanitizer, a report makes its exit status nonzero)
+n=0
+for p in "${pids[@]}"; do
+  n=$((n + 1))
+  kill -TERM "$p"
+  wait "$p"
+  rc=$?
+  [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || { bad "node $n exit $rc"; tail -40 "$dir/node$n.log"; }
+done
+pids=()
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
