@@ -13,8 +13,11 @@
 #include "codec.h"
 #include "sn_node.h"
 
-/* How long the dashboard waits for its own node's answer. */
+/* How long the dashboard waits for its own node's answer, and for each
+ * other member's flows; how many members it asks for theirs. */
 #define STATUS_TIMEOUT_MS 2000
+#define FLOWS_TIMEOUT_MS 500
+#define FLOWS_MAX_NODES 16
 
 static const char *member_state(int s)
 {
@@ -79,6 +82,44 @@ static json_object *peers_json(sn_relay_t *relay)
     return a;
 }
 
+/* One node's flows (its own counts with each peer), as the page reads them. */
+static void add_flows(json_object *a, uint32_t from, const sn_wire_flow_t *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_new_object();
+        put_u64(o, "from", from);
+        put_u64(o, "peer", f[i].peer);
+        put_u64(o, "msgs_in", f[i].msgs_in);
+        put_u64(o, "msgs_out", f[i].msgs_out);
+        put_u64(o, "steals_in", f[i].steals_in);
+        put_u64(o, "steals_out", f[i].steals_out);
+        json_object_array_add(a, o);
+    }
+}
+
+/* The other members' flows: each is asked for its status (its reply
+ * carries its own counts with each peer), a short wait each, the first
+ * FLOWS_MAX_NODES members up only. A member that does not answer in time
+ * is left out (the page then lacks its arrows, nothing else). */
+static void others_flows(json_object *a, const sn_wire_reply_t *mine, const sn_security_t *security)
+{
+    size_t asked = 0;
+    for (size_t i = 1; i < mine->nrows && asked < FLOWS_MAX_NODES; i++) { /* (row 0: the node itself) */
+        const sn_wire_stats_t *row = &mine->rows[i];
+        if (row->state != SN_MEMBER_UP || !row->endpoint[0])
+            continue;
+        asked++;
+        sn_wire_request_t req = {.id = 2, .op = SN_OP_STATUS};
+        sn_wire_reply_t rep;
+        char err[256];
+        if (sn_client_call(row->endpoint, security, &req, FLOWS_TIMEOUT_MS, &rep, err, sizeof err) != 0)
+            continue;
+        if (rep.error == 0 && rep.nrows > 0 && rep.rows[0].node == row->node)
+            add_flows(a, row->node, rep.flows, rep.nflows);
+        sn_client_reply_clear(&rep);
+    }
+}
+
 /* The relay's endpoint as a client dials it: a wildcard host is this host. */
 static void dial_endpoint(sn_relay_t *relay, char *out, size_t len)
 {
@@ -122,6 +163,7 @@ char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_securit
                              .completed = st.completed};
         json_object_array_add(nodes, row_json(&r));
         json_object_object_add(o, "peers", json_object_new_array());
+        json_object_object_add(o, "flows", json_object_new_array());
         return finish(o);
     }
     char ep[SN_WIRE_ENDPOINT_MAX + 16];
@@ -134,6 +176,10 @@ char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_securit
     }
     for (size_t i = 0; i < rep.nrows; i++)
         json_object_array_add(nodes, row_json(&rep.rows[i]));
+    json_object *flows = json_object_new_array();
+    json_object_object_add(o, "flows", flows);
+    add_flows(flows, sn_sched_node_id(sched), rep.flows, rep.nflows);
+    others_flows(flows, &rep, security);
     sn_client_reply_clear(&rep);
     json_object_object_add(o, "peers", peers_json(relay));
     return finish(o);

@@ -11,9 +11,13 @@
 /* GET /api/status: {"node": ID, "time_ms": T, "nodes": [the rows of
  * `schednode status --json`, same keys], "peers": [this node's counters
  * per peer: {"peer", "up", "msgs_in", "msgs_out", "steals_in",
- * "steals_out", "rtt_ms"}]}. The rows come from this node's relay the way
+ * "steals_out", "rtt_ms"}], "flows": [each member's own counts with each
+ * peer: {"from", "peer", "msgs_in", "msgs_out", "steals_in",
+ * "steals_out"}]}. The rows come from this node's relay the way
  * `status` gets them (a client request on its endpoint, so the relay's
- * I/O thread answers and nothing here reads its state); security: the
+ * I/O thread answers and nothing here reads its state), the other
+ * members' flows from a status request to each (up to 16, 500 ms each:
+ * see dashboard.c); security: the
  * node's own keys. relay NULL: the node alone. Caller frees; NULL on
  * failure with the reason in err. */
 char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_security_t *security, char *err,

@@ -287,6 +287,47 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
     return copy_str(st->endpoint, sizeof st->endpoint, ns->endpoint);
 }
 
+/* A status reply's flows in protobuf-c's form (free fs and ptrs). */
+typedef struct pb_flows {
+    Schednode__PeerFlow *fs, **ptrs;
+} pb_flows_t;
+
+static int flows_to_pb(const sn_wire_flow_t *flows, size_t n, pb_flows_t *o)
+{
+    if (n == 0)
+        return 0;
+    o->fs = calloc(n, sizeof *o->fs);
+    o->ptrs = calloc(n, sizeof *o->ptrs);
+    if (!o->fs || !o->ptrs)
+        return SN_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        schednode__peer_flow__init(&o->fs[i]);
+        o->fs[i].peer = flows[i].peer;
+        o->fs[i].msgs_in = flows[i].msgs_in;
+        o->fs[i].msgs_out = flows[i].msgs_out;
+        o->fs[i].steals_in = flows[i].steals_in;
+        o->fs[i].steals_out = flows[i].steals_out;
+        o->ptrs[i] = &o->fs[i];
+    }
+    return 0;
+}
+
+static int flows_from_pb(const Schednode__Stats *st, sn_wire_reply_t *out)
+{
+    if (st->n_flows == 0)
+        return 0;
+    if (!(out->flows = calloc(st->n_flows, sizeof *out->flows)))
+        return SN_ENOMEM;
+    for (size_t i = 0; i < st->n_flows; i++) {
+        const Schednode__PeerFlow *f = st->flows[i];
+        if (!f)
+            return SN_EPROTO;
+        out->flows[i] = (sn_wire_flow_t){f->peer, f->msgs_in, f->msgs_out, f->steals_in, f->steals_out};
+        out->nflows = i + 1;
+    }
+    return 0;
+}
+
 /* Members in protobuf-c's form, pointing into `members` (borrowed). */
 typedef struct pb_members {
     Schednode__Member *ms, **ptrs;
@@ -506,6 +547,7 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
     Schednode__Pid pid;
     Schednode__Stats stats;
     Schednode__NodeStats *ns = NULL, **nsp = NULL;
+    pb_flows_t fl = {0};
     r.id = rep->id;
     r.error = rep->error;
     r.reason = rep->reason ? rep->reason : "";
@@ -536,6 +578,13 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
         stats.n_nodes = rep->nrows;
         stats.nodes = nsp;
         r.stats = &stats;
+        if (flows_to_pb(rep->flows, rep->nflows, &fl) != 0) {
+            free(ns);
+            free(nsp);
+            return SN_ENOMEM;
+        }
+        stats.n_flows = rep->nflows;
+        stats.flows = fl.ptrs;
     }
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
@@ -544,6 +593,8 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
     int rc = pack(&env, buf, len);
     free(ns);
     free(nsp);
+    free(fl.fs);
+    free(fl.ptrs);
     return rc;
 }
 
@@ -795,6 +846,7 @@ static int decode_reply(const Schednode__ClientReply *r, sn_wire_reply_t *out)
                 return SN_EPROTO;
             out->nrows = i + 1;
         }
+        rc = flows_from_pb(r->stats, out);
     }
     return rc;
 }
@@ -1079,6 +1131,7 @@ void sn_frame_clear(sn_frame_t *f)
     free(f->reply.reason);
     sn_payload_destroy(&f->reply.result);
     free(f->reply.rows);
+    free(f->reply.flows);
     free(f->endpoint);
     free(f->cluster);
     for (size_t i = 0; i < f->nmembers; i++)

@@ -138,6 +138,12 @@ typedef struct sn_wire_stats {
     uint64_t msgs_in, msgs_out, steals_in, steals_out, migrated, bad_frames, uptime_ms;
 } sn_wire_stats_t;
 
+/* The answering node's traffic with one peer (status replies). */
+typedef struct sn_wire_flow {
+    uint32_t peer;
+    uint64_t msgs_in, msgs_out, steals_in, steals_out;
+} sn_wire_flow_t;
+
 /* A node's answer to a client request. */
 typedef struct sn_wire_reply {
     uint64_t id;
@@ -147,6 +153,8 @@ typedef struct sn_wire_reply {
     sn_payload_t *result;
     sn_wire_stats_t *rows; /* status: one per node known to the answering node */
     size_t nrows;
+    sn_wire_flow_t *flows; /* status: the answering node's traffic with each peer */
+    size_t nflows;
 } sn_wire_reply_t;
 
 /* A decoded frame. Decoding allocates; sn_frame_clear frees. */

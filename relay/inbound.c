@@ -191,6 +191,27 @@ static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int e
     free(c);
 }
 
+/* This node's traffic with each peer it has exchanged any with (status
+ * replies; the dashboard draws them). Caller frees; NULL if none. */
+static sn_wire_flow_t *flows(sn_relay_t *r, size_t *n)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed), k = 0;
+    sn_relay_peer_stats_t *ps = malloc((np ? np : 1) * sizeof *ps);
+    sn_wire_flow_t *out = malloc((np ? np : 1) * sizeof *out);
+    size_t have = ps && out ? sn_relay_peer_stats(r, ps, np) : 0;
+    np = have < np ? have : np;
+    for (size_t i = 0; i < np; i++)
+        if (ps[i].msgs_in || ps[i].msgs_out || ps[i].steals_in || ps[i].steals_out)
+            out[k++] = (sn_wire_flow_t){ps[i].node, ps[i].msgs_in, ps[i].msgs_out, ps[i].steals_in, ps[i].steals_out};
+    free(ps);
+    *n = k;
+    if (k == 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned char *ident, size_t ident_len)
 {
     sn_wire_reply_t rep = {.id = q->id};
@@ -206,6 +227,7 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
         rep.rows = sn__members_rows(r, &rep.nrows);
         if (!rep.rows)
             rep.error = SN_ENOMEM;
+        rep.flows = flows(r, &rep.nflows); /* (none if out of memory: only the dashboard's picture misses them) */
         break;
     case SN_OP_SPAWN:
         rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, NULL, NULL, &rep.pid);
@@ -236,6 +258,7 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
     rep.reason = reason;
     sn__relay_send_reply(r, ident, ident_len, &rep);
     free(rep.rows);
+    free(rep.flows);
 }
 
 /* Sends in the name of a node that is not a member here: one that joined

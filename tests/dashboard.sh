@@ -46,10 +46,17 @@ out=$(call call --connect "$(ep 1)" spread run "300 2 spin" 2>&1)
 grep -q "^300 done:" <<<"$out" || bad "spread: $out"
 sinks1=()
 for i in 1 2 3; do sinks1+=("$(call spawn --connect "$(ep 1)" msink collect 1000000)"); done
-for i in 1 2 3 4 5; do call spawn --connect "$(ep 2)" msink collect 1000000 >/dev/null; done
+sinks2=()
+for i in 1 2 3 4 5; do sinks2+=("$(call spawn --connect "$(ep 2)" msink collect 1000000)"); done
 for i in 1 2; do call spawn --connect "$(ep 3)" msink collect 1000000 >/dev/null; done
 settled() { [ "$(call status --json --connect "$(ep 1)" | jq -c '[.nodes[] | .live]')" = "[3,5,2]" ]; }
 wait_for 100 settled || bad "status shows 3, 5, 2 processes: $(call status --json --connect "$(ep 1)" | jq -c '[.nodes[] | .live]')"
+
+# 20 messages from node 3 to node 2 (to a sink there, which ignores them:
+# shorter than its numbered ones): traffic between two nodes that are not
+# the dashboard's
+for i in $(seq 20); do call send "${sinks2[0]}" hi --connect "$(ep 3)" >/dev/null || bad "send $i"; done
+sleep 0.3 # (the batches reach node 2)
 
 st=$(call status --json --connect "$(ep 1)")
 dom=$(chrome "http://127.0.0.1:$dport/")
@@ -72,6 +79,13 @@ listed=$(grep -o '<tr data-pid="[0-9.]*"' <<<"$dom" | sed 's/.*="\(.*\)"/\1/' | 
 [ "$listed" = "$(printf '%s\n' "${sinks1[@]}" | sort)" ] && ok "node 1's process table lists its 3 sinks" ||
   bad "process table: '$listed', spawned '${sinks1[*]}'"
 grep -q '<svg id="flows"[^>]*>.*<circle' <<<"$dom" && ok "the flow picture has the nodes" || bad "no flow picture"
+drawn=$(grep -o '<line data-from="3" data-to="2" data-kind="msg" data-total="[0-9]*"' <<<"$dom" | sed 's/.*data-total="\([0-9]*\)"/\1/')
+counted=$(curl -sf --max-time 10 "http://127.0.0.1:$dport/api/status" | jq '.flows[] | select(.from == 3 and .peer == 2) | .msgs_out')
+[ -n "$drawn" ] && [ "$drawn" -ge 20 ] && [ "$drawn" = "$counted" ] &&
+  ok "the picture has node 3's messages to node 2 ($drawn, as node 3 counts them)" ||
+  bad "arrow 3->2: drawn '$drawn', node 3 counts '$counted'"
+steals=$(grep -o '<line data-from="1" data-to="[23]" data-kind="steal"' <<<"$dom" | wc -l)
+[ "$steals" -ge 1 ] && ok "and node 1's steals given to $steals other node(s)" || bad "no steal arrows from node 1"
 
 # the search box (filled from the address: #q=...) filters the table
 dom=$(chrome "http://127.0.0.1:$dport/#q=${sinks1[1]}")

@@ -121,6 +121,34 @@ static void timing_rides_with_the_batch(void **st)
     free(buf);
 }
 
+/* A status reply carries the rows and the answering node's flows (its
+ * traffic with each peer: the dashboard's picture). */
+static void status_reply_carries_flows(void **st)
+{
+    (void)st;
+    sn_wire_stats_t rows[2] = {{.node = 1, .live = 3, .endpoint = "tcp://127.0.0.1:7001"},
+                               {.node = 2, .live = 5, .endpoint = "tcp://127.0.0.1:7002"}};
+    sn_wire_flow_t flows[2] = {{2, 10, 20, 1, 2}, {3, UINT64_MAX, 0, 0, 7}};
+    sn_wire_reply_t rep = {.id = 9, .rows = rows, .nrows = 2, .flows = flows, .nflows = 2};
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_reply(1, 1, &rep, &buf, &len), 0);
+    sn_frame_t f;
+    const char *why = NULL;
+    assert_int_equal(sn_codec_decode(buf, len, SN_WIRE_MAX_FRAME, &f, &why), 0);
+    assert_int_equal(f.kind, SN_FRAME_REPLY);
+    assert_int_equal(f.reply.nrows, 2);
+    assert_true(f.reply.rows[1].live == 5);
+    assert_int_equal(f.reply.nflows, 2);
+    for (int i = 0; i < 2; i++) {
+        const sn_wire_flow_t *a = &flows[i], *b = &f.reply.flows[i];
+        assert_true(a->peer == b->peer && a->msgs_in == b->msgs_in && a->msgs_out == b->msgs_out &&
+                    a->steals_in == b->steals_in && a->steals_out == b->steals_out);
+    }
+    sn_frame_clear(&f);
+    free(buf);
+}
+
 static void encode_refuses_nonsense(void **st)
 {
     (void)st;
@@ -269,11 +297,9 @@ static void members_roundtrip_and_bad_endpoints(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(roundtrip_batch_in_order),
-        cmocka_unit_test(encode_refuses_nonsense),
-        cmocka_unit_test(timing_rides_with_the_batch),
-        cmocka_unit_test(hostile_frames_are_refused),
-        cmocka_unit_test(members_roundtrip_and_bad_endpoints),
+        cmocka_unit_test(roundtrip_batch_in_order),    cmocka_unit_test(encode_refuses_nonsense),
+        cmocka_unit_test(timing_rides_with_the_batch), cmocka_unit_test(status_reply_carries_flows),
+        cmocka_unit_test(hostile_frames_are_refused),  cmocka_unit_test(members_roundtrip_and_bad_endpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
