@@ -68,7 +68,9 @@ static void scheduler(FILE *f, sn_sched_t *sched)
         st.steals);
     uint64_t counts[SN_HIST_BOUNDS + 1] = {0}, sum = 0;
     sn__sched_step_hist(sched, counts, &sum);
-    histogram(f, "schednode_step_duration_seconds", "Time a step call took.", counts, sum);
+    char help[128];
+    snprintf(help, sizeof help, "Time a step call took, sampled: each worker times one step in %d.", SN_STEP_SAMPLE);
+    histogram(f, "schednode_step_duration_seconds", help, counts, sum);
 }
 
 /* A per-peer counter family (field: which of sn_relay_peer_stats_t's). */

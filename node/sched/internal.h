@@ -187,6 +187,7 @@ typedef struct sn__worker {
     int index;
     bool spinning;
     uint32_t streak, picks; /* run-next fairness (worker.c) */
+    uint32_t step_tick;     /* steps run while timing is on: one in SN_STEP_SAMPLE is timed */
     uint64_t rng;
     uint64_t serial_next, serial_end; /* block of PID serials */
     sn_event_t *events;               /* step input buffer */
