@@ -82,11 +82,11 @@ static enum MHD_Result route(sn_http_t *h, struct MHD_Connection *c, const char 
     if (dash && (!strcmp(url, "/") || !strcmp(url, "/index.html")))
         return page(c);
     if (dash && !strcmp(url, "/api/status")) {
-        char err[512];
+        char err[512], msg[600];
         char *body = sn_dashboard_status(h->cfg.sched, h->cfg.relay, h->cfg.security, err, sizeof err);
         if (!body) {
-            strcat(err, "\n");
-            return text(c, MHD_HTTP_SERVICE_UNAVAILABLE, err);
+            snprintf(msg, sizeof msg, "the node did not answer: %s\n", err);
+            return text(c, MHD_HTTP_SERVICE_UNAVAILABLE, msg);
         }
         return answer(c, MHD_HTTP_OK, "application/json", body, strlen(body));
     }
