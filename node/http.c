@@ -2,15 +2,18 @@
  * the dashboard GET / (the page, built into the program), /api/status and
  * /api/procs (dashboard.c's JSON).
  *
- * Threads: libmicrohttpd runs one thread of its own per server (its
- * internal polling thread), which answers every request in turn; nothing
- * else runs its handler. What the handler reads is made to be read from
- * any thread: the scheduler's and the relay's counters are relaxed atomic
- * loads (metrics.c), the cluster's rows come from a client request to the
- * node's own relay (its I/O thread answers; this thread waits at most 2 s
- * for it), and the process table is inspect.c's snapshot. No lock a worker
- * or the I/O thread holds on its hot path is taken, but for the snapshot's
- * PID-table shard locks, one shard at a time, for /api/procs only.
+ * Threads: libmicrohttpd runs them, one that accepts per server and one per
+ * connection (at most CONNECTIONS_MAX), so a dashboard request that waits
+ * for the cluster never holds up a scrape. Handlers share nothing with
+ * each other (each request builds its own answer; the server's config is
+ * immutable), and what they read is made to be read from any thread: the
+ * scheduler's and the relay's counters are relaxed atomic loads
+ * (metrics.c), the cluster's rows come from a client request to the node's
+ * own relay (its I/O thread answers; the handler waits at most 2 s for it,
+ * and 500 ms for each other member's flows), and the process table is
+ * inspect.c's snapshot. No lock a worker or the I/O thread holds on its
+ * hot path is taken, but for the snapshot's PID-table shard locks, one
+ * shard at a time, for /api/procs only.
  */
 #include "http.h"
 
@@ -30,6 +33,8 @@ extern const size_t sn_dashboard_html_len;
 
 /* Rows /api/procs returns at most (the page searches them). */
 #define PROCS_MAX 2000
+/* Connections served at once (a thread each); more wait to be accepted. */
+#define CONNECTIONS_MAX 32
 
 struct sn_http {
     struct MHD_Daemon *daemon;
@@ -152,10 +157,11 @@ sn_http_t *sn_http_new(const sn_http_config_t *config, char *err, size_t errlen)
         return NULL;
     }
     h->cfg = *config;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                 MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 (unsigned)10, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->daemon) {
         snprintf(err, errlen, "cannot serve HTTP on %s (address in use, or not this host's?)", config->endpoint);

@@ -21,7 +21,7 @@ typedef struct sn_http_config {
 
 typedef struct sn_http sn_http_t;
 
-/* Starts serving (libmicrohttpd's own thread: see http.c). The config's
+/* Starts serving (libmicrohttpd's own threads: see http.c). The config's
  * pointers must outlive the server. On failure returns NULL with a
  * one-line reason in err. Caller owns the return value. */
 sn_http_t *sn_http_new(const sn_http_config_t *config, char *err, size_t errlen);
