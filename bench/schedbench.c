@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "deque.h"
+#include "sn_node.h"
 #include "xnode.h"
 #include "schednode/schednode.h"
 
@@ -320,6 +321,31 @@ static int bench_pairs(void)
     return 0;
 }
 
+/* The cost of timing every step for metrics (--metrics: two clock reads
+ * and a histogram bucket per step): the pairs workload, timing off and on
+ * in turn, best of three each, in the same run. */
+static int bench_step_timing(void)
+{
+    sn_sched_t *sched = new_sched();
+    must(sn_type_register(sched, &pp_type), "register");
+    const int pairs = 1000;
+    const uint64_t rounds = 2000;
+    double best[2] = {0, 0};
+    for (int run = 0; run < 6; run++) {
+        int on = run % 2;
+        sn__sched_time_steps(sched, on);
+        double s = run_pairs(sched, pairs, rounds);
+        double rate = 2.0 * pairs * (double)rounds / s;
+        printf("step-timing run %d (timing %s): %.0f msgs/s\n", run / 2 + 1, on ? "on" : "off", rate);
+        if (rate > best[on])
+            best[on] = rate;
+    }
+    sn_sched_destroy(&sched);
+    printf("RESULT step-timing-off %.0f msgs/s\nRESULT step-timing-on %.0f msgs/s\n", best[0], best[1]);
+    printf("step-timing: timed steps run at %.3fx the untimed rate\n", best[1] / best[0]);
+    return 0;
+}
+
 /* ----------------------------------------------------------------- spawn
  * A spawner process starts children in batches of 100 and awaits each
  * batch; a child finishes in its first step. */
@@ -581,6 +607,7 @@ static const struct {
 } cases[] = {{"skynet", bench_skynet},
              {"pingpong", bench_pingpong},
              {"pairs", bench_pairs},
+             {"step-timing", bench_step_timing},
              {"spawn", bench_spawn},
              {"memory", bench_memory},
              {"deque", bench_deque},

@@ -375,6 +375,10 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
         if (endpoint(c, path, nth, v, SN_ENDPOINT_BIND))
             return -1;
         o->listen = v;
+    } else if (!strcmp(key, "metrics") || !strcmp(key, "dashboard")) {
+        if (endpoint(c, path, nth, v, SN_ENDPOINT_BIND))
+            return -1;
+        *(key[0] == 'm' ? &o->metrics : &o->dashboard) = v;
     } else if (!strcmp(key, "advertise")) {
         if (endpoint(c, path, nth, v, 0))
             return -1;
@@ -397,7 +401,7 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
     } else {
         return fail(c, path, nth,
                     "unknown key (node takes id, name, workers, listen, advertise, "
-                    "plugin, shutdown-timeout-ms, log-level, log-format)");
+                    "metrics, dashboard, plugin, shutdown-timeout-ms, log-level, log-format)");
     }
     return 0;
 }

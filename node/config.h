@@ -15,6 +15,7 @@ typedef struct sn_node_config {
     int shutdown_ms;  /* -1: not set */
     const char *name; /* shown in every log line */
     const char *listen, *advertise, *cluster;
+    const char *metrics, *dashboard; /* HTTP endpoints (node/http.c) */
     int log_level;                 /* -1: not set, else an SN__LOG_* level (log.h) */
     int log_format;                /* -1: not set, else SN__LOG_TEXT or _JSON (log.h) */
     const char *cert, *authorized; /* paths made absolute against the file's directory */

@@ -22,6 +22,7 @@
 #include "codec.h"
 #include "config.h"
 #include "demo.h"
+#include "http.h"
 #include "log.h"
 #include "relay.h"
 #include "schednode/schednode.h"
@@ -104,6 +105,10 @@ static void usage(FILE *f)
             "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
             "      --heartbeat-ms MS      probe period, up to ten nodes (default 200; x1.5 at 100)\n"
             "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
+            "      --metrics ENDPOINT     serve Prometheus metrics over HTTP at ENDPOINT/metrics,\n"
+            "                             e.g. tcp://127.0.0.1:9101 (port * for any free one)\n"
+            "      --dashboard ENDPOINT   serve the cluster's live dashboard over HTTP at ENDPOINT/\n"
+            "                             (and /metrics there too)\n"
             "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
             "      --json                 status, ps, types: print JSON\n"
             "      --node N               ps, types: ask node N only\n"
@@ -208,8 +213,9 @@ typedef struct options {
     const char *reason;    /* kill: --reason */
     int cancel_on_timeout; /* call: --[no-]cancel-on-timeout */
     const char *connect, *key_name, *key_endpoint;
-    const char *cmd; /* the command, or NULL: run a node */
-    char **args;     /* its arguments (after it), nargs of them */
+    const char *metrics, *dashboard; /* HTTP endpoints (http.c), or NULL */
+    const char *cmd;                 /* the command, or NULL: run a node */
+    char **args;                     /* its arguments (after it), nargs of them */
     int nargs;
     int argc; /* the whole command line (keygen looks at it again) */
     char **argv;
@@ -241,7 +247,9 @@ enum {
     OPT_NODE,
     OPT_REASON,
     OPT_CANCEL_ON_TIMEOUT,
-    OPT_NO_CANCEL_ON_TIMEOUT
+    OPT_NO_CANCEL_ON_TIMEOUT,
+    OPT_METRICS,
+    OPT_DASHBOARD
 };
 static const struct option long_opts[] = {{"workers", required_argument, NULL, 'w'},
                                           {"load", required_argument, NULL, 'l'},
@@ -266,6 +274,8 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"max-frame", required_argument, NULL, OPT_MAXFRAME},
                                           {"heartbeat-ms", required_argument, NULL, OPT_HB},
                                           {"down-after-ms", required_argument, NULL, OPT_DOWN},
+                                          {"metrics", required_argument, NULL, OPT_METRICS},
+                                          {"dashboard", required_argument, NULL, OPT_DASHBOARD},
                                           {"connect", required_argument, NULL, 'c'},
                                           {"json", no_argument, NULL, OPT_JSON},
                                           {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
@@ -338,6 +348,8 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
     if (f->steal >= 0)
         o->relay.steal = f->steal;
     o->relay.steal_batch = f->steal_batch;
+    o->metrics = f->metrics;
+    o->dashboard = f->dashboard;
     if (f->join_timeout_ms)
         o->join_timeout_ms = f->join_timeout_ms;
     if (f->nseeds)
@@ -442,6 +454,14 @@ static int client_flag(options_t *o, int c, char *arg)
     case OPT_CANCEL_ON_TIMEOUT:
     case OPT_NO_CANCEL_ON_TIMEOUT:
         o->cancel_on_timeout = c == OPT_CANCEL_ON_TIMEOUT;
+        return 1;
+    case OPT_METRICS:
+        check_endpoint("--metrics", arg, SN_ENDPOINT_BIND);
+        o->metrics = arg;
+        return 1;
+    case OPT_DASHBOARD:
+        check_endpoint("--dashboard", arg, SN_ENDPOINT_BIND);
+        o->dashboard = arg;
         return 1;
     }
     return 0;
@@ -753,6 +773,27 @@ static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay)
     }
 }
 
+/* The HTTP servers of --metrics and --dashboard (one if both name the same
+ * endpoint: it serves both). Returns 0, or -1 having said why. */
+static int start_http(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, sn_http_t **http)
+{
+    const char *eps[2] = {o->dashboard, o->metrics};
+    int serve[2] = {SN_HTTP_DASHBOARD | SN_HTTP_METRICS, SN_HTTP_METRICS};
+    for (int i = 0; i < 2; i++) {
+        if (!eps[i] || (i == 1 && o->dashboard && !strcmp(o->dashboard, o->metrics)))
+            continue;
+        char err[512];
+        sn_http_config_t cfg = {eps[i], serve[i], sched, relay, &o->relay.security};
+        if (!(http[i] = sn_http_new(&cfg, err, sizeof err))) {
+            fprintf(stderr, "%s: %s %s\n", progname, i ? "--metrics:" : "--dashboard:", err);
+            return -1;
+        }
+        sn__sched_time_steps(sched, true);
+        logf_(SN__LOG_INFO, "%s on port %d", i ? "metrics" : "dashboard", sn_http_port(http[i]));
+    }
+    return 0;
+}
+
 /* No command: the node runs until SIGINT or SIGTERM (raise_term's, when
  * this run was put out of its cluster: then EXIT_OUT). */
 static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, const sigset_t *sigs)
@@ -798,6 +839,7 @@ static int run_node(options_t *o)
     number_this_run(o);
     int exit_code = 1, rc;
     sn_relay_t *relay = NULL;
+    sn_http_t *http[2] = {NULL, NULL};
     sn_sched_t *sched = sn_sched_new(&o->sched);
     if (!sched) {
         fprintf(stderr, "%s: cannot start the scheduler (out of memory or threads)\n", progname);
@@ -813,8 +855,12 @@ static int run_node(options_t *o)
     }
     if (o->relay.listen && (exit_code = start_relay(o, sched, &relay)) != 0)
         goto out;
+    if (start_http(o, sched, relay, http) != 0)
+        goto out;
 
     exit_code = run_command(o, sched, relay, &sigs);
+    sn_http_destroy(&http[0]); /* no scrape waits on a relay that is leaving */
+    sn_http_destroy(&http[1]);
     sn_relay_stop_stealing(relay); /* handovers end: nothing is half-moved at shutdown */
     int forced = sn_sched_shutdown(sched, o->shutdown_ms);
     sn_relay_leave(relay); /* the members hear we left, not that we failed */
@@ -824,6 +870,8 @@ static int run_node(options_t *o)
           "stopped: %" PRIu64 " process%s run, %" PRIu64 " message%s, %d force-closed", st.completed,
           st.completed == 1 ? "" : "es", st.messages, st.messages == 1 ? "" : "s", forced);
 out:
+    sn_http_destroy(&http[0]); /* (it reads the scheduler and the relay) */
+    sn_http_destroy(&http[1]);
     /* The relay goes after the scheduler has shut down (no more sends): it
      * has, unless joining failed (then at once: it never ran anything). */
     if (relay)

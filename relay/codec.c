@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "schednode.pb-c.h"
 
@@ -75,13 +76,30 @@ static int event_kind(int wire)
 static int pack(Schednode__Envelope *env, void **buf, size_t *len);
 static void envelope(Schednode__Envelope *env, uint32_t node, uint64_t incarnation);
 
+static uint64_t clock_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A timed send's wait before encoding, as the wire's 1 + microseconds (0:
+ * not timed; a wait past UINT32_MAX - 1 us, over an hour, is cut). */
+static uint32_t waited_us(uint64_t handed_ns, uint64_t now)
+{
+    if (!handed_ns)
+        return 0;
+    uint64_t us = now > handed_ns ? (now - handed_ns) / 1000u : 0;
+    return us >= UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)us + 1u;
+}
+
 /* Fills *batch with n sends, stored by column in one allocation (*mem,
  * the caller frees it after packing). */
 static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_send_t *sends, size_t n, void **mem_out)
 {
     size_t bytes = 0;
     bool kinds_needed = false, errors_needed = false, hops_needed = false, ids_needed = false;
-    bool homes_differ = false;
+    bool homes_differ = false, timed = false;
     for (size_t i = 0; i < n; i++) {
         homes_differ |= sends[i].to.node != sends[0].to.node;
         if (wire_kind(sends[i].kind) < 0)
@@ -90,12 +108,14 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
         errors_needed |= sends[i].error != 0;
         hops_needed |= sends[i].hops != 0;
         ids_needed |= sends[i].id != 0;
+        timed |= sends[i].handed_ns != 0;
         bytes += sends[i].payload ? sends[i].payload->len : 0;
     }
     /* The columns in one allocation: the four 8-byte ones first, then
-     * seven 4-byte ones, then the payload bytes. */
+     * eight 4-byte ones, then the payload bytes. */
     _Static_assert(sizeof(Schednode__SendKind) == 4, "enum column width");
-    size_t n64 = 4, n32 = 7;
+    size_t n64 = 4, n32 = 8;
+    uint64_t now = timed ? clock_ns(CLOCK_MONOTONIC) : 0;
     uint8_t *mem = malloc(n * (n64 * 8 + n32 * 4) + (bytes ? bytes : 1));
     if (!mem)
         return SN_ENOMEM;
@@ -105,13 +125,14 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
     uint32_t *from_node = (uint32_t *)(id_delta + n), *ctype = from_node + n, *size = ctype + n;
     int32_t *error = (int32_t *)(size + n);
     Schednode__SendKind *kind = (Schednode__SendKind *)(error + n);
-    uint32_t *to_nodes = (uint32_t *)(kind + n), *hops = to_nodes + n;
-    uint8_t *data = (uint8_t *)(hops + n), *d = data;
+    uint32_t *to_nodes = (uint32_t *)(kind + n), *hops = to_nodes + n, *waited = hops + n;
+    uint8_t *data = (uint8_t *)(waited + n), *d = data;
     for (size_t i = 0; i < n; i++) {
         const sn_wire_send_t *w = &sends[i];
         to_serial[i] = w->to.serial;
         to_nodes[i] = w->to.node;
         hops[i] = w->hops;
+        waited[i] = waited_us(w->handed_ns, now);
         id_delta[i] = (int64_t)(w->id - sends[0].id); /* (wraps both ways: exact) */
         from_node[i] = w->from.node;
         from_serial[i] = w->from.serial;
@@ -145,6 +166,9 @@ static int build_batch(Schednode__SendBatch *batch, uint64_t seq, const sn_wire_
     batch->n_id_delta = ids_needed ? n : 0;
     batch->id_delta = id_delta;
     batch->hops = hops;
+    batch->n_waited_us = timed ? n : 0;
+    batch->waited_us = waited;
+    batch->sent_us = timed ? clock_ns(CLOCK_REALTIME) / 1000u : 0;
     batch->to_nodes = to_nodes;
     batch->error = error;
     batch->data.len = bytes;
@@ -261,6 +285,47 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
                             .bad_frames = ns->bad_frames,
                             .uptime_ms = ns->uptime_ms};
     return copy_str(st->endpoint, sizeof st->endpoint, ns->endpoint);
+}
+
+/* A status reply's flows in protobuf-c's form (free fs and ptrs). */
+typedef struct pb_flows {
+    Schednode__PeerFlow *fs, **ptrs;
+} pb_flows_t;
+
+static int flows_to_pb(const sn_wire_flow_t *flows, size_t n, pb_flows_t *o)
+{
+    if (n == 0)
+        return 0;
+    o->fs = calloc(n, sizeof *o->fs);
+    o->ptrs = calloc(n, sizeof *o->ptrs);
+    if (!o->fs || !o->ptrs)
+        return SN_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        schednode__peer_flow__init(&o->fs[i]);
+        o->fs[i].peer = flows[i].peer;
+        o->fs[i].msgs_in = flows[i].msgs_in;
+        o->fs[i].msgs_out = flows[i].msgs_out;
+        o->fs[i].steals_in = flows[i].steals_in;
+        o->fs[i].steals_out = flows[i].steals_out;
+        o->ptrs[i] = &o->fs[i];
+    }
+    return 0;
+}
+
+static int flows_from_pb(const Schednode__Stats *st, sn_wire_reply_t *out)
+{
+    if (st->n_flows == 0)
+        return 0;
+    if (!(out->flows = calloc(st->n_flows, sizeof *out->flows)))
+        return SN_ENOMEM;
+    for (size_t i = 0; i < st->n_flows; i++) {
+        const Schednode__PeerFlow *f = st->flows[i];
+        if (!f)
+            return SN_EPROTO;
+        out->flows[i] = (sn_wire_flow_t){f->peer, f->msgs_in, f->msgs_out, f->steals_in, f->steals_out};
+        out->nflows = i + 1;
+    }
+    return 0;
 }
 
 /* Members in protobuf-c's form, pointing into `members` (borrowed). */
@@ -558,6 +623,7 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
     Schednode__Pid pid;
     Schednode__Stats stats;
     Schednode__NodeStats *ns = NULL, **nsp = NULL;
+    pb_flows_t fl = {0};
     r.id = rep->id;
     r.error = rep->error;
     r.reason = rep->reason ? rep->reason : "";
@@ -588,6 +654,13 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
         stats.n_nodes = rep->nrows;
         stats.nodes = nsp;
         r.stats = &stats;
+        if (flows_to_pb(rep->flows, rep->nflows, &fl) != 0) {
+            free(ns);
+            free(nsp);
+            return SN_ENOMEM;
+        }
+        stats.n_flows = rep->nflows;
+        stats.flows = fl.ptrs;
     }
     pb_reply_lists_t lists;
     if (reply_lists_to_pb(rep, &r, &lists) != 0) {
@@ -603,6 +676,8 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
     free(ns);
     free(nsp);
     pb_reply_lists_free(&lists);
+    free(fl.fs);
+    free(fl.ptrs);
     return rc;
 }
 
@@ -762,7 +837,7 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
     if (n == 0 || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n || b->n_size != n ||
         (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n) ||
         (b->n_to_nodes != 0 && b->n_to_nodes != n) || (b->n_hops != 0 && b->n_hops != n) ||
-        (b->n_id_delta != 0 && b->n_id_delta != n))
+        (b->n_id_delta != 0 && b->n_id_delta != n) || (b->n_waited_us != 0 && b->n_waited_us != n))
         return SN_EPROTO;
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
@@ -788,6 +863,7 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
         w->error = b->n_error ? b->error[i] : 0;
         w->hops = b->n_hops ? b->hops[i] : 0;
         w->id = b->n_id_delta ? b->id_base + (uint64_t)b->id_delta[i] : 0;
+        w->waited_us = b->n_waited_us && b->sent_us ? b->waited_us[i] : 0;
         if (b->size[i]) {
             size_t len = b->size[i] - 1u;
             w->payload = sn_payload_new(b->ctype[i], d, len);
@@ -916,6 +992,7 @@ static int decode_reply(const Schednode__ClientReply *r, sn_wire_reply_t *out)
                 return SN_EPROTO;
             out->nrows = i + 1;
         }
+        rc = flows_from_pb(r->stats, out);
     }
     return rc == 0 ? reply_lists_from_pb(r, out) : rc;
 }
@@ -1103,6 +1180,7 @@ static int decode_body(const Schednode__Envelope *env, sn_frame_t *out, const ch
     case SN_FRAME_SENDS:
         out->seq = env->sends ? env->sends->seq : 0;
         out->to_incarnation = env->sends ? env->sends->to_incarnation : 0;
+        out->sent_us = env->sends ? env->sends->sent_us : 0;
         *what = "bad send";
         return decode_sends(env->sends, out);
     case SN_FRAME_REQUEST:
@@ -1206,6 +1284,7 @@ void sn_frame_clear(sn_frame_t *f)
     free(f->reply.rows);
     free(f->reply.procs);
     free(f->reply.types);
+    free(f->reply.flows);
     free(f->endpoint);
     free(f->cluster);
     for (size_t i = 0; i < f->nmembers; i++)

@@ -52,6 +52,12 @@ typedef struct sn_wire_send {
     sn_payload_t *payload; /* see each function for who owns it */
     uint32_t hops;         /* nodes that passed it on so far (relay.c bounds it) */
     uint64_t id;           /* the send's id, named by the node it started from (0: none) */
+    /* Delivery timing (metrics): encoding, when a worker here handed it to
+     * the relay (monotonic ns; 0: not timed); decoding, 1 + the
+     * microseconds it waited on its sender before its batch was encoded
+     * (0: not timed), to add to the frame's sent_us. */
+    uint64_t handed_ns;
+    uint32_t waited_us;
 } sn_wire_send_t;
 
 /* The relay's location updates (Send.Kind REDIRECT, FLUSH, FLUSHED; see
@@ -144,6 +150,12 @@ typedef struct sn_wire_stats {
     uint64_t msgs_in, msgs_out, steals_in, steals_out, migrated, bad_frames, uptime_ms;
 } sn_wire_stats_t;
 
+/* The answering node's traffic with one peer (status replies). */
+typedef struct sn_wire_flow {
+    uint32_t peer;
+    uint64_t msgs_in, msgs_out, steals_in, steals_out;
+} sn_wire_flow_t;
+
 /* A node's answer to a client request. */
 typedef struct sn_wire_reply {
     uint64_t id;
@@ -164,6 +176,8 @@ typedef struct sn_wire_reply {
     int started;       /* call: started as pid, the result comes in a later reply */
     int ended;         /* ps of one PID (noproc): it was killed here and ended, with end_error and result */
     int end_error;
+    sn_wire_flow_t *flows; /* status: the answering node's traffic with each peer */
+    size_t nflows;
 } sn_wire_reply_t;
 
 /* A decoded frame. Decoding allocates; sn_frame_clear frees. */
@@ -176,6 +190,7 @@ typedef struct sn_frame {
     size_t nsends;
     uint64_t seq;              /* SN_FRAME_SENDS: batch number; SN_FRAME_ACK: acknowledged up to */
     uint64_t to_incarnation;   /* SN_FRAME_SENDS: the receiver's run it was meant for (0: any) */
+    uint64_t sent_us;          /* SN_FRAME_SENDS: the sender's realtime clock at encoding, us (0: not timed) */
     sn_wire_request_t request; /* SN_FRAME_REQUEST */
     sn_wire_reply_t reply;     /* SN_FRAME_REPLY */
     /* SN_FRAME_HELLO */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "relay_int.h"
 
@@ -190,6 +191,27 @@ static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int e
     free(c);
 }
 
+/* This node's traffic with each peer it has exchanged any with (status
+ * replies; the dashboard draws them). Caller frees; NULL if none. */
+static sn_wire_flow_t *flows(sn_relay_t *r, size_t *n)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed), k = 0;
+    sn_relay_peer_stats_t *ps = malloc((np ? np : 1) * sizeof *ps);
+    sn_wire_flow_t *out = malloc((np ? np : 1) * sizeof *out);
+    size_t have = ps && out ? sn_relay_peer_stats(r, ps, np) : 0;
+    np = have < np ? have : np;
+    for (size_t i = 0; i < np; i++)
+        if (ps[i].msgs_in || ps[i].msgs_out || ps[i].steals_in || ps[i].steals_out)
+            out[k++] = (sn_wire_flow_t){ps[i].node, ps[i].msgs_in, ps[i].msgs_out, ps[i].steals_in, ps[i].steals_out};
+    free(ps);
+    *n = k;
+    if (k == 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned char *ident, size_t ident_len)
 {
     sn_wire_reply_t rep = {.id = q->id};
@@ -206,6 +228,7 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
         rep.rows = sn__members_rows(r, &rep.nrows);
         if (!rep.rows)
             rep.error = SN_ENOMEM;
+        rep.flows = flows(r, &rep.nflows); /* (none if out of memory: only the dashboard's picture misses them) */
         break;
     case SN_OP_SPAWN:
         rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, NULL, NULL, &rep.pid);
@@ -250,6 +273,7 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
     free(rep.procs);
     free(rep.types);
     sn_payload_destroy(&rep.result);
+    free(rep.flows);
 }
 
 /* Sends in the name of a node that is not a member here: one that joined
@@ -301,7 +325,16 @@ static bool admit(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *
     return true;
 }
 
-/* A batch of sends from node f->node (p: the member, or NULL). */
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A batch of sends from node f->node (p: the member, or NULL); its timed
+ * messages' delivery times go to the histogram (relay.h), measured as
+ * this node reads the batch. */
 static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
 {
     if (f->to_incarnation && f->to_incarnation != r->incarnation) {
@@ -311,8 +344,16 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         SNLOG_DEBUG(r, "dropped a batch from node %" PRIu32 " meant for an earlier run of this node", f->node);
         return;
     }
-    for (size_t i = 0; i < f->nsends; i++)
+    uint64_t msgs = 0, sent_ns = f->sent_us * 1000u, now = sent_ns ? realtime_ns() : 0;
+    for (size_t i = 0; i < f->nsends; i++) {
+        msgs += sn__relay_for_process(f->sends[i].kind);
+        uint64_t waited_ns = (uint64_t)f->sends[i].waited_us * 1000u;
         sn__relay_inbound_send(r, p, &f->sends[i]);
+        if (sent_ns && waited_ns) /* (clocks apart by more than the wait: counted as 0) */
+            sn__hist_add(&r->delivery, now > sent_ns ? now - sent_ns + waited_ns - 1000u : waited_ns - 1000u);
+    }
+    if (p)
+        sn__add(&p->m_msgs_in, msgs);
     if (f->seq && ident && p) /* acknowledged soon */
         sn__relay_ack_later(r, p, f->seq, ident, ident_len);
 }

@@ -338,6 +338,37 @@ void sn_relay_stats(sn_relay_t *r, sn_relay_stats_t *out)
     out->msgs_out = atomic_load(&r->msgs_out);
     out->bad_frames = atomic_load(&r->bad_frames);
     out->bounced = atomic_load(&r->bounced);
+    out->refused = atomic_load_explicit(&r->refused, memory_order_relaxed);
+    out->steals_in = atomic_load_explicit(&r->steals_in, memory_order_relaxed);
+    out->steals_out = atomic_load_explicit(&r->steals_out, memory_order_relaxed);
+    /* drained first: the difference is never below what was queued then */
+    uint64_t drained = atomic_load_explicit(&r->drained, memory_order_relaxed);
+    uint64_t enqueued = atomic_load_explicit(&r->enqueued, memory_order_relaxed);
+    out->queued = enqueued > drained ? enqueued - drained : 0;
+}
+
+size_t sn_relay_peer_stats(sn_relay_t *r, sn_relay_peer_stats_t *out, size_t max)
+{
+    /* acquire: pairs with the release that published the slots */
+    size_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
+    for (size_t i = 0; i < n && i < max; i++) {
+        peer_t *p = &r->peers[i];
+        out[i] = (sn_relay_peer_stats_t){
+            .node = p->node,
+            .up = !atomic_load_explicit(&p->down, memory_order_relaxed),
+            .msgs_in = atomic_load_explicit(&p->m_msgs_in, memory_order_relaxed),
+            .msgs_out = atomic_load_explicit(&p->m_msgs_out, memory_order_relaxed),
+            .steals_in = atomic_load_explicit(&p->m_steals_in, memory_order_relaxed),
+            .steals_out = atomic_load_explicit(&p->m_steals_out, memory_order_relaxed),
+            .rtt_ns = atomic_load_explicit(&p->m_rtt_ns, memory_order_relaxed),
+        };
+    }
+    return n;
+}
+
+void sn_relay_delivery_hist(sn_relay_t *r, uint64_t *counts, uint64_t *sum_ns)
+{
+    sn__hist_read(&r->delivery, counts, sum_ns);
 }
 
 const char *sn_relay_endpoint(sn_relay_t *r)

@@ -260,7 +260,7 @@ static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, u
     it->dest = dest;
     it->diverted = false;
     it->forwarded = forwarded;
-    it->s = (sn_wire_send_t){to, from, tag, kind, error, NULL, 0, id};
+    it->s = (sn_wire_send_t){to, from, tag, kind, error, NULL, 0, id, 0, 0};
     sn__relay_enqueue(r, it);
 }
 

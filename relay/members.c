@@ -852,6 +852,11 @@ void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f)
     r->ack_tcp = !r->in_from; /* (see swim_send) */
     sn_swim_recv(r->swim, p->node, &msg, sn__relay_now_ns());
     r->ack_tcp = false;
+    uint32_t node;
+    uint64_t rtt;
+    peer_t *q;
+    if (sn_swim_take_rtt(r->swim, &node, &rtt) && (q = sn__relay_find_peer(r, node)))
+        atomic_store_explicit(&q->m_rtt_ns, rtt, memory_order_relaxed); /* (metrics) */
 }
 
 /* Our load to every member that is up: when we get work to give (an idle

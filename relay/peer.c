@@ -115,6 +115,7 @@ void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
         return;
     p->next_seq = seq;
     sn__add(&r->msgs_out, msgs);
+    sn__add(&p->m_msgs_out, msgs);
     for (size_t i = 0; i < p->nbatch; i++)
         sn__relay_free_item(p->batch[i]);
     p->nbatch = 0;

@@ -47,9 +47,21 @@ typedef struct sn_relay_config {
 typedef struct sn_relay_stats {
     uint64_t frames_in, frames_out;
     uint64_t msgs_in, msgs_out;
-    uint64_t bad_frames; /* undecodable, oversize, wrong version, out of protocol */
-    uint64_t bounced;    /* sends returned to their senders with an error */
+    uint64_t bad_frames;            /* undecodable, oversize, wrong version, out of protocol */
+    uint64_t bounced;               /* sends returned to their senders with an error */
+    uint64_t refused;               /* connections refused in the CurveZMQ handshake */
+    uint64_t steals_in, steals_out; /* handovers that brought processes here / took them away */
+    uint64_t queued;                /* handed to the relay by workers, not yet taken by its I/O thread */
 } sn_relay_stats_t;
+
+/* One peer's counters, for metrics (node/metrics.c). */
+typedef struct sn_relay_peer_stats {
+    uint32_t node;
+    int up;                         /* 1 up, 0 down or left */
+    uint64_t msgs_in, msgs_out;     /* messages for processes, from it and to it */
+    uint64_t steals_in, steals_out; /* handovers that brought processes from it, gave it some */
+    uint64_t rtt_ns;                /* the last direct probe's round trip (0: none answered yet) */
+} sn_relay_peer_stats_t;
 
 typedef struct sn_relay sn_relay_t;
 
@@ -85,6 +97,16 @@ int sn_relay_out(sn_relay_t *relay, char *why, size_t len);
 void sn_relay_set_log_level(int level);
 /* Snapshot of the counters. */
 void sn_relay_stats(sn_relay_t *relay, sn_relay_stats_t *out);
+/* Up to max peers' counters into out; returns how many peers there are
+ * (any thread: relaxed reads of counters the I/O thread writes). */
+size_t sn_relay_peer_stats(sn_relay_t *relay, sn_relay_peer_stats_t *out, size_t max);
+/* The cross-node delivery histogram (hist.h's buckets): for each message
+ * from a process on another node, the time from its sender handing it to
+ * that node's relay until this node's relay handed it to the scheduler.
+ * Adds into counts[SN_HIST_BOUNDS + 1] and *sum_ns (any thread). Measured
+ * with the two nodes' realtime clocks: between hosts it includes their
+ * clock offset. */
+void sn_relay_delivery_hist(sn_relay_t *relay, uint64_t *counts, uint64_t *sum_ns);
 /* The endpoint actually bound (with the real port if 0 was asked). */
 const char *sn_relay_endpoint(sn_relay_t *relay);
 

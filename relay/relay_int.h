@@ -20,6 +20,7 @@
 
 #include "codec.h"
 #include "dgram.h"
+#include "hist.h"
 #include "keys.h"
 #include "log.h"
 #include "mpsc.h"
@@ -107,6 +108,10 @@ typedef struct peer {
     /* its last heartbeat's counters, for `status` */
     sn_wire_stats_t stats;
     bool has_stats;
+    /* for metrics: the I/O thread adds, any thread reads (relaxed: they
+     * order nothing); kept across the peer's restarts (counters only grow) */
+    _Atomic uint64_t m_msgs_in, m_msgs_out, m_steals_in, m_steals_out;
+    _Atomic uint64_t m_rtt_ns; /* the last direct probe's round trip */
     /* the I/O loop's lists (I/O thread; see "The I/O loop" in relay.c):
      * its dealer was sent on or woke us (look at its events this turn),
      * it has a batch to send, it has batches of its to acknowledge */
@@ -202,6 +207,11 @@ struct sn_relay {
     sn__mpsc_t outq;
     int efd;
     _Atomic int signaled;
+    /* items pushed on outq (any thread, relaxed: on the line `signaled`
+     * already takes every push to) and popped (I/O thread): the queue's
+     * depth for metrics, a display figure */
+    _Atomic uint64_t enqueued, drained;
+    sn__hist_t delivery; /* cross-node delivery times (I/O thread writes; relay.h) */
     zsock_t *router;
     zsock_t *router_monitor;       /* refused connections (secure clusters) */
     sn__log_limit_t refuse_log[4]; /* per SN_KEYS_* kind */

@@ -37,6 +37,7 @@ void sn__relay_poke(sn_relay_t *r)
 
 void sn__relay_enqueue(sn_relay_t *r, item_t *it)
 {
+    atomic_fetch_add_explicit(&r->enqueued, 1, memory_order_relaxed);
     sn__mpsc_push(&r->outq, &it->link);
     /* seq_cst: pairs with the I/O thread's clear of `signaled` before it
      * drains (a store-buffering pair): either it sees our item, or we see
@@ -100,18 +101,22 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
     it->dest = via ? via : to.node;
     it->diverted = via == r->node;
     it->forwarded = passing_on;
-    it->s =
-        (sn_wire_send_t){to,
-                         from,
-                         tag,
-                         kind,
-                         error,
-                         msg ? sn_take(msg) : NULL,
-                         passing_on ? passing_hops + 1 : 0,
-                         carry_id ? carry_id : atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
-    if (kind == SN_RELAY_GONE) /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
+    it->s = (sn_wire_send_t){.to = to,
+                             .from = from,
+                             .tag = tag,
+                             .kind = kind,
+                             .error = error,
+                             .payload = msg ? sn_take(msg) : NULL,
+                             .hops = passing_on ? passing_hops + 1 : 0,
+                             .id = carry_id ? carry_id
+                                            : atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed),
+                             /* timed from here to the receiver's delivery (metrics): a
+                              * process's own send, not one passing through */
+                             .handed_ns = !passing_on && sn__relay_for_process(kind) ? sn__relay_now_ns() : 0};
+    if (kind == SN_RELAY_GONE) { /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
+        atomic_fetch_add_explicit(&r->enqueued, 1, memory_order_relaxed);
         sn__mpsc_push(&r->outq, &it->link);
-    else
+    } else
         sn__relay_enqueue(r, it);
     return 0;
 }
@@ -245,6 +250,9 @@ bool sn__relay_drain(sn_relay_t *r)
         }
         sn__relay_route(r, it);
     }
+    if (done) /* (the only writer: a load and a store) */
+        atomic_store_explicit(&r->drained, atomic_load_explicit(&r->drained, memory_order_relaxed) + done,
+                              memory_order_relaxed);
     for (size_t i = 0; i < r->nio_batch; i++) { /* the peers that got sends: each batch goes */
         peer_t *p = &r->peers[r->io_batch[i]];
         p->io_batch = false;

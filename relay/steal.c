@@ -319,8 +319,8 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
             fw = more;
         }
         for (size_t k = 0; k < nev; k++)
-            fw[nfw++] =
-                (sn_wire_send_t){o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data, 0, 0};
+            fw[nfw++] = (sn_wire_send_t){
+                o->m[i].pid, ev[k].from, ev[k].tag, (int)ev[k].type, ev[k].error, ev[k].data, 0, 0, 0, 0};
         free(ev);
     }
     send_commit(r, t, o->id, done, ndone, fw, nfw);
@@ -331,8 +331,10 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         sn_payload_destroy(&fw[k].payload);
     free(fw);
     free(done);
-    if (ndone)
+    if (ndone) {
         atomic_fetch_add_explicit(&r->steals_out, 1, memory_order_relaxed);
+        sn__add(&t->m_steals_out, 1);
+    }
     free(o->m);
     drop_offer(s, o);
 }
@@ -434,6 +436,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     free(arrived);
     if (activated) {
         atomic_fetch_add_explicit(&r->steals_in, 1, memory_order_relaxed);
+        sn__add(&v->m_steals_in, 1);
         s->refill = true; /* the victim had work: ask again before we run dry */
         s->refill_seen_ns = s->refill_wait_ns = 0;
         s->refill_at_ns = sn__relay_now_ns() + 1000000u;

@@ -71,6 +71,8 @@ struct sn_swim {
     uint64_t probe_seq; /* this period's probe's */
     uint64_t sent_ns, period_end_ns;
     bool acked, asked;
+    uint32_t rtt_node; /* the last direct answer (sn_swim_take_rtt; 0: taken) */
+    uint64_t rtt_ns;
     unsigned health;
     uint64_t first_tick_ns; /* this node's start: for NEW_PERIODS it accuses no one (its own start-up) */
     relay_t relays[RELAYS];
@@ -452,6 +454,10 @@ void sn_swim_recv(sn_swim_t *s, uint32_t from, const sn_swim_msg_t *m, uint64_t 
     case SN_SWIM_ACK:
         if (m->seq == s->probe_seq && m->target == s->target && s->target) {
             s->acked = true;
+            if (from == s->target) { /* a direct answer: its round trip */
+                s->rtt_node = from;
+                s->rtt_ns = now - s->sent_ns;
+            }
             break;
         }
         for (size_t i = 0; i < RELAYS; i++) {
@@ -611,6 +617,16 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
         sn_swim_msg_t ping = {.kind = SN_SWIM_PING, .seq = s->probe_seq, .target = 0};
         send(s, t->node, &ping);
     }
+}
+
+bool sn_swim_take_rtt(sn_swim_t *s, uint32_t *node, uint64_t *rtt_ns)
+{
+    if (!s->rtt_node)
+        return false;
+    *node = s->rtt_node;
+    *rtt_ns = s->rtt_ns;
+    s->rtt_node = 0;
+    return true;
 }
 
 uint64_t sn_swim_next_ns(const sn_swim_t *s)

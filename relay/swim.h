@@ -126,6 +126,9 @@ uint64_t sn_swim_version(const sn_swim_t *s);
 int sn_swim_state(const sn_swim_t *s, uint32_t node, uint64_t *run, uint64_t *version);
 size_t sn_swim_members(const sn_swim_t *s); /* not counting this one */
 /* Counters for status and the simulator. */
+/* The round trip of the last probe answered directly (metrics): true once
+ * per answer, with the member and the time (ns). */
+bool sn_swim_take_rtt(sn_swim_t *s, uint32_t *node, uint64_t *rtt_ns);
 typedef struct sn_swim_stats {
     uint64_t pings, acks, ping_reqs, suspicions, refutations, deaths, sent, broadcasts;
     unsigned health; /* local health: 0 good, higher is worse (probe timeout x (1 + health)) */

@@ -8,6 +8,8 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev clang-format
       libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
       libsodium-dev libcmocka-dev libjson-c-dev jq man-db iproute2)
 
+pkgs+=(libmicrohttpd-dev chromium curl) # metrics and the dashboard (node/http.c), its browser test
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -220,7 +220,7 @@ static int classic(void *sock, const char *what, long repeat)
         printf("sent %ld x garbage (%zu bytes)\n", repeat, sizeof junk);
     } else if (!strcmp(what, "truncated") || !strcmp(what, "multipart")) {
         sn_payload_t *p = sn_payload_text("a perfectly good message");
-        sn_wire_send_t one = {{1, 1}, {9, 1}, 0, SN_EV_MESSAGE, 0, p, 0, 0};
+        sn_wire_send_t one = {{1, 1}, {9, 1}, 0, SN_EV_MESSAGE, 0, p, 0, 0, 0, 0};
         void *buf;
         size_t len;
         if (sn_codec_encode_sends(9, 1, 0, &one, 1, &buf, &len) != 0) {

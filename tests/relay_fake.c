@@ -267,7 +267,8 @@ static int hook_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int
     it->s = (sn_wire_send_t){to,    from,
                              tag,   kind,
                              error, msg ? sn_take(msg) : NULL,
-                             0,     atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
+                             0,     atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed),
+                             0,     0};
     sn__relay_enqueue(r, it);
     return 0;
 }

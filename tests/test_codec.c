@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -22,8 +23,16 @@ static void roundtrip_batch_in_order(void **st)
     sn_wire_send_t *in = calloc(N, sizeof *in);
     for (int i = 0; i < N; i++) {
         /* mostly PIDs of node 2; every fifth one of node 3 (a process that moved) */
-        in[i] = (sn_wire_send_t){
-            {i % 5 ? 2 : 3, 100 + (uint64_t)i}, {1, 7}, (uint64_t)i * 3, SN_EV_MESSAGE, 0, NULL, (uint32_t)(i % 3), 0};
+        in[i] = (sn_wire_send_t){{i % 5 ? 2 : 3, 100 + (uint64_t)i},
+                                 {1, 7},
+                                 (uint64_t)i * 3,
+                                 SN_EV_MESSAGE,
+                                 0,
+                                 NULL,
+                                 (uint32_t)(i % 3),
+                                 0,
+                                 0,
+                                 0};
         /* send ids: mostly consecutive ones of node 1, some of node 3 (far
          * below: a negative delta), one near the top (a delta that wraps) */
         in[i].id = i % 5 ? (UINT64_C(1) << 48) + 1000 + (uint64_t)i : (UINT64_C(3) << 48) + (uint64_t)i;
@@ -76,13 +85,77 @@ static void roundtrip_batch_in_order(void **st)
     free(buf);
 }
 
+static uint64_t clock_ns(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Delivery timing (metrics): a timed send carries 1 + the microseconds it
+ * waited before encoding, the batch the sender's realtime clock; an
+ * untimed one carries 0, and a batch of untimed ones no clock at all. */
+static void timing_rides_with_the_batch(void **st)
+{
+    (void)st;
+    uint64_t before_us = clock_ns(CLOCK_REALTIME) / 1000u;
+    sn_wire_send_t two[2] = {
+        {.to = {2, 5}, .from = {1, 9}, .kind = SN_EV_MESSAGE, .handed_ns = clock_ns(CLOCK_MONOTONIC) - 5000000u},
+        {.to = {2, 6}, .from = {1, 9}, .kind = SN_EV_MESSAGE}};
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_sends(1, 1, 1, two, 2, &buf, &len), 0);
+    sn_frame_t f;
+    const char *why = NULL;
+    assert_int_equal(sn_codec_decode(buf, len, SN_WIRE_MAX_FRAME, &f, &why), 0);
+    assert_true(f.sent_us >= before_us && f.sent_us <= clock_ns(CLOCK_REALTIME) / 1000u);
+    assert_true(f.sends[0].waited_us >= 5001 && f.sends[0].waited_us < 5001 + 1000000);
+    assert_int_equal(f.sends[1].waited_us, 0);
+    sn_frame_clear(&f);
+    free(buf);
+    two[0].handed_ns = 0;
+    assert_int_equal(sn_codec_encode_sends(1, 1, 1, two, 2, &buf, &len), 0);
+    assert_int_equal(sn_codec_decode(buf, len, SN_WIRE_MAX_FRAME, &f, &why), 0);
+    assert_true(f.sent_us == 0 && f.sends[0].waited_us == 0);
+    sn_frame_clear(&f);
+    free(buf);
+}
+
+/* A status reply carries the rows and the answering node's flows (its
+ * traffic with each peer: the dashboard's picture). */
+static void status_reply_carries_flows(void **st)
+{
+    (void)st;
+    sn_wire_stats_t rows[2] = {{.node = 1, .live = 3, .endpoint = "tcp://127.0.0.1:7001"},
+                               {.node = 2, .live = 5, .endpoint = "tcp://127.0.0.1:7002"}};
+    sn_wire_flow_t flows[2] = {{2, 10, 20, 1, 2}, {3, UINT64_MAX, 0, 0, 7}};
+    sn_wire_reply_t rep = {.id = 9, .rows = rows, .nrows = 2, .flows = flows, .nflows = 2};
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_reply(1, 1, &rep, &buf, &len), 0);
+    sn_frame_t f;
+    const char *why = NULL;
+    assert_int_equal(sn_codec_decode(buf, len, SN_WIRE_MAX_FRAME, &f, &why), 0);
+    assert_int_equal(f.kind, SN_FRAME_REPLY);
+    assert_int_equal(f.reply.nrows, 2);
+    assert_true(f.reply.rows[1].live == 5);
+    assert_int_equal(f.reply.nflows, 2);
+    for (int i = 0; i < 2; i++) {
+        const sn_wire_flow_t *a = &flows[i], *b = &f.reply.flows[i];
+        assert_true(a->peer == b->peer && a->msgs_in == b->msgs_in && a->msgs_out == b->msgs_out &&
+                    a->steals_in == b->steals_in && a->steals_out == b->steals_out);
+    }
+    sn_frame_clear(&f);
+    free(buf);
+}
+
 static void encode_refuses_nonsense(void **st)
 {
     (void)st;
     void *buf = NULL;
     size_t len = 0;
     assert_int_equal(sn_codec_encode_sends(1, 1, 1, NULL, 0, &buf, &len), SN_EINVAL);
-    sn_wire_send_t bad = {{2, 1}, {1, 1}, 0, 99, 0, NULL, 0, 0};
+    sn_wire_send_t bad = {{2, 1}, {1, 1}, 0, 99, 0, NULL, 0, 0, 0, 0};
     assert_int_equal(sn_codec_encode_sends(1, 1, 1, &bad, 1, &buf, &len), SN_EINVAL);
     assert_null(buf);
 }
@@ -102,7 +175,7 @@ static void hostile_frames_are_refused(void **st)
 {
     (void)st;
     sn_payload_t *p = sn_payload_text("hello");
-    sn_wire_send_t one = {{2, 5}, {1, 9}, 1, SN_EV_MESSAGE, 0, p, 0, 0};
+    sn_wire_send_t one = {{2, 5}, {1, 9}, 1, SN_EV_MESSAGE, 0, p, 0, 0, 0, 0};
     void *buf;
     size_t len;
     assert_int_equal(sn_codec_encode_sends(1, 1, 1, &one, 1, &buf, &len), 0);
@@ -224,10 +297,9 @@ static void members_roundtrip_and_bad_endpoints(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(roundtrip_batch_in_order),
-        cmocka_unit_test(encode_refuses_nonsense),
-        cmocka_unit_test(hostile_frames_are_refused),
-        cmocka_unit_test(members_roundtrip_and_bad_endpoints),
+        cmocka_unit_test(roundtrip_batch_in_order),    cmocka_unit_test(encode_refuses_nonsense),
+        cmocka_unit_test(timing_rides_with_the_batch), cmocka_unit_test(status_reply_carries_flows),
+        cmocka_unit_test(hostile_frames_are_refused),  cmocka_unit_test(members_roundtrip_and_bad_endpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

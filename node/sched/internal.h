@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "deque.h"
+#include "hist.h"
 #include "mpsc.h"
 #include "schednode/schednode.h"
 #include "sn_node.h"
@@ -198,6 +199,7 @@ typedef struct sn__worker {
     int index;
     bool spinning;
     uint32_t streak, picks; /* run-next fairness (worker.c) */
+    uint32_t step_tick;     /* steps run while timing is on: one in SN_STEP_SAMPLE is timed */
     uint64_t rng;
     uint64_t serial_next, serial_end; /* block of PID serials */
     sn_event_t *events;               /* step input buffer */
@@ -208,6 +210,7 @@ typedef struct sn__worker {
     pthread_t thread;
     /* owner-written, read by stats */
     alignas(64) sn__wstats_t st;
+    sn__hist_t step_hist; /* step times, while sched->time_steps (hist.h) */
 } sn__worker_t;
 
 /* ---------------------------------------------------------------- timers */
@@ -327,6 +330,9 @@ struct sn_sched {
     _Atomic int64_t nblocked;
     sn__fwd_t fwd;
     _Atomic uint64_t migrated_in, migrated_out;
+    /* workers time their steps into step_hist (metrics asked for it):
+     * relaxed, it only switches a statistic on */
+    _Atomic bool time_steps;
 
     /* registries: copy-on-write arrays published with release stores;
      * retired arrays are freed with the scheduler */

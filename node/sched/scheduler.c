@@ -713,6 +713,17 @@ void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out)
     out->idle_workers = parked > 0 ? (uint32_t)parked : 0;
 }
 
+void sn__sched_time_steps(sn_sched_t *sched, bool on)
+{
+    atomic_store_explicit(&sched->time_steps, on, memory_order_relaxed);
+}
+
+void sn__sched_step_hist(sn_sched_t *sched, uint64_t *counts, uint64_t *sum_ns)
+{
+    for (int i = 0; i < sched->nworkers; i++)
+        sn__hist_read(&sched->workers[i].step_hist, counts, sum_ns);
+}
+
 static uint64_t live_count(sn_sched_t *sched)
 {
     uint64_t n = 0;

@@ -6,6 +6,8 @@
 #ifndef SN_NODE_H
 #define SN_NODE_H
 
+#include <stdbool.h>
+
 #include "schednode/schednode.h"
 
 /* Where messages for PIDs of other nodes go, and where idle workers look for
@@ -221,5 +223,17 @@ void sn__migrate_drop_forward(sn_sched_t *sched, sn_pid_t pid);
 int sn__migrate_repoint(sn_sched_t *sched, sn_pid_t pid, uint32_t node);
 /* New owner: the handover was aborted; the frozen copy goes. */
 void sn__migrate_discard(sn_sched_t *sched, void *handle);
+
+/* ------------------------------------------------------------ step timing
+ * The step-time histogram for metrics (node/metrics.c). Off by default:
+ * then a step costs no clock read. On, each worker times one step in
+ * SN_STEP_SAMPLE (a power of two): the two clock reads cost a tiny step
+ * about as much as the step itself (bench: schedbench step-timing). */
+#define SN_STEP_SAMPLE 16
+/* Turns timing on (any thread; workers see it within a step or two). */
+void sn__sched_time_steps(sn_sched_t *sched, bool on);
+/* The workers' step-time histograms summed: counts[SN_HIST_BOUNDS + 1]
+ * (hist.h, not cumulative) and the sum in ns, both added to (any thread). */
+void sn__sched_step_hist(sn_sched_t *sched, uint64_t *counts, uint64_t *sum_ns);
 
 #endif

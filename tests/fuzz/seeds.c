@@ -467,18 +467,18 @@ static void codec_steal_seeds(const sn_wire_send_t *fw)
 
 static void codec_seeds(void)
 {
-    sn_wire_send_t one = {{FZ_SELF, 1000}, {2, 5}, 0, SN_EV_MESSAGE, 0, text("hello"), 0, 0};
+    sn_wire_send_t one = {{FZ_SELF, 1000}, {2, 5}, 0, SN_EV_MESSAGE, 0, text("hello"), 0, 0, 0, 0};
     frame_t f = sends(2, 5, 1, &one, 1);
     write_file("codec", "sends-one", f.buf, f.len);
     free(f.buf);
     sn_wire_send_t mixed[] = {
-        {{1, 1000}, {2, 5}, 1, SN_EV_MESSAGE, 0, sn_payload_u64(42), 0, 0},
-        {{1, 1001}, {2, 6}, 2, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("back"), 0, 0},
-        {{1, 1002}, {0, 0}, 3, SN_EV_CANCEL, 0, NULL, 0, 0},
-        {{3, 300}, {2, 7}, 4, SN_EV_DOWN, SN_ENODEDOWN, NULL, 0, 0},
-        {{1, 1000}, {2, 8}, 5, SN_RELAY_MONITOR, 0, NULL, 0, 0},
-        {{1, 1000}, {2, 8}, 5, SN_RELAY_DEMONITOR, 0, NULL, 0, 0},
-        {{1, 1003}, {2, 9}, 6, SN_RELAY_RESULT, 0, sn_payload_pid((sn_pid_t){2, 9}), 0, 0},
+        {{1, 1000}, {2, 5}, 1, SN_EV_MESSAGE, 0, sn_payload_u64(42), 0, 0, 0, 0},
+        {{1, 1001}, {2, 6}, 2, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("back"), 0, 0, 0, 0},
+        {{1, 1002}, {0, 0}, 3, SN_EV_CANCEL, 0, NULL, 0, 0, 0, 0},
+        {{3, 300}, {2, 7}, 4, SN_EV_DOWN, SN_ENODEDOWN, NULL, 0, 0, 0, 0},
+        {{1, 1000}, {2, 8}, 5, SN_RELAY_MONITOR, 0, NULL, 0, 0, 0, 0},
+        {{1, 1000}, {2, 8}, 5, SN_RELAY_DEMONITOR, 0, NULL, 0, 0, 0, 0},
+        {{1, 1003}, {2, 9}, 6, SN_RELAY_RESULT, 0, sn_payload_pid((sn_pid_t){2, 9}), 0, 0, 0, 0},
     };
     size_t nmixed = sizeof mixed / sizeof mixed[0];
     f = sends(2, 5, 2, mixed, nmixed);
@@ -560,14 +560,14 @@ static void send_seeds(seq_t *s)
     const sn_pid_t none = SN_PID_NONE;
     seq_start(s, JOINED);
     sn_wire_send_t in[] = {
-        {{1, 1000}, {2, 205}, 1, SN_EV_MESSAGE, 0, text("hi"), 0, 0},
-        {{1, 1001}, {2, 206}, 2, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("back"), 0, 0},
-        {{1, 1002}, none, 3, SN_EV_CANCEL, 0, NULL, 0, 0},
-        {{1, 1003}, {2, 207}, 4, SN_EV_DOWN, SN_ENODEDOWN, NULL, 0, 0},
-        {{1, 1004}, {2, 208}, 5, SN_RELAY_MONITOR, 0, NULL, 0, 0},
-        {{1, 1004}, {2, 208}, 5, SN_RELAY_DEMONITOR, 0, NULL, 0, 0},
-        {{1, 1005}, {2, 209}, 6, SN_RELAY_RESULT, 0, text("result"), 0, 0},
-        {{3, 300}, {2, 210}, 7, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("for 3"), 0, 0},
+        {{1, 1000}, {2, 205}, 1, SN_EV_MESSAGE, 0, text("hi"), 0, 0, 0, 0},
+        {{1, 1001}, {2, 206}, 2, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("back"), 0, 0, 0, 0},
+        {{1, 1002}, none, 3, SN_EV_CANCEL, 0, NULL, 0, 0, 0, 0},
+        {{1, 1003}, {2, 207}, 4, SN_EV_DOWN, SN_ENODEDOWN, NULL, 0, 0, 0, 0},
+        {{1, 1004}, {2, 208}, 5, SN_RELAY_MONITOR, 0, NULL, 0, 0, 0, 0},
+        {{1, 1004}, {2, 208}, 5, SN_RELAY_DEMONITOR, 0, NULL, 0, 0, 0, 0},
+        {{1, 1005}, {2, 209}, 6, SN_RELAY_RESULT, 0, text("result"), 0, 0, 0, 0},
+        {{3, 300}, {2, 210}, 7, SN_EV_YIELD_COMPLETE, SN_ENOPROC, text("for 3"), 0, 0, 0, 0},
     };
     size_t nin = sizeof in / sizeof in[0];
     seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 1, in, nin));
@@ -606,11 +606,11 @@ static void client_seeds(seq_t *s)
     seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_PS, NULL, NULL, NULL, (sn_pid_t){1, 1001}, 16));
     seq_frame(s, OP(FZ_PEER, 0), request(SN_OP_STATUS, NULL, NULL, NULL, none, 9)); /* not on the ROUTER */
     sn_wire_send_t mon[] = {
-        {{1, 1000}, {2, 220}, 9, SN_RELAY_MONITOR, 0, NULL, 0, 0},
-        {{1, 1000}, {2, 220}, 9, SN_EV_MESSAGE, 0, text("hi"), 0, 0},
-        {{1, 1000}, {2, 221}, 10, SN_RELAY_MONITOR, 0, NULL, 0, 0},
-        {{1, 1000}, {2, 221}, 10, SN_RELAY_DEMONITOR, 0, NULL, 0, 0},
-        {{1, 1000}, {2, 220}, 11, SN_EV_MESSAGE, 0, text("stop"), 0, 0},
+        {{1, 1000}, {2, 220}, 9, SN_RELAY_MONITOR, 0, NULL, 0, 0, 0, 0},
+        {{1, 1000}, {2, 220}, 9, SN_EV_MESSAGE, 0, text("hi"), 0, 0, 0, 0},
+        {{1, 1000}, {2, 221}, 10, SN_RELAY_MONITOR, 0, NULL, 0, 0, 0, 0},
+        {{1, 1000}, {2, 221}, 10, SN_RELAY_DEMONITOR, 0, NULL, 0, 0, 0, 0},
+        {{1, 1000}, {2, 220}, 11, SN_EV_MESSAGE, 0, text("stop"), 0, 0, 0, 0},
     };
     seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 1, mon, sizeof mon / sizeof mon[0]));
     seq_frame(s, OP(FZ_ROUTER, 3), request(SN_OP_STATUS, NULL, NULL, NULL, none, 10));
@@ -632,8 +632,8 @@ static void steal_thief_seeds(seq_t *s)
     static const sn_pid_t got[] = {{2, 230}, {2, 231}, {2, 232}};
     static const uint64_t got_modes[] = {FZ_MODE_IDLE, FZ_MODE_BUSY, 99};
     seq_frame(s, OP(FZ_PEER, 0), steal_offer(2, 1, got, got_modes, 3));
-    sn_wire_send_t queued[] = {{{2, 230}, {3, 300}, 1, SN_EV_MESSAGE, 0, text("queued"), 0, 0},
-                               {{2, 231}, none, 2, SN_EV_CANCEL, 0, NULL, 0, 0}};
+    sn_wire_send_t queued[] = {{{2, 230}, {3, 300}, 1, SN_EV_MESSAGE, 0, text("queued"), 0, 0, 0, 0},
+                               {{2, 231}, none, 2, SN_EV_CANCEL, 0, NULL, 0, 0, 0, 0}};
     seq_frame(s, OP(FZ_PEER, 0), steal_commit(2, 1, got, 2, queued, 2));
     seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 1, queued, 1)); /* forwarded after the commit */
     seq_write(s, "steal-thief");
@@ -677,7 +677,7 @@ static void steal_victim_seeds(seq_t *s)
     seq_frame(s, OP(FZ_ROUTER, 0), steal_request(3, 12, 8)); /* not a partner: an empty offer */
     static const sn_pid_t ours[] = {{1, 1000}, {1, 1001}, {1, 1002}, {1, 1003}};
     seq_frame(s, OP(FZ_ROUTER, 0), steal_accept(2, 11, ours, 4));
-    sn_wire_send_t hi = {{1, 1000}, {2, 205}, 1, SN_EV_MESSAGE, 0, text("hi"), 0, 0}; /* (the first of "sends") */
+    sn_wire_send_t hi = {{1, 1000}, {2, 205}, 1, SN_EV_MESSAGE, 0, text("hi"), 0, 0, 0, 0}; /* (the first of "sends") */
     seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 1, &hi, 1)); /* for one that moved: forwarded */
     sn_payload_destroy(&hi.payload);
     seq_frame(s, OP(FZ_ROUTER, 0), steal_accept(2, 11, ours, 4)); /* again: no such offer */
