@@ -862,7 +862,7 @@ static double peer_run(const char *name, const uint64_t *z, int workers)
 }
 
 /* One round: the case under sn_call; its ms, or -1 on a wrong result. */
-static double run_once(sn_sched_t *sched, const sv_case_t *c, const uint64_t *z, uint64_t want, uint64_t *steals)
+static double run_once(sn_sched_t *sched, const sv_case_t *c, const uint64_t *z, uint64_t want, sn_stats_t *d)
 {
     sn_stats_t a, b;
     sn_sched_stats(sched, &a);
@@ -878,7 +878,7 @@ static double run_once(sn_sched_t *sched, const sv_case_t *c, const uint64_t *z,
                 res && rc ? (const char *)res->data : "");
     sn_payload_destroy(&res);
     sn_sched_stats(sched, &b);
-    *steals = b.steals - a.steals;
+    *d = (sn_stats_t){.steps = b.steps - a.steps, .steals = b.steals - a.steals, .parks = b.parks - a.parks};
     return bad ? -1 : ms;
 }
 
@@ -922,12 +922,15 @@ static int run_case(const sv_case_t *c, const sn_savina_opts_t *o)
     char what[96];
     snprintf(what, sizeof what, c->what, z[0], z[1]);
     for (int r = 0; r < o->rounds; r++) {
-        ms[r] = run_once(sched, c, z, want, &steals[r]);
+        sn_stats_t d;
+        ms[r] = run_once(sched, c, z, want, &d);
+        steals[r] = d.steals;
         if (ms[r] < 0) {
             sn_sched_destroy(&sched);
             return 1;
         }
-        printf("%s round %d: %s in %.1f ms, %" PRIu64 " steals", c->name, r + 1, what, ms[r], steals[r]);
+        printf("%s round %d: %s in %.1f ms; %" PRIu64 " steps, %" PRIu64 " steals, %" PRIu64 " parks", c->name, r + 1,
+               what, ms[r], d.steps, d.steals, d.parks);
         if (peer && (go[r] = peer_run(c->name, z, o->workers)) < 0)
             peer = false;
         if (peer)

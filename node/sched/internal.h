@@ -177,6 +177,11 @@ typedef struct sn__worker {
     int index;
     bool spinning;
     uint32_t streak, picks; /* run-next fairness (worker.c) */
+    /* the run-next steal guard (worker.c): the victim slot we watch, the
+     * process it held and when we first saw it there */
+    struct sn__worker *watch;
+    sn__proc_t *watch_p;
+    uint64_t watch_ns;
     uint64_t rng;
     uint64_t serial_next, serial_end; /* block of PID serials */
     sn_event_t *events;               /* step input buffer */
