@@ -47,11 +47,11 @@
 #define DRAIN_MAX 128 /* events handed to one step */
 #define SPIN_TIGHT 4
 #define SPIN_YIELD 16
-#define STEAL_NEXT_AFTER 8      /* spin rounds before a thief looks at run-next slots */
-#define NEXT_GUARD_NS 100000    /* and it takes one it has seen held this long */
-#define PARK_RECHECK_NS 1000000 /* a parked worker looks again while others run */
-#define NEXT_STREAK 32          /* run-next picks in a row before the queues get a turn */
-#define GLOBAL_EVERY 61         /* every this many picks, the global queue goes first */
+#define STEAL_NEXT_AFTER 8       /* spin rounds before a thief looks at run-next slots */
+#define NEXT_GUARD_NS 100000     /* and it takes one it has seen held this long */
+#define PARK_RECHECK_NS 10000000 /* a parked worker looks again while others run */
+#define NEXT_STREAK 32           /* run-next picks in a row before the queues get a turn */
+#define GLOBAL_EVERY 61          /* every this many picks, the global queue goes first */
 
 static _Thread_local sn__worker_t *tls_worker;
 
