@@ -10,16 +10,16 @@
  * few microseconds, and Tokio's LIFO slot is not stolen): a process woken
  * by a step goes to the waker's run-next slot, where it runs next with the
  * message still in cache. A thief (one that has searched STEAL_NEXT_AFTER
- * rounds) takes it from there only once it has seen that same process in
- * the slot for NEXT_GUARD_NS: the owner is stuck in a long step, which
- * must not hold it. Before the guard, a consumer fed by a producer was
- * carried off to the other worker each time it was woken, ran one short
- * step there, went idle and was woken into the producer's slot again
- * (thousands of steals per 10M messages of `schedbench count`, and its
- * slowest rounds). While it watches such a slot the thief yields rather
- * than parks, so the guard bounds the wait. (A slot emptied and refilled
- * with the same process between two looks reads as stuck: a harmless
- * early steal, never a wrong one.)
+ * rounds) takes it from there only once it has seen the slot full, with
+ * the same fill (the owner's `fills` count unchanged), for NEXT_GUARD_NS:
+ * the owner is stuck in a long step, which must not hold it. Before the
+ * guard, a consumer fed by a producer was carried off to the other worker
+ * each time it was woken, ran one short step there, went idle and was
+ * woken into the producer's slot again (thousands of steals per 10M
+ * messages of `schedbench count`, and its slowest rounds); and a pair
+ * messaging each other was split across cores now and then. While it
+ * watches a held slot the thief yields rather than parks, so the guard
+ * bounds the wait.
  *
  * Parking without lost wakeups (a Dekker pair):
  *   parker:   nspinning--, nparked++ (seq_cst), fence, look at every
@@ -111,6 +111,8 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
         if (to_next) {
             /* acq_rel: a thief that exchanges it out sees the process */
             p = atomic_exchange_explicit(&w->next, p, memory_order_acq_rel);
+            atomic_store_explicit(&w->fills, atomic_load_explicit(&w->fills, memory_order_relaxed) + 1,
+                                  memory_order_relaxed);
             if (!p)
                 return;
         }
@@ -147,32 +149,33 @@ static sn__proc_t *from_global(sn__worker_t *w)
     return items[0];
 }
 
-/* Does the watched slot still hold the process we first saw there? */
+/* Does the watched slot still hold the fill we first saw there? */
 static bool watch_holds(sn__worker_t *w)
 {
     sn__worker_t *v = w->watch;
-    return v && w->watch_p && atomic_load_explicit(&v->next, memory_order_relaxed) == w->watch_p;
+    return w->watching && atomic_load_explicit(&v->fills, memory_order_relaxed) == w->watch_fills &&
+           atomic_load_explicit(&v->next, memory_order_relaxed);
 }
 
-/* The guard: v's run-next process once we have seen it there for
- * NEXT_GUARD_NS; else NULL (and we watch the slot). The slot is only ever
- * emptied by an exchange, so a process leaves it exactly once: to its
- * owner or to one thief. */
+/* The guard: v's run-next process once we have seen it there, the same
+ * fill, for NEXT_GUARD_NS; else NULL (and we watch the slot). The slot is
+ * only ever emptied by an exchange, so a process leaves it exactly once:
+ * to its owner or to one thief. */
 static sn__proc_t *steal_next(sn__worker_t *w, sn__worker_t *v)
 {
-    sn__proc_t *p = atomic_load_explicit(&v->next, memory_order_relaxed);
-    if (!p)
+    if (!atomic_load_explicit(&v->next, memory_order_relaxed))
         return NULL;
     uint64_t now = sn__now_ns();
     if (w->watch != v || !watch_holds(w)) {
         w->watch = v;
-        w->watch_p = p;
+        w->watch_fills = atomic_load_explicit(&v->fills, memory_order_relaxed);
+        w->watching = true;
         w->watch_ns = now;
         return NULL;
     }
     if (now - w->watch_ns < NEXT_GUARD_NS)
         return NULL;
-    w->watch_p = NULL;
+    w->watching = false;
     /* acq_rel: we see the process as its waker left it (release side:
      * sn__schedule's exchange) */
     return atomic_exchange_explicit(&v->next, NULL, memory_order_acq_rel);
@@ -303,7 +306,7 @@ void *sn__worker_main(void *arg)
         if (p) {
             set_spinning(w, false);
             spins = 0;
-            w->watch_p = NULL; /* a later search watches afresh */
+            w->watching = false; /* a later search watches afresh */
             sn__run(w, p);
             continue;
         }
