@@ -2,7 +2,9 @@
  * Each case prints what it measured and ends with one line
  *   RESULT <name> <value> <unit>
  * Cases: skynet, pingpong, pairs, spawn, memory, deque, idle, xnode-send,
- * xnode-rtt, all.
+ * xnode-rtt, steal-imbalance, steal-join, the Savina cases of savina.c
+ * (threadring, chameneos, big, fjthrput, count, fjcreate, pipeline, or
+ * savina for all seven), all.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -15,10 +17,12 @@
 
 #include "deque.h"
 #include "sn_node.h"
+#include "savina.h"
 #include "xnode.h"
 #include "schednode/schednode.h"
 
 static int workers = 0;
+static sn_savina_opts_t savina_opts; /* --quick, --rounds */
 
 #ifndef SN_PEERS_DIR
 #define SN_PEERS_DIR "bench/peers"
@@ -619,36 +623,90 @@ static const struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: schedbench [--workers N] CASE...\ncases: all");
+    fprintf(f, "usage: schedbench [--workers N] [--quick] [--rounds N] CASE...\ncases: all");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         fprintf(f, " %s", cases[i].name);
-    fprintf(f, "\n");
+    fprintf(f, " savina threadring chameneos big fjthrput count fjcreate pipeline\n"
+               "  --quick     the Savina cases at small sizes, results checked, no Go peer\n"
+               "  --rounds N  timed rounds of a Savina case (default 3; medians compared)\n");
+}
+
+/* A number from lo to hi for option `name`, or -1 (and a line saying why). */
+static long num_arg(const char *name, const char *text, long lo, long hi)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || v < lo || v > hi) {
+        fprintf(stderr, "schedbench: --%s: '%s' is not a number from %ld to %ld\n", name, text, lo, hi);
+        return -1;
+    }
+    return v;
+}
+
+/* Parses the options; 0, or the exit code (2 for a bad one, -1 for --help). */
+static int parse_opts(int argc, char **argv)
+{
+    static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
+                                         {"quick", no_argument, NULL, 'q'},
+                                         {"rounds", required_argument, NULL, 'r'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0, 0, 0, 0}};
+    int c;
+    long v;
+    while ((c = getopt_long(argc, argv, "w:qr:h", opts, NULL)) != -1) {
+        if (c == 'w') {
+            if ((v = num_arg("workers", optarg, 1, 1024)) < 0)
+                return 2;
+            workers = (int)v;
+        } else if (c == 'r') {
+            if ((v = num_arg("rounds", optarg, 1, 15)) < 0)
+                return 2;
+            savina_opts.rounds = (int)v;
+        } else if (c == 'q') {
+            savina_opts.quick = 1;
+        } else if (c == 'h') {
+            usage(stdout);
+            return -1;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int run_named(const char *name)
+{
+    int found = 0, rc = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (!strcmp(name, "all") || !strcmp(name, cases[k].name)) {
+            found = 1;
+            fflush(stdout);
+            rc |= cases[k].fn();
+            fflush(stdout);
+        }
+    }
+    if (!strcmp(name, "all") || sn_savina_has(name)) {
+        found = 1;
+        savina_opts.workers = workers;
+        rc |= sn_bench_savina(!strcmp(name, "all") ? "savina" : name, &savina_opts);
+        fflush(stdout);
+    }
+    if (!found) {
+        fprintf(stderr, "schedbench: unknown case '%s'\n", name);
+        usage(stderr);
+        return 2;
+    }
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strncmp(argv[1], "__", 2))
         return sn_bench_raw_child(argc, argv);
-    static const struct option opts[] = {
-        {"workers", required_argument, NULL, 'w'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "w:h", opts, NULL)) != -1) {
-        if (c == 'w') {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 1024) {
-                fprintf(stderr, "schedbench: --workers: '%s' is not a number from 1 to 1024\n", optarg);
-                return 2;
-            }
-            workers = (int)v;
-        } else if (c == 'h') {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
+    int rc = parse_opts(argc, argv);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     if (workers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         workers = n > 0 ? (int)n : 1;
@@ -657,22 +715,11 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    int rc = 0;
     for (int i = optind; i < argc; i++) {
-        int found = 0;
-        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-            if (!strcmp(argv[i], "all") || !strcmp(argv[i], cases[k].name)) {
-                found = 1;
-                fflush(stdout);
-                rc |= cases[k].fn();
-                fflush(stdout);
-            }
-        }
-        if (!found) {
-            fprintf(stderr, "schedbench: unknown case '%s'\n", argv[i]);
-            usage(stderr);
+        int r = run_named(argv[i]);
+        if (r == 2)
             return 2;
-        }
+        rc |= r;
     }
     return rc;
 }

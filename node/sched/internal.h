@@ -194,12 +194,22 @@ typedef struct sn__worker {
     /* touched by thieves */
     alignas(64) sn__deque_t deque;
     alignas(64) _Atomic(sn__proc_t *) next; /* run-next slot (see worker.c) */
+    /* times the owner filled the slot: a relaxed store by the owner after
+     * each fill; thieves read it to tell one process held there from a
+     * stream of them (the steal guard, worker.c) */
+    _Atomic uint32_t fills;
     /* owner-private */
     alignas(64) sn_sched_t *sched;
     int index;
     bool spinning;
     uint32_t streak, picks; /* run-next fairness (worker.c) */
     uint32_t step_tick;     /* steps run while timing is on: one in SN_STEP_SAMPLE is timed */
+    /* the run-next steal guard (worker.c): the victim slot we watch, its
+     * fill count, whether we watch one, and when we first saw it */
+    struct sn__worker *watch;
+    uint32_t watch_fills;
+    bool watching;
+    uint64_t watch_ns;
     uint64_t rng;
     uint64_t serial_next, serial_end; /* block of PID serials */
     sn_event_t *events;               /* step input buffer */

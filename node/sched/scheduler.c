@@ -759,7 +759,11 @@ sn_sched_t *sn_sched_new(const sn_sched_config_t *config)
     sched->nworkers = cfg.workers;
     atomic_init(&sched->serial_next, cfg.first_serial);
     pthread_mutex_init(&sched->park_mu, NULL);
-    pthread_cond_init(&sched->park_cv, NULL);
+    pthread_condattr_t ca; /* worker.c's timed park counts on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&sched->park_cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&sched->reg_mu, NULL);
     pthread_mutex_init(&sched->fwd.mu, NULL);
     if (sn__gqueue_init(&sched->global) != 0 || sn__ptable_init(&sched->table) != 0)

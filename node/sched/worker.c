@@ -2,10 +2,24 @@
  *
  * Work finding, in order: the run-next slot, the local deque (LIFO), the
  * global queue (one item plus a batch of up to 16 into the deque), half of
- * a random victim's deque, a victim's run-next slot (only after a few
- * rounds, so a busy owner keeps its message partner on its own core), then
+ * a random victim's deque, a victim's run-next slot (guarded, below), then
  * the relay's remote-work hook. Spinning is adaptive: rounds 0-3 spin
  * tight, 4-15 sched_yield(), then the worker parks.
+ *
+ * The run-next steal guard (as Go's runqsteal leaves runnext alone for a
+ * few microseconds, and Tokio's LIFO slot is not stolen): a process woken
+ * by a step goes to the waker's run-next slot, where it runs next with the
+ * message still in cache. A thief (one that has searched STEAL_NEXT_AFTER
+ * rounds) takes it from there only once it has seen the slot full, with
+ * the same fill (the owner's `fills` count unchanged), for NEXT_GUARD_NS:
+ * the owner is stuck in a long step, which must not hold it. Before the
+ * guard, a consumer fed by a producer was carried off to the other worker
+ * each time it was woken, ran one short step there, went idle and was
+ * woken into the producer's slot again (thousands of steals per 10M
+ * messages of `schedbench count`, and its slowest rounds); and a pair
+ * messaging each other was split across cores now and then. While it
+ * watches a held slot the thief yields rather than parks, so the guard
+ * bounds the wait.
  *
  * Parking without lost wakeups (a Dekker pair):
  *   parker:   nspinning--, nparked++ (seq_cst), fence, look at every
@@ -14,11 +28,17 @@
  *             if nobody is spinning and someone is parked, wake one.
  * Either the parker sees the work or the producer sees the parker. The
  * run-next slot is exempt: only its owner fills it, and the owner drains
- * it before it ever looks elsewhere, so it never parks with it full.
+ * it before it ever looks elsewhere, so it never parks with it full. But
+ * an owner stuck in a long step holds it, so a worker parks for at most
+ * PARK_RECHECK_NS while another worker is awake, then searches again (and
+ * the guard lets it take the slot); only when all others are parked does
+ * it sleep until notified.
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "grow.h"
 #include "internal.h"
@@ -27,9 +47,11 @@
 #define DRAIN_MAX 128 /* events handed to one step */
 #define SPIN_TIGHT 4
 #define SPIN_YIELD 16
-#define STEAL_NEXT_AFTER 8 /* spin rounds before taking a victim's run-next */
-#define NEXT_STREAK 32     /* run-next picks in a row before the queues get a turn */
-#define GLOBAL_EVERY 61    /* every this many picks, the global queue goes first */
+#define STEAL_NEXT_AFTER 8       /* spin rounds before a thief looks at run-next slots */
+#define NEXT_GUARD_NS 100000     /* and it takes one it has seen held this long */
+#define PARK_RECHECK_NS 10000000 /* a parked worker looks again while others run */
+#define NEXT_STREAK 32           /* run-next picks in a row before the queues get a turn */
+#define GLOBAL_EVERY 61          /* every this many picks, the global queue goes first */
 
 static _Thread_local sn__worker_t *tls_worker;
 
@@ -89,6 +111,8 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
         if (to_next) {
             /* acq_rel: a thief that exchanges it out sees the process */
             p = atomic_exchange_explicit(&w->next, p, memory_order_acq_rel);
+            atomic_store_explicit(&w->fills, atomic_load_explicit(&w->fills, memory_order_relaxed) + 1,
+                                  memory_order_relaxed);
             if (!p)
                 return;
         }
@@ -125,6 +149,38 @@ static sn__proc_t *from_global(sn__worker_t *w)
     return items[0];
 }
 
+/* Does the watched slot still hold the fill we first saw there? */
+static bool watch_holds(sn__worker_t *w)
+{
+    sn__worker_t *v = w->watch;
+    return w->watching && atomic_load_explicit(&v->fills, memory_order_relaxed) == w->watch_fills &&
+           atomic_load_explicit(&v->next, memory_order_relaxed);
+}
+
+/* The guard: v's run-next process once we have seen it there, the same
+ * fill, for NEXT_GUARD_NS; else NULL (and we watch the slot). The slot is
+ * only ever emptied by an exchange, so a process leaves it exactly once:
+ * to its owner or to one thief. */
+static sn__proc_t *steal_next(sn__worker_t *w, sn__worker_t *v)
+{
+    if (!atomic_load_explicit(&v->next, memory_order_relaxed))
+        return NULL;
+    uint64_t now = sn__now_ns();
+    if (w->watch != v || !watch_holds(w)) {
+        w->watch = v;
+        w->watch_fills = atomic_load_explicit(&v->fills, memory_order_relaxed);
+        w->watching = true;
+        w->watch_ns = now;
+        return NULL;
+    }
+    if (now - w->watch_ns < NEXT_GUARD_NS)
+        return NULL;
+    w->watching = false;
+    /* acq_rel: we see the process as its waker left it (release side:
+     * sn__schedule's exchange) */
+    return atomic_exchange_explicit(&v->next, NULL, memory_order_acq_rel);
+}
+
 static sn__proc_t *steal(sn__worker_t *w, int spins)
 {
     sn_sched_t *sched = w->sched;
@@ -144,17 +200,13 @@ static sn__proc_t *steal(sn__worker_t *w, int spins)
             return p;
         }
     }
-    if (spins >= STEAL_NEXT_AFTER) {
-        for (int i = 0; i < nw; i++) {
-            sn__worker_t *v = &sched->workers[(start + i) % nw];
-            if (v == w || !atomic_load_explicit(&v->next, memory_order_relaxed))
-                continue;
-            sn__proc_t *p = atomic_exchange_explicit(&v->next, NULL, memory_order_acq_rel);
-            if (p) {
-                SN__STAT_ADD(w->st.steals, 1);
-                SN__STAT_ADD(w->st.stolen, 1);
-                return p;
-            }
+    for (int i = 0; spins >= STEAL_NEXT_AFTER && i < nw; i++) {
+        sn__worker_t *v = &sched->workers[(start + i) % nw];
+        sn__proc_t *p = v == w ? NULL : steal_next(w, v);
+        if (p) {
+            SN__STAT_ADD(w->st.steals, 1);
+            SN__STAT_ADD(w->st.stolen, 1);
+            return p;
         }
     }
     return NULL;
@@ -214,8 +266,17 @@ static void park(sn__worker_t *w)
     if (!work_visible(sched) && !atomic_load_explicit(&sched->stop, memory_order_acquire)) {
         uint64_t gen = sched->park_gen;
         SN__STAT_ADD(w->st.parks, 1);
-        while (gen == sched->park_gen && !atomic_load_explicit(&sched->stop, memory_order_acquire))
-            pthread_cond_wait(&sched->park_cv, &sched->park_mu);
+        /* another worker is awake: it may be stuck in a step with a
+         * process in its run-next slot, which nobody would wake us for */
+        bool timed = atomic_load_explicit(&sched->nparked, memory_order_seq_cst) < sched->nworkers;
+        uint64_t until = sn__now_ns() + PARK_RECHECK_NS;
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        while (gen == sched->park_gen && !atomic_load_explicit(&sched->stop, memory_order_acquire)) {
+            if (!timed)
+                pthread_cond_wait(&sched->park_cv, &sched->park_mu);
+            else if (pthread_cond_timedwait(&sched->park_cv, &sched->park_mu, &ts) == ETIMEDOUT)
+                break;
+        }
     }
     atomic_fetch_sub_explicit(&sched->nparked, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&sched->park_mu);
@@ -245,6 +306,7 @@ void *sn__worker_main(void *arg)
         if (p) {
             set_spinning(w, false);
             spins = 0;
+            w->watching = false; /* a later search watches afresh */
             sn__run(w, p);
             continue;
         }
@@ -258,8 +320,8 @@ void *sn__worker_main(void *arg)
         if (spins < SPIN_TIGHT) {
             for (int i = 0; i < 32; i++)
                 sn__cpu_relax();
-        } else if (spins < SPIN_YIELD) {
-            sched_yield();
+        } else if (spins < SPIN_YIELD || watch_holds(w)) {
+            sched_yield(); /* (a watched run-next slot: the guard bounds this) */
         } else {
             /* leave the searchers first, so producers know to wake us */
             w->spinning = false;

@@ -1,0 +1,237 @@
+/* test_runnext.c - the run-next slot and its steal guard (worker.c): a
+ * process woken into a worker's run-next slot runs exactly once per wake
+ * (never twice, never concurrently, never lost), whether its owner runs it
+ * or a thief takes it; and a thief does take it when the owner is stuck in
+ * one long step. SN_RUNNEXT_ROUNDS sets the stress length (default 2000).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+#define SINKS 64
+#define FEEDERS 4
+
+static sn_pid_t sinks[SINKS];
+static _Atomic long sent_to[SINKS];
+static _Atomic long got_by[SINKS];
+static _Atomic int sink_ran;
+static _Atomic long stolen_holds;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_us(uint64_t us)
+{
+    uint64_t end = now_ns() + us * 1000;
+    while (now_ns() < end)
+        sn__cpu_relax();
+}
+
+/* ------------------------------------------------------------- a sink */
+typedef struct sink {
+    long index;
+    _Atomic int in_step;
+} sink_t;
+
+static int sink_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    sink_t *s = state;
+    uint64_t i;
+    if (strcmp(method, "sink") != 0 || sn_payload_get_u64(*input, &i) != 0)
+        return SN_EINVAL;
+    s->index = (long)i;
+    return 0;
+}
+
+static void sink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    sink_t *s = state;
+    if (atomic_exchange(&s->in_step, 1) != 0)
+        fail_msg("a sink was stepped by two workers at once");
+    out->status = SN_IDLE;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) {
+            out->status = SN_DONE;
+            break;
+        }
+        if (ev[i].type != SN_EV_MESSAGE)
+            fail_msg("sink: unexpected event %d", ev[i].type);
+        atomic_fetch_add(&got_by[s->index], 1);
+        atomic_store(&sink_ran, 1);
+    }
+    atomic_store(&s->in_step, 0);
+}
+
+static const sn_type_t sink_type = {"sink", 1, sizeof(sink_t), sink_init, sink_step, NULL, NULL, NULL};
+
+/* "hold": sends to a sink from inside the dispatch of a step (so the sink
+ * is woken into this worker's run-next slot), then keeps the worker busy
+ * until the sink has run (a thief took it) or 2 s pass. */
+static void hold(sn_sched_t *sched, sn_request_t *req, void *arg)
+{
+    long i = (long)(req->arg % SINKS);
+    atomic_store(&sink_ran, 0);
+    atomic_fetch_add(&sent_to[i], 1);
+    sn_payload_t *m = sn_payload_u64(1);
+    if (sn_send(sched, sinks[i], &m) != 0)
+        fail_msg("hold: send failed");
+    uint64_t end = now_ns() + 2000000000u;
+    while (!atomic_load(&sink_ran) && now_ns() < end)
+        sn__cpu_relax();
+    if (atomic_load(&sink_ran))
+        atomic_fetch_add(&stolen_holds, 1);
+    sn_complete_yield(sched, req->from, req->tag, 0, NULL);
+}
+
+/* ----------------------------------------------------------- a feeder
+ * Each step sends one message to each of a few random sinks (waking them
+ * into this worker's run-next slot, the older ones into its deque), spins
+ * for a random while (sometimes past the steal guard) and continues. */
+typedef struct feeder {
+    uint64_t left, rng;
+    int holds;
+} feeder_t;
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static int feeder_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    feeder_t *f = state;
+    f->rng = sn_ctx_self(ctx).serial * 2654435761u + 1;
+    if (!strcmp(method, "hold"))
+        f->holds = 1;
+    else if (strcmp(method, "feed") != 0)
+        return SN_ENOMETHOD;
+    return sn_payload_get_u64(*input, &f->left);
+}
+
+static void feeder_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    feeder_t *f = state;
+    if (f->left == 0) {
+        out->status = SN_DONE;
+        return;
+    }
+    f->left--;
+    if (f->holds) {
+        sn_yield_t *y = sn_out_yield(out, 0, "hold", 1);
+        y->arg = rnd(&f->rng);
+        out->status = SN_WAIT;
+        return;
+    }
+    for (int k = (int)(rnd(&f->rng) % 4); k >= 0; k--) {
+        long i = (long)(rnd(&f->rng) % SINKS);
+        atomic_fetch_add(&sent_to[i], 1);
+        sn_payload_t *m = sn_payload_u64((uint64_t)i);
+        sn_out_send(out, sinks[i], 0, &m);
+    }
+    uint64_t r = rnd(&f->rng) % 64;
+    spin_us(r == 0 ? 150 : r % 8); /* now and then past the 100 us guard */
+    out->status = SN_CONTINUE;
+}
+
+static const sn_type_t feeder_type = {"feeder", 1, sizeof(feeder_t), feeder_init, feeder_step, NULL, NULL, NULL};
+
+static sn_sched_t *start(int workers)
+{
+    sn_sched_t *sched = sn_sched_new(&(sn_sched_config_t){1, workers, 1});
+    assert_non_null(sched);
+    assert_int_equal(sn_type_register(sched, &sink_type), 0);
+    assert_int_equal(sn_type_register(sched, &feeder_type), 0);
+    assert_true(sn_command_register(sched, "hold", hold, NULL) > 0);
+    for (long i = 0; i < SINKS; i++) {
+        sn_payload_t *in = sn_payload_u64((uint64_t)i);
+        atomic_store(&sent_to[i], 0);
+        atomic_store(&got_by[i], 0);
+        assert_int_equal(sn_spawn(sched, "sink", "sink", &in, NULL, NULL, &sinks[i]), 0);
+    }
+    return sched;
+}
+
+/* Waits (bounded) until every sink has had what was sent to it. */
+static void check_delivered(void)
+{
+    uint64_t end = now_ns() + 20000000000u;
+    for (long i = 0; i < SINKS; i++) {
+        while (atomic_load(&got_by[i]) < atomic_load(&sent_to[i]) && now_ns() < end)
+            spin_us(100);
+        if (atomic_load(&got_by[i]) != atomic_load(&sent_to[i]))
+            fail_msg("sink %ld got %ld of %ld messages", i, atomic_load(&got_by[i]), atomic_load(&sent_to[i]));
+    }
+}
+
+/* A woken process in the slot of a worker stuck in one step is taken by
+ * the idle worker (the guard bounds the wait), and runs once. */
+static void guard_lets_thief_take(void **st)
+{
+    (void)st;
+    sn_sched_t *sched = start(2);
+    atomic_store(&stolen_holds, 0);
+    sn_payload_t *in = sn_payload_u64(20), *res = NULL;
+    assert_int_equal(sn_call(sched, "feeder", "hold", &in, 60000, &res), 0);
+    sn_payload_destroy(&res);
+    check_delivered();
+    assert_int_equal(atomic_load(&stolen_holds), 20);
+    sn_sched_destroy(&sched);
+}
+
+/* Feeders on every worker wake sinks into their run-next slots while the
+ * other workers steal from deques and (past the guard) run-next slots:
+ * every message is consumed exactly once, no sink runs on two workers at
+ * once (sn__run aborts if a queued process is not Ready: queued twice). */
+static void exactly_once(void **st)
+{
+    (void)st;
+    const char *env = getenv("SN_RUNNEXT_ROUNDS");
+    uint64_t rounds = env ? strtoull(env, NULL, 10) : 2000;
+    sn_sched_t *sched = start(4);
+    sn_stats_t before, after;
+    sn_sched_stats(sched, &before);
+    sn_pid_t f[FEEDERS];
+    for (int i = 0; i < FEEDERS; i++) {
+        sn_payload_t *in = sn_payload_u64(rounds);
+        assert_int_equal(sn_spawn(sched, "feeder", "feed", &in, NULL, NULL, &f[i]), 0);
+    }
+    sn_payload_t *in = sn_payload_u64(50), *res = NULL;
+    assert_int_equal(sn_call(sched, "feeder", "hold", &in, 60000, &res), 0);
+    sn_payload_destroy(&res);
+    uint64_t end = now_ns() + 60000000000u;
+    sn_sched_stats(sched, &after);
+    while (after.completed - before.completed < FEEDERS + 1 && now_ns() < end) {
+        spin_us(1000);
+        sn_sched_stats(sched, &after);
+    }
+    assert_true(after.completed - before.completed >= FEEDERS + 1);
+    check_delivered();
+    print_message("runnext: %llu steals moved %llu processes\n", (unsigned long long)(after.steals - before.steals),
+                  (unsigned long long)(after.stolen - before.stolen));
+    assert_int_equal(sn_sched_shutdown(sched, 5000), 0);
+    sn_sched_destroy(&sched);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(guard_lets_thief_take),
+        cmocka_unit_test(exactly_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
