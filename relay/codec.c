@@ -573,6 +573,8 @@ int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id
         o->mg.type_version = m[i].type_version;
         o->mg.state = &o->state;
         o->mg.awaited = m[i].awaited != 0;
+        o->mg.await_down = m[i].awaited == 2;
+        o->mg.fresh = m[i].fresh != 0;
         o->mg.await_tag = m[i].await_tag;
         o->mg.moves = m[i].moves;
         ptrs[i] = &o->mg;
@@ -906,7 +908,8 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
                 return SN_EPROTO;
             if (m->parent)
                 pid_from_pb(m->parent, &w->parent);
-            w->awaited = m->awaited;
+            w->awaited = m->awaited ? (m->await_down ? 2 : 1) : 0;
+            w->fresh = m->fresh;
             w->await_tag = m->await_tag;
             w->type_version = m->type_version;
             w->moves = m->moves;

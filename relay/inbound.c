@@ -229,7 +229,7 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
     }
     }
     if (rep.error && (q->op == SN_OP_SPAWN || q->op == SN_OP_CALL))
-        snprintf(reason, sizeof reason, "spawn %s %s: %s", q->type, q->method, sn_strerror(rep.error));
+        sn__spawn_refusal(reason, sizeof reason, q->type, q->method, rep.error);
     else if (rep.error)
         snprintf(reason, sizeof reason, "%s", sn_strerror(rep.error));
     rep.reason = reason;

@@ -292,7 +292,7 @@ static void test_install_refusals_and_discard(void **unused)
     g_node[2] = mk(2, 1);
     slicer_t st = {.index = 5};
     sn_payload_t *state = sn_payload_new(SN_CT_BYTES, &st, sizeof st);
-    sn_migrant_t m = {{1, 77}, SN_PID_NONE, 0, 0, "slicer", 1, state, NULL, 1};
+    sn_migrant_t m = {.pid = {1, 77}, .type = "slicer", .type_version = 1, .state = state, .moves = 1};
     void *h;
     m.type = "nope";
     assert_int_equal(sn__migrate_install(g_node[2], &m, &h), SN_ENOTYPE);

@@ -67,6 +67,12 @@ void sn__demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_
  * NULL). Returns 0 or SN_ENOPROC (the reason is then freed). */
 int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error, sn_payload_t **reason);
 
+/* Why a spawn of `type` at `method` was refused with `err` (sn_spawn's or
+ * sn_call's error before the process ran: unknown type, unknown method,
+ * the type's init refused, shutdown), as one line into buf. The words of
+ * a refused spawn yield's reason too. */
+void sn__spawn_refusal(char *buf, size_t len, const char *type, const char *method, int err);
+
 /* The registered process types (up to max of them into out); how many. */
 size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
 
@@ -75,13 +81,15 @@ size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
  * why it is exactly-once). The relay runs the protocol around it. */
 typedef struct sn_migrant {
     sn_pid_t pid, parent;
-    uint8_t awaited; /* the parent awaits its result (with await_tag) */
+    uint8_t awaited; /* how the parent awaits its result (with await_tag): 0 not, 1 as the
+                        spawn's completion, 2 as a DOWN (SN_YIELD_MONITOR) */
     uint64_t await_tag;
     const char *type; /* the type's registered name */
     uint32_t type_version;
     sn_payload_t *state; /* marshal() output; owned by the migrant */
     void *handle;        /* the frozen process on the old owner */
     uint32_t moves;      /* how many times it has moved, this move included */
+    uint8_t fresh;       /* it has not had its first step yet (that step gets no events) */
 } sn_migrant_t;
 
 /* Old owner. Takes up to max Ready processes that can move (marshal and

@@ -398,7 +398,9 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
          * that wakes it): no step, sleep again; go_to_sleep re-checks */
         out->status = p->wait_status == SN__IDLE ? SN_IDLE : SN_WAIT;
     } else {
-        n = drain(w, p, p->wait_status);
+        /* the first step gets no events (schednode.h: a process starts there) */
+        n = p->stepped ? drain(w, p, p->wait_status) : 0;
+        p->stepped = 1;
         p->type->step(p, p->user, w->events, n, out);
         SN__STAT_ADD(w->st.steps, 1);
         for (size_t i = 0; i < n; i++)
