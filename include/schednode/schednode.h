@@ -457,7 +457,9 @@ int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload
 /* Spawns and blocks the calling (non-worker) thread until the process ends
  * or timeout_ms passes (< 0: forever). On return *result (caller owns) holds
  * the result or reason; the return value is 0 for DONE, the process's error
- * for FAIL, or the spawn error / SN_ETIMEDOUT. */
+ * for FAIL, or the spawn error / SN_ETIMEDOUT. A refused spawn and a failed
+ * process can return the same code: to tell them apart, use sn_spawn, which
+ * refuses at once (as `schednode run` does). */
 int sn_call(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, int timeout_ms,
             sn_payload_t **result);
 /* Sends a message from outside any process (from = SN_PID_NONE). Takes
