@@ -155,6 +155,10 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         if (sn__send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
             sn_payload_destroy(&s->payload);
         return;
+    case SN_RELAY_CHILD_DOWN: /* a child spawned with a monitor ended elsewhere: no watch record here */
+        if (sn__send_child_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
+            sn_payload_destroy(&s->payload);
+        return;
     }
     if (rc == 0)
         return;

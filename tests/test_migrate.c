@@ -459,16 +459,19 @@ static void mparent_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, s
 static const sn_type_t mparent = {
     .name = "mparent", .version = 1, .state_size = sizeof(mparent_t), .init = mchild_init, .step = mparent_step};
 
-/* The test's relay: messages and DOWNs for the other node are delivered
- * there at once (what the real relay does over the wire); the rest
- * (notices for the forwarding entries) is dropped. */
+/* The test's relay: messages, DOWNs and a monitored child's DOWN for the
+ * other node are delivered there at once (what the real relay does over
+ * the wire); the rest (notices for the forwarding entries) is dropped. */
 static int fake_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
                         sn_payload_t **msg)
 {
+    if (to.node < 1 || to.node > 2)
+        return SN_EUNREACHABLE;
+    if (kind == SN_RELAY_CHILD_DOWN) /* (as relay/inbound.c takes it) */
+        return sn__send_child_down(g_node[to.node], to, from, tag, error, msg);
     if (kind != SN_EV_MESSAGE && kind != SN_EV_DOWN)
         return 0;
-    return to.node >= 1 && to.node <= 2 ? sn__deliver_inbound(g_node[to.node], to, from, tag, kind, error, msg)
-                                        : SN_EUNREACHABLE;
+    return sn__deliver_inbound(g_node[to.node], to, from, tag, kind, error, msg);
 }
 
 static bool only_mchild(void *arg, const sn_type_t *t)

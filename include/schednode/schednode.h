@@ -257,8 +257,8 @@ typedef enum sn_status {
  * when the child ends, deliver SN_EV_DOWN to the spawner: `tag` the
  * spawn's tag, `from` the child, `error` 0 (it finished: data is its
  * result, taken as it is, no copy) or its failure code (data: the
- * reason), SN_EKILLED if it was closed at shutdown, SN_ENODEDOWN if it had
- * moved to a node that went down. Like Erlang's spawn_monitor: the PID to
+ * reason), or SN_EKILLED if it was closed at shutdown. Like Erlang's
+ * spawn_monitor: the PID to
  * talk to the child, its result later, no second yield. The PID completion
  * always comes before the DOWN and before anything the child sends. The
  * DOWN comes exactly once per spawn that succeeded; a refused spawn
@@ -266,7 +266,11 @@ typedef enum sn_status {
  * wakes an SN_IDLE process, not an SN_WAIT one (wait for DOWNs with
  * SN_IDLE). With SN_YIELD_NOREPLY: no PID completion, only the DOWN (and a
  * refused spawn's error). Not with SN_YIELD_AWAIT (SN_EINVAL). The child
- * can still move between nodes; its DOWN finds the spawner wherever it is. */
+ * can still move between nodes; its DOWN finds the spawner wherever it is.
+ * Not covered: a child lost with a node that crashed after it moved there
+ * sends no DOWN (as an awaited child sends no result); to hear of that,
+ * also sn_out_monitor it (a DOWN with SN_ENODEDOWN; a monitored process
+ * stays on its node). */
 #define SN_YIELD_MONITOR 0x4u
 
 /* A command for a handler, emitted by a step. Built-in commands: "send",

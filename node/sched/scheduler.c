@@ -178,8 +178,10 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
 {
     sn_payload_t *payload = data ? *data : NULL;
     const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
-    /* what can cross nodes: messages, DOWNs, and results for a parent */
+    /* what can cross nodes: messages, DOWNs, and results for a parent (a
+     * counted completion; a "counted" DOWN is a child's: SN__AWAIT_DOWN) */
     bool result = type == SN_EV_YIELD_COMPLETE && counted;
+    int kind = result ? SN_RELAY_RESULT : type == SN_EV_DOWN && counted ? SN_RELAY_CHILD_DOWN : type;
     bool relay = (sn__message_class(type) || result) && hk && hk->h.deliver;
     /* A PID of another node is here only if its process moved here: until
      * something has, a send to one goes straight to the relay without a
@@ -204,7 +206,7 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
         /* not here: moved away from here, or living on its home node */
         uint32_t via = sn__forward_of(sched, to);
         if (via || to.node != sched->node_id) {
-            rc = hk->h.deliver(hk->h.arg, to, from, tag, result ? SN_RELAY_RESULT : type, error, via, data);
+            rc = hk->h.deliver(hk->h.arg, to, from, tag, kind, error, via, data);
             if (rc == 0 && type == SN_EV_MESSAGE)
                 count(sched, 2);
             return rc;
@@ -255,6 +257,12 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
 int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error, sn_payload_t **result)
 {
     return deliver(sched, parent, SN_EV_YIELD_COMPLETE, error, tag, child, result, true, true);
+}
+
+int sn__send_child_down(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
+                        sn_payload_t **result)
+{
+    return deliver(sched, parent, SN_EV_DOWN, error, tag, child, result, true, true);
 }
 
 int sn__deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
@@ -585,7 +593,8 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
         if (sn__deliver(sched, p->parent, SN_EV_YIELD_COMPLETE, error, p->await_tag, p->pid, result, true) != 0)
             sn_payload_destroy(result);
     } else if (p->awaited == SN__AWAIT_DOWN) { /* the result itself, not a copy */
-        sn__send_down(sched, p->parent, p->pid, p->await_tag, error, result);
+        if (sn__deliver(sched, p->parent, SN_EV_DOWN, error, p->await_tag, p->pid, result, true) != 0)
+            sn_payload_destroy(result);
     } else if (p->cb) {
         p->cb->fn(sched, p->pid, status, error, result, p->cb->arg);
     }

@@ -10,9 +10,17 @@
 
 /* Where messages for PIDs of other nodes go, and where idle workers look for
  * remote work. node/sched/ calls these; the relay implements them. */
-/* Relay-only kinds: monitor requests, and a child's result for the parent
- * that awaits it (a YIELD_COMPLETE that counts as the parent's pending). */
-enum { SN_RELAY_MONITOR = 100, SN_RELAY_DEMONITOR = 101, SN_RELAY_RESULT = 102, SN_RELAY_GONE = 103 };
+/* Relay-only kinds: monitor requests, a child's result for the parent
+ * that awaits it (a YIELD_COMPLETE that counts as the parent's pending),
+ * and the DOWN of a child spawned with SN_YIELD_MONITOR (its parent holds
+ * no monitor record, unlike sn_out_monitor's DOWNs). */
+enum {
+    SN_RELAY_MONITOR = 100,
+    SN_RELAY_DEMONITOR = 101,
+    SN_RELAY_RESULT = 102,
+    SN_RELAY_GONE = 103,
+    SN_RELAY_CHILD_DOWN = 104
+};
 typedef struct sn_relay_hooks {
     void *arg;
     /* Deliver to a non-local PID, through node `via` (the node it moved to
@@ -42,6 +50,12 @@ void sn__sched_watch_load(sn_sched_t *sched);
 /* Delivers a child's result (SN_RELAY_RESULT) from another node to the
  * parent awaiting it here (or on to where it moved). */
 int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error, sn_payload_t **result);
+
+/* Delivers the DOWN of a child spawned with SN_YIELD_MONITOR
+ * (SN_RELAY_CHILD_DOWN) from another node to its parent here (or on to
+ * where it moved). Returns 0 or an error (the result is then left). */
+int sn__send_child_down(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
+                        sn_payload_t **result);
 
 /* Delivers a message (or a DOWN) that arrived from another node: to the
  * process here, or on to the node it moved to from here; never back to its
