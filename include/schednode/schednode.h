@@ -39,13 +39,16 @@
  *         (void)ctx;
  *         uint64_t *count = state;
  *         out->status = SN_IDLE;
- *         for (size_t i = 0; i < n; i++)
+ *         for (size_t i = 0; i < n; i++) {
+ *             if (ev[i].type == SN_EV_CANCEL) {
+ *                 sn_out_done(out, NULL);
+ *                 return;
+ *             }
  *             if (ev[i].type == SN_EV_MESSAGE) {
  *                 sn_payload_t *r = sn_payload_u64(++*count);
  *                 sn_out_send(out, ev[i].from, ev[i].tag, &r);
- *             } else if (ev[i].type == SN_EV_CANCEL) {
- *                 sn_out_done(out, NULL);
  *             }
+ *         }
  *     }
  *     static const sn_type_t counter = {
  *         .name = "counter", .version = 1, .state_size = sizeof(uint64_t),
