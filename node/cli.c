@@ -632,6 +632,10 @@ static sn_wire_request_t simple_request(const sn_cli_t *c)
 static int simple_answer(const sn_cli_t *c, const sn_wire_reply_t *rep)
 {
     char buf[SN_PID_STRLEN];
+    if (rep->error && !rep->result && rep->reason && *rep->reason) { /* e.g. a refused spawn: the reason says it */
+        fprintf(stderr, "%s: %s: %s\n", progname, c->cmd, rep->reason);
+        return rep->error == SN_ENOPROC && !strcmp(c->cmd, "send") ? SN_EXIT_NOPROC : SN_EXIT_FAILED;
+    }
     if (rep->error) {
         const char *why = rep->result ? (const char *)rep->result->data : rep->reason ? rep->reason : "";
         fprintf(stderr, "%s: %s failed: %s%s%s\n", progname, c->cmd, sn_strerror(rep->error), *why ? ": " : "", why);

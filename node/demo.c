@@ -419,9 +419,11 @@ _Static_assert(sizeof(msink_t) == 16, "spin_marshal_any copies 16 bytes");
 static const sn_type_t msink_type = {"msink",    1,    sizeof(msink_t),  msink_init,
                                      msink_step, NULL, spin_marshal_any, spin_unmarshal_any};
 
-/* ---- spread run "N MS": spawns N spins (awaited), and finishes when all
- * are back with "N done: A on node X, B on node Y, ..." (each result is
- * counted once: a spin lost or run twice shows). */
+/* ---- spread run "N MS [TYPE [DEADLINE_MS [monitor]]]": spawns N spins
+ * (awaited, or with "monitor" spawned with SN_YIELD_MONITOR: their results
+ * come as DOWNs, also from the nodes they were stolen by), and finishes
+ * when all are back with "N done: A on node X, B on node Y, ..." (each
+ * result is counted once: a spin lost or run twice shows). */
 typedef struct spread {
     uint64_t n, ms, back, started;
     struct ran_on {
@@ -433,19 +435,23 @@ typedef struct spread {
     uint64_t deadline_ms; /* 0, or finish after this long with what came back */
     int timed_out;
     uint8_t *seen; /* per child: finished already (a duplicate fails) */
+    int monitor;   /* results as DOWNs (SN_YIELD_MONITOR), not completions */
 } spread_t;
 
 static int spread_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
     spread_t *s = state;
-    char text[64];
+    char text[64], mode[16] = "";
     if (strcmp(method, "run") != 0)
         return SN_ENOMETHOD;
     arg_text(*input, text, sizeof text);
     snprintf(s->type, sizeof s->type, "spin");
-    int got = sscanf(text, "%" SCNu64 " %" SCNu64 " %15s %" SCNu64, &s->n, &s->ms, s->type, &s->deadline_ms);
-    if (got < 2 || s->n == 0 || s->n > 10000000 || (strcmp(s->type, "spin") && strcmp(s->type, "burn")))
+    int got =
+        sscanf(text, "%" SCNu64 " %" SCNu64 " %15s %" SCNu64 " %15s", &s->n, &s->ms, s->type, &s->deadline_ms, mode);
+    if (got < 2 || s->n == 0 || s->n > 10000000 || (strcmp(s->type, "spin") && strcmp(s->type, "burn")) ||
+        (got == 5 && strcmp(mode, "monitor")))
         return SN_EINVAL;
+    s->monitor = got == 5;
     s->seen = calloc(s->n, 1);
     return s->seen ? 0 : SN_ENOMEM;
 }
@@ -476,21 +482,22 @@ static int spread_count(spread_t *s, uint32_t node)
 static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
     spread_t *s = state;
-    out->status = SN_WAIT;
-    if (s->deadline_ms && s->started == 0) /* give up on the missing ones then (tag 0) */
+    out->status = s->monitor ? SN_IDLE : SN_WAIT; /* (a DOWN does not end a WAIT) */
+    if (s->deadline_ms && s->started == 0)        /* give up on the missing ones then (tag 0) */
         sn_out_sleep(out, 0, s->deadline_ms);
     for (int k = 0; k < 1000 && s->started < s->n; k++, s->started++) { /* 1000 a step */
         sn_payload_t *arg = sn_payload_printf(SN_CT_TEXT, "%" PRIu64, s->ms);
-        sn_out_spawn(out, s->started + 1, s->type, "work", &arg, SN_YIELD_AWAIT);
+        sn_out_spawn(out, s->started + 1, s->type, "work", &arg,
+                     s->monitor ? SN_YIELD_MONITOR | SN_YIELD_NOREPLY : SN_YIELD_AWAIT);
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t node;
-        if (ev[i].type != SN_EV_YIELD_COMPLETE)
-            continue;
-        if (ev[i].tag == 0) {
+        if (ev[i].type == SN_EV_YIELD_COMPLETE && ev[i].tag == 0) {
             s->timed_out = 1;
             continue;
         }
+        if (ev[i].type != (s->monitor ? SN_EV_DOWN : SN_EV_YIELD_COMPLETE) && !ev[i].error)
+            continue;
         if (ev[i].error || sn_payload_get_u64(ev[i].data, &node) != 0) {
             sn_out_fail(out, ev[i].error ? ev[i].error : SN_EINVAL, "spin %" PRIu64 " failed: %s", ev[i].tag,
                         sn_strerror(ev[i].error));

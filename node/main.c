@@ -812,6 +812,73 @@ static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *re
     return exit_code;
 }
 
+/* `run`: the process's outcome, from its on_result (a worker) to the main
+ * thread. Static, since a run that timed out may still end later, while
+ * the node shuts down: its result is then dropped (`gone`). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done, gone;
+    sn_status_t status;
+    int error;
+    sn_payload_t *result;
+} run_out = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void run_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result, void *arg)
+{
+    pthread_mutex_lock(&run_out.mu);
+    if (!run_out.gone) { /* (else the runtime frees *result) */
+        run_out.done = true;
+        run_out.status = status;
+        run_out.error = error;
+        run_out.result = sn_take(result);
+        pthread_cond_signal(&run_out.cv);
+    }
+    pthread_mutex_unlock(&run_out.mu);
+}
+
+/* run TYPE METHOD [ARG]: a refused spawn is named as such (unknown type or
+ * method, the type's init refused), apart from a process that ran and
+ * failed, and from a timeout. */
+static int run_process(const options_t *o, sn_sched_t *sched)
+{
+    const char *type = o->args[0], *method = o->args[1];
+    sn_payload_t *in = o->nargs == 3 ? sn_payload_text(o->args[2]) : NULL;
+    int rc = sn_spawn(sched, type, method, &in, run_done, NULL, NULL);
+    sn_payload_destroy(&in);
+    if (rc != 0) {
+        char why[256];
+        sn__spawn_refusal(why, sizeof why, type, method, rc);
+        fprintf(stderr, "%s: cannot run %s %s: %s\n", progname, type, method, why);
+        return 1;
+    }
+    struct timespec end;
+    clock_gettime(CLOCK_REALTIME, &end); /* (the condition variable's clock) */
+    end.tv_sec += o->timeout_ms / 1000;
+    end.tv_nsec += (long)(o->timeout_ms % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&run_out.mu);
+    while (!run_out.done)
+        if (o->timeout_ms < 0 ? pthread_cond_wait(&run_out.cv, &run_out.mu) != 0
+                              : pthread_cond_timedwait(&run_out.cv, &run_out.mu, &end) == ETIMEDOUT)
+            break;
+    run_out.gone = true;
+    bool done = run_out.done;
+    rc = run_out.status == SN_DONE ? 0 : (run_out.error ? run_out.error : SN_EFAILED);
+    sn_payload_t *res = sn_take(&run_out.result);
+    pthread_mutex_unlock(&run_out.mu);
+    if (!done) {
+        fprintf(stderr, "%s: %s %s: no result within %d ms (--timeout)\n", progname, type, method, o->timeout_ms);
+        return 1;
+    }
+    sn_cli_print_result(rc, res);
+    sn_payload_destroy(&res);
+    return rc == 0 ? 0 : 1;
+}
+
 /* demo, run, or (none) the node itself; returns the exit status. */
 static int run_command(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, const sigset_t *sigs)
 {
@@ -819,13 +886,7 @@ static int run_command(const options_t *o, sn_sched_t *sched, sn_relay_t *relay,
         return wait_for_signal(o, sched, relay, sigs);
     if (!strcmp(o->cmd, "demo"))
         return sn_demo_run(sched);
-    /* run TYPE METHOD [ARG] */
-    sn_payload_t *in = o->nargs == 3 ? sn_payload_text(o->args[2]) : NULL;
-    sn_payload_t *res = NULL;
-    int rc = sn_call(sched, o->args[0], o->args[1], &in, o->timeout_ms, &res);
-    sn_cli_print_result(rc, res);
-    sn_payload_destroy(&res);
-    return rc == 0 ? 0 : 1;
+    return run_process(o, sched);
 }
 
 /* The node (with no command, demo or run): the scheduler, the demo types

@@ -49,13 +49,19 @@ const char *sn_frame_kind_name(sn_frame_kind_t kind)
  * for anything else. */
 static const struct {
     int ours, wire;
-} send_kinds[] = {
-    {SN_EV_MESSAGE, SCHEDNODE__SEND_KIND__MESSAGE},    {SN_EV_YIELD_COMPLETE, SCHEDNODE__SEND_KIND__YIELD_COMPLETE},
-    {SN_EV_CANCEL, SCHEDNODE__SEND_KIND__CANCEL},      {SN_EV_DOWN, SCHEDNODE__SEND_KIND__DOWN},
-    {SN_RELAY_MONITOR, SCHEDNODE__SEND_KIND__MONITOR}, {SN_RELAY_DEMONITOR, SCHEDNODE__SEND_KIND__DEMONITOR},
-    {SN_RELAY_RESULT, SCHEDNODE__SEND_KIND__RESULT},   {SN_WIRE_REDIRECT, SCHEDNODE__SEND_KIND__REDIRECT},
-    {SN_WIRE_FLUSH, SCHEDNODE__SEND_KIND__FLUSH},      {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED},
-    {SN_RELAY_GONE, SCHEDNODE__SEND_KIND__GONE},       {SN_WIRE_WATCHED, SCHEDNODE__SEND_KIND__WATCHED}};
+} send_kinds[] = {{SN_EV_MESSAGE, SCHEDNODE__SEND_KIND__MESSAGE},
+                  {SN_EV_YIELD_COMPLETE, SCHEDNODE__SEND_KIND__YIELD_COMPLETE},
+                  {SN_EV_CANCEL, SCHEDNODE__SEND_KIND__CANCEL},
+                  {SN_EV_DOWN, SCHEDNODE__SEND_KIND__DOWN},
+                  {SN_RELAY_MONITOR, SCHEDNODE__SEND_KIND__MONITOR},
+                  {SN_RELAY_DEMONITOR, SCHEDNODE__SEND_KIND__DEMONITOR},
+                  {SN_RELAY_RESULT, SCHEDNODE__SEND_KIND__RESULT},
+                  {SN_WIRE_REDIRECT, SCHEDNODE__SEND_KIND__REDIRECT},
+                  {SN_WIRE_FLUSH, SCHEDNODE__SEND_KIND__FLUSH},
+                  {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED},
+                  {SN_RELAY_GONE, SCHEDNODE__SEND_KIND__GONE},
+                  {SN_WIRE_WATCHED, SCHEDNODE__SEND_KIND__WATCHED},
+                  {SN_RELAY_CHILD_DOWN, SCHEDNODE__SEND_KIND__CHILD_DOWN}};
 
 static int wire_kind(int ours)
 {
@@ -731,6 +737,8 @@ int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id
         o->mg.type_version = m[i].type_version;
         o->mg.state = &o->state;
         o->mg.awaited = m[i].awaited != 0;
+        o->mg.await_down = m[i].awaited == 2;
+        o->mg.fresh = m[i].fresh != 0;
         o->mg.await_tag = m[i].await_tag;
         o->mg.moves = m[i].moves;
         ptrs[i] = &o->mg;
@@ -1133,7 +1141,8 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
                 return SN_EPROTO;
             if (m->parent)
                 pid_from_pb(m->parent, &w->parent);
-            w->awaited = m->awaited;
+            w->awaited = m->awaited ? (m->await_down ? 2 : 1) : 0;
+            w->fresh = m->fresh;
             w->await_tag = m->await_tag;
             w->type_version = m->type_version;
             w->moves = m->moves;

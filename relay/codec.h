@@ -127,7 +127,8 @@ typedef struct sn_wire_probe {
 /* A process on the move (StealOffer). */
 typedef struct sn_wire_migrant {
     sn_pid_t pid, parent;
-    int awaited;
+    int awaited; /* sn_migrant_t's: 0, 1 (the completion), 2 (a DOWN) */
+    int fresh;   /* not stepped yet */
     uint64_t await_tag;
     char type[64];
     uint32_t type_version;

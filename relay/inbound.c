@@ -156,6 +156,10 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         if (sn__send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
             sn_payload_destroy(&s->payload);
         return;
+    case SN_RELAY_CHILD_DOWN: /* a child spawned with a monitor ended elsewhere: no watch record here */
+        if (sn__send_child_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
+            sn_payload_destroy(&s->payload);
+        return;
     }
     if (rc == 0)
         return;
@@ -264,7 +268,7 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
         break;
     }
     if (rep.error && (q->op == SN_OP_SPAWN || q->op == SN_OP_CALL))
-        snprintf(reason, sizeof reason, "spawn %s %s: %s", q->type, q->method, sn_strerror(rep.error));
+        sn__spawn_refusal(reason, sizeof reason, q->type, q->method, rep.error);
     else if (rep.error)
         snprintf(reason, sizeof reason, "%s", sn_strerror(rep.error));
     rep.reason = reason;

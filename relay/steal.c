@@ -237,6 +237,7 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         w[i] = (sn_wire_migrant_t){.pid = m[i].pid,
                                    .parent = m[i].parent,
                                    .awaited = m[i].awaited,
+                                   .fresh = m[i].fresh,
                                    .await_tag = m[i].await_tag,
                                    .type_version = m[i].type_version,
                                    .state = m[i].state,
@@ -349,9 +350,15 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     size_t nok = 0;
     for (size_t i = 0; ours && ok && i < f->nmigrants; i++) {
         sn_wire_migrant_t *w = &f->migrants[i];
-        sn_migrant_t m = {w->pid,       w->parent, (uint8_t)(w->awaited != 0),
-                          w->await_tag, w->type,   w->type_version,
-                          w->state,     NULL,      w->moves};
+        sn_migrant_t m = {.pid = w->pid,
+                          .parent = w->parent,
+                          .awaited = (uint8_t)w->awaited,
+                          .fresh = (uint8_t)w->fresh,
+                          .await_tag = w->await_tag,
+                          .type = w->type,
+                          .type_version = w->type_version,
+                          .state = w->state,
+                          .moves = w->moves};
         void *handle;
         install_t *in = sn__grow(s->inst, &s->capinst, s->ninst, sizeof *in, 64, 0);
         if (!in)

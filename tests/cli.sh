@@ -91,7 +91,10 @@ run --workers 2 demo
 check "demo exits 0 and prints 'demo ok'" 0 out "demo ok"
 
 run --workers 2 run tree sum
-check "run tree sum (no input) fails with exit 1" 1 err "process failed"
+check "run tree sum (no input): init refused, named as such, exit 1" 1 err "cannot run tree sum: spawn refused by tree's init (method 'sum'): invalid argument"
+
+run --workers 2 run tree nope
+check "run tree nope: the unknown method named, exit 1" 1 err "process type 'tree' has no method 'nope'"
 
 run --workers 2 run no-such-type go hello
 check "run with an unknown type exits 1 naming the error" 1 err "unknown process type"

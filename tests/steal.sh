@@ -37,6 +37,16 @@ else
 fi
 [ "${n2:-0}" -gt 0 ] && [ "${n3:-0}" -gt 0 ] && ok "nodes 2 and 3 stole work (node 2 ran ${n2:-0}, node 3 ran ${n3:-0})" ||
   bad "no spread: $out"
+# the same with the children spawned with SN_YIELD_MONITOR: the results of
+# the ones stolen come back to the parent as DOWNs, across nodes
+out=$(call call --connect "$(ep 1)" spread run "2000 2 spin 0 monitor" 2>&1)
+n1=$(count_on "$out" 1) n2=$(count_on "$out" 2) n3=$(count_on "$out" 3)
+if grep -q "^2000 done:" <<<"$out" && [ "$((${n1:-0} + ${n2:-0} + ${n3:-0}))" = 2000 ] &&
+  [ "$((${n2:-0} + ${n3:-0}))" -gt 0 ]; then
+  ok "2000 children spawned with a monitor: each result came once as a DOWN, $((${n2:-0} + ${n3:-0})) from other nodes: $out"
+else
+  bad "spawn with a monitor: $out"
+fi
 st=$(call status --json --connect "$(ep 1)")
 [ "$(jq '.nodes[0].steals_out' <<<"$st")" -gt 0 ] && [ "$(jq '.nodes[0].migrated' <<<"$st")" -gt 0 ] &&
   ok "status: node 1 gave $(jq '.nodes[0].steals_out' <<<"$st") batches, $(jq '.nodes[0].migrated' <<<"$st") processes" ||

@@ -294,12 +294,48 @@ static void members_roundtrip_and_bad_endpoints(void **st)
     }
 }
 
+/* A migrant's await mode (none, the completion, a DOWN: SN_YIELD_MONITOR)
+ * and whether it has had its first step survive the wire. */
+static void roundtrip_migrant_await_modes(void **unused)
+{
+    (void)unused;
+    sn_payload_t *state = sn_payload_text("state");
+    sn_wire_migrant_t in[3];
+    for (int i = 0; i < 3; i++) {
+        in[i] = (sn_wire_migrant_t){.pid = {1, 10 + (uint64_t)i},
+                                    .parent = {1, 5},
+                                    .awaited = i,
+                                    .fresh = i == 2,
+                                    .await_tag = 70 + (uint64_t)i,
+                                    .type_version = 1,
+                                    .state = state,
+                                    .moves = 1};
+        snprintf(in[i].type, sizeof in[i].type, "mover");
+    }
+    void *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(sn_codec_encode_steal_offer(1, 42, 9, in, 3, &buf, &len), 0);
+    sn_frame_t f;
+    assert_int_equal(sn_codec_decode(buf, len, 0, &f, NULL), 0);
+    assert_int_equal(f.kind, SN_FRAME_STEAL_OFFER);
+    assert_int_equal(f.nmigrants, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(f.migrants[i].awaited, i);
+        assert_int_equal(f.migrants[i].fresh, i == 2);
+        assert_int_equal(f.migrants[i].await_tag, 70 + (uint64_t)i);
+    }
+    sn_frame_clear(&f);
+    free(buf);
+    sn_payload_destroy(&state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(roundtrip_batch_in_order),    cmocka_unit_test(encode_refuses_nonsense),
-        cmocka_unit_test(timing_rides_with_the_batch), cmocka_unit_test(status_reply_carries_flows),
-        cmocka_unit_test(hostile_frames_are_refused),  cmocka_unit_test(members_roundtrip_and_bad_endpoints),
+        cmocka_unit_test(roundtrip_batch_in_order),      cmocka_unit_test(encode_refuses_nonsense),
+        cmocka_unit_test(timing_rides_with_the_batch),   cmocka_unit_test(status_reply_carries_flows),
+        cmocka_unit_test(hostile_frames_are_refused),    cmocka_unit_test(members_roundtrip_and_bad_endpoints),
+        cmocka_unit_test(roundtrip_migrant_await_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

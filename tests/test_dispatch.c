@@ -333,11 +333,13 @@ enum {
     S_ORDER,
     S_MONITOR,
     S_NOPROC_DONE,
+    S_SPAWN_MONITOR,
     S_NSCEN
 };
-static const char *const script_methods[S_NSCEN] = {
-    "spawn_errors", "unknown_cmd", "send_noproc",   "send_finished", "bounce", "user_thread", "sleep",
-    "terminate",    "spawn_await", "spawn_noawait", "overflow",      "order",  "monitor",     "noproc_done"};
+static const char *const script_methods[S_NSCEN] = {"spawn_errors", "unknown_cmd",   "send_noproc",  "send_finished",
+                                                    "bounce",       "user_thread",   "sleep",        "terminate",
+                                                    "spawn_await",  "spawn_noawait", "overflow",     "order",
+                                                    "monitor",      "noproc_done",   "spawn_monitor"};
 
 typedef struct script {
     int scen;
@@ -394,6 +396,20 @@ static void start_spawns(script_t *sc, sn_step_out_t *out)
         sn_out_spawn(out, 1, "child", "inc", &p, SN_YIELD_AWAIT);
         sn_out_spawn(out, 2, "child", "fail", NULL, SN_YIELD_AWAIT);
         sc->want = 2;
+        break;
+    case S_SPAWN_MONITOR: /* the PID now, a DOWN with the result later */
+        p = sn_payload_u64(41);
+        sn_out_spawn(out, 1, "child", "inc", &p, SN_YIELD_MONITOR);    /* PID, then DOWN 0 with 42 */
+        sn_out_spawn(out, 2, "child", "fail", NULL, SN_YIELD_MONITOR); /* PID, then DOWN EPROTO + reason */
+        p = sn_payload_u64(6);
+        sn_out_spawn(out, 3, "child", "inc", &p, SN_YIELD_MONITOR | SN_YIELD_NOREPLY); /* DOWN only, with 7 */
+        sn_out_spawn(out, 4, "child", "nope", NULL, SN_YIELD_MONITOR);                 /* refused: error, no DOWN */
+        p = sn_payload_u64(1);
+        if (sn_out_spawn(out, 5, "child", "inc", &p, SN_YIELD_MONITOR | SN_YIELD_AWAIT) != SN_EINVAL || !p)
+            atomic_fetch_add(&g_bad, 1); /* refused, and nothing taken */
+        sn_payload_destroy(&p);
+        sc->sleep = SN_IDLE; /* DOWNs are message-like: they end IDLE, not WAIT */
+        sc->want = 6;
         break;
     case S_SPAWN_NOAWAIT:
         p = text("quiet");
@@ -509,6 +525,7 @@ static void script_start(script_t *sc, sn_ctx_t *ctx, sn_step_out_t *out)
     case S_SPAWN_ERRORS:
     case S_SPAWN_AWAIT:
     case S_SPAWN_NOAWAIT:
+    case S_SPAWN_MONITOR:
         start_spawns(sc, out);
         break;
     case S_NOPROC_DONE:
@@ -645,6 +662,230 @@ static void script_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
 
 static const sn_type_t script_type = {"script", 1, sizeof(script_t), script_init, script_step, NULL, NULL, NULL};
 
+/* ------------------------------------------- empty and bulk messages */
+
+#define NULL_N 300         /* empty messages: more than one step drains (128) */
+#define BULK_SENDERS 4     /* senders of one batch each, to one sink */
+#define BULK_N 50000       /* messages in each batch */
+#define BULK_NOPROC_N 1000 /* a batch to no process: each comes back */
+
+/* "nullsink": takes the first step's batch of messages (each must be an
+ * empty SN_CT_BYTES payload with tag 5), tells the sender how many, and
+ * finishes: the rest of what was queued must come back to the sender. */
+static void nullsink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    uint64_t got = 0;
+    sn_pid_t from = SN_PID_NONE;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SN_EV_MESSAGE || !ev[i].data || ev[i].data->len != 0 || ev[i].data->ctype != SN_CT_BYTES ||
+            ev[i].tag != 5)
+            atomic_fetch_add(&g_bad, 1);
+        from = ev[i].from;
+        got++;
+    }
+    if (got == 0) {
+        out->status = SN_IDLE;
+        return;
+    }
+    sn_out_send(out, from, 77, &(sn_payload_t *){sn_payload_u64(got)});
+    sn_out_done(out, NULL);
+}
+
+/* "nullsend" (input: the sink's PID): NULL_N empty messages to the sink,
+ * half with a NULL pointer, half with a pointer to NULL, and two to no
+ * process; done when the sink's count plus what came back is NULL_N. */
+typedef struct nullsend {
+    sn_pid_t sink;
+    uint64_t consumed, back, noproc;
+    int started, have_consumed;
+} nullsend_t;
+
+static int nullsend_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    nullsend_t *ns = state;
+    if (!strcmp(method, "sink"))
+        return 0;
+    return sn_payload_get_pid(*input, &ns->sink) == 0 ? 0 : SN_EINVAL;
+}
+
+static void nullsend_event(nullsend_t *ns, const sn_event_t *e)
+{
+    uint64_t v;
+    bool empty = e->data && e->data->len == 0 && e->data->ctype == SN_CT_BYTES;
+    if (e->type == SN_EV_MESSAGE && e->tag == 77 && sn_payload_get_u64(e->data, &v) == 0) {
+        ns->have_consumed = 1;
+        ns->consumed = v;
+    } else if (e->type == SN_EV_YIELD_COMPLETE && e->error == SN_ENOPROC && e->tag == 5 && empty &&
+               sn_pid_eq(e->from, ns->sink)) {
+        ns->back++; /* queued at the sink when it ended: returned, not dropped */
+    } else if (e->type == SN_EV_YIELD_COMPLETE && e->error == SN_ENOPROC && e->tag == 6 && empty) {
+        ns->noproc++;
+    } else {
+        atomic_fetch_add(&g_bad, 1);
+    }
+}
+
+static void nullsend_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    nullsend_t *ns = state;
+    if (!sn_pid_is_none(ns->sink) && !ns->started) {
+        ns->started = 1;
+        for (int i = 0; i < NULL_N; i++)
+            sn_out_send(out, ns->sink, 5, i % 2 ? NULL : &(sn_payload_t *){NULL});
+        sn_pid_t none = {ns->sink.node, UNUSED_SERIAL};
+        sn_out_send(out, none, 6, NULL);
+        sn_out_send(out, none, 6, &(sn_payload_t *){NULL});
+    }
+    if (sn_pid_is_none(ns->sink)) { /* the sink */
+        nullsink_step(ctx, state, ev, n, out);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        nullsend_event(ns, &ev[i]);
+    out->status = SN_IDLE;
+    if (ns->have_consumed && ns->consumed + ns->back >= NULL_N && ns->noproc == 2) {
+        sn_payload_t *r = sn_payload_u64(ns->back);
+        sn_out_done(out, &r);
+    }
+}
+
+static const sn_type_t nullsend_type = {
+    .name = "nullsend", .version = 1, .state_size = sizeof(nullsend_t), .init = nullsend_init, .step = nullsend_step};
+
+/* "bulk" sender (input: sink PID, sender index, count, to_noproc): in its
+ * first step, message 0 by sn_out_send, 1..count-2 in one sn_out_send_many,
+ * count-1 by sn_out_send again: the sink checks the order across them. To
+ * no process ("noproc"): every message of the batch comes back. */
+typedef struct bulk {
+    sn_pid_t sink;
+    uint64_t index, count, back;
+    int noproc;
+} bulk_t;
+
+static int bulk_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    bulk_t *b = state;
+    b->noproc = !strcmp(method, "noproc");
+    if (!*input || (*input)->len != sizeof(sn_pid_t) + 16)
+        return SN_EINVAL;
+    memcpy(&b->sink, (*input)->data, sizeof b->sink);
+    memcpy(&b->index, (*input)->data + sizeof b->sink, 8);
+    memcpy(&b->count, (*input)->data + sizeof b->sink + 8, 8);
+    return 0;
+}
+
+static void bulk_send(bulk_t *b, sn_step_out_t *out)
+{
+    sn_payload_t **m = calloc(b->count, sizeof *m);
+    if (!m) {
+        sn_out_fail(out, SN_ENOMEM, "no memory");
+        return;
+    }
+    for (uint64_t i = 0; i < b->count; i++)
+        m[i] = b->noproc && i % 10 == 0 ? NULL : sn_payload_u64(b->index << 32 | i); /* NULL: an empty one */
+    if (b->noproc) {
+        if (sn_out_send_many(out, b->sink, 8, m, b->count) != 0)
+            atomic_fetch_add(&g_bad, 1);
+    } else {
+        sn_out_send(out, b->sink, 8, &m[0]);
+        if (sn_out_send_many(out, b->sink, 8, m + 1, b->count - 2) != 0)
+            atomic_fetch_add(&g_bad, 1);
+        sn_out_send(out, b->sink, 8, &m[b->count - 1]);
+    }
+    for (uint64_t i = 0; i < b->count; i++)
+        if (m[i])
+            atomic_fetch_add(&g_bad, 1); /* every one taken */
+    free(m);
+}
+
+static void bulk_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    bulk_t *b = state;
+    out->status = b->noproc ? SN_IDLE : SN_DONE;
+    if (n == 0) {
+        bulk_send(b, out);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) { /* noproc: each back, in order, with its payload */
+        uint64_t v;
+        bool empty = ev[i].data && ev[i].data->len == 0;
+        if (ev[i].type != SN_EV_YIELD_COMPLETE || ev[i].error != SN_ENOPROC || ev[i].tag != 8 ||
+            (b->back % 10 == 0 ? !empty : sn_payload_get_u64(ev[i].data, &v) != 0 || v != (b->index << 32 | b->back)))
+            atomic_fetch_add(&g_bad, 1);
+        b->back++;
+    }
+    if (b->back == b->count)
+        sn_out_done(out, NULL);
+}
+
+static const sn_type_t bulk_type = {
+    .name = "bulk", .version = 1, .state_size = sizeof(bulk_t), .init = bulk_init, .step = bulk_step};
+
+/* "bulksink" (input: the total): per sender, messages 0, 1, 2... in order;
+ * done with the count when all came. */
+typedef struct bulksink {
+    uint64_t total, got, next[BULK_SENDERS];
+} bulksink_t;
+
+static int bulksink_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    return sn_payload_get_u64(*input, &((bulksink_t *)state)->total) == 0 ? 0 : SN_EINVAL;
+}
+
+static void bulksink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    bulksink_t *k = state;
+    out->status = SN_IDLE;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        if (ev[i].type != SN_EV_MESSAGE || ev[i].tag != 8 || sn_payload_get_u64(ev[i].data, &v) != 0 ||
+            v >> 32 >= BULK_SENDERS || (v & 0xffffffffu) != k->next[v >> 32]) {
+            sn_out_fail(out, SN_EPROTO, "out of order or unexpected at %llu", (unsigned long long)k->got);
+            return;
+        }
+        k->next[v >> 32]++;
+        k->got++;
+    }
+    if (k->got == k->total)
+        sn_out_done(out, &(sn_payload_t *){sn_payload_u64(k->got)});
+}
+
+static const sn_type_t bulksink_type = {
+    .name = "bulksink", .version = 1, .state_size = sizeof(bulksink_t), .init = bulksink_init, .step = bulksink_step};
+
+/* "gate": holds its worker until g_gate is cleared; "first": records the
+ * n of its first step, then finishes after 3 messages. */
+static atomic_int g_gate, g_gate_holding;
+static atomic_long g_first_n = -1;
+
+static int any_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    return 0;
+}
+
+static void gate_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    atomic_store(&g_gate_holding, 1);
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (atomic_load(&g_gate) && now_ns() < end)
+        sleep_ms(1);
+    sn_out_done(out, NULL);
+}
+
+static void first_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    uint64_t *got = state;
+    if (atomic_load(&g_first_n) < 0)
+        atomic_store(&g_first_n, (long)n);
+    for (size_t i = 0; i < n; i++)
+        *got += ev[i].type == SN_EV_MESSAGE;
+    out->status = *got == 3 ? SN_DONE : SN_IDLE;
+}
+
+static const sn_type_t gate_type = {.name = "gate", .version = 1, .init = any_init, .step = gate_step};
+static const sn_type_t first_type = {
+    .name = "first", .version = 1, .state_size = sizeof(uint64_t), .init = any_init, .step = first_step};
+
 /* ------------------------------------------------------------- fixture */
 
 static sn_sched_t *mk(void)
@@ -654,6 +895,9 @@ static sn_sched_t *mk(void)
     assert_non_null(s);
     assert_int_equal(sn_type_register(s, &child_type), 0);
     assert_int_equal(sn_type_register(s, &script_type), 0);
+    assert_int_equal(sn_type_register(s, &nullsend_type), 0);
+    assert_int_equal(sn_type_register(s, &bulk_type), 0);
+    assert_int_equal(sn_type_register(s, &bulksink_type), 0);
     assert_true(sn_command_register(s, "sync", sync_cmd, NULL) > 0);
     assert_true(sn_command_register(s, "later", later_cmd, NULL) > 0);
     return s;
@@ -968,6 +1212,54 @@ static void test_spawn_delivers_pid(void **unused)
     assert_int_equal(atomic_load(&g_bad), 0);
 }
 
+/* The index in the log of the event with this tag and type (the only one). */
+static int ev_index(int type, uint64_t tag)
+{
+    return (int)(find_ev(type, tag) - g_log);
+}
+
+/* spawn with SN_YIELD_MONITOR (Erlang's spawn_monitor): the completion at
+ * once with the child's PID, then exactly one DOWN with the spawn's tag,
+ * from the child, with its result (error 0) or its error and reason; the
+ * PID always first (it is queued before the child can run: 200 rounds,
+ * children on other workers). NOREPLY: the DOWN only. A refused spawn:
+ * its error, no DOWN. With SN_YIELD_AWAIT: SN_EINVAL. */
+static void test_spawn_monitor(void **unused)
+{
+    sn_sched_t *s = mk();
+    for (int round = 0; round < 200; round++) {
+        reset(NULL);
+        assert_int_equal(run_script(s, "spawn_monitor", NULL), 0);
+        assert_int_equal(g_nlog, 6);
+        for (uint64_t tag = 1; tag <= 2; tag++) {
+            const evrec_t *pid = find_ev(SN_EV_YIELD_COMPLETE, tag), *down = find_ev(SN_EV_DOWN, tag);
+            assert_int_equal(pid->error, 0);
+            assert_true(pid->has_pid);
+            assert_true(sn_pid_eq(pid->pid, pid->from));
+            assert_true(sn_pid_eq(down->from, pid->pid));
+            assert_true(ev_index(SN_EV_YIELD_COMPLETE, tag) < ev_index(SN_EV_DOWN, tag));
+        }
+        const evrec_t *ok = find_ev(SN_EV_DOWN, 1), *failed = find_ev(SN_EV_DOWN, 2), *quiet = find_ev(SN_EV_DOWN, 3);
+        assert_int_equal(ok->error, 0);
+        assert_true(ok->has_u64);
+        assert_int_equal(ok->u64, 42);
+        assert_int_equal(failed->error, SN_EPROTO);
+        assert_int_equal(failed->ctype, SN_CT_ERROR);
+        assert_string_equal(failed->text, "child failed on purpose");
+        assert_int_equal(quiet->error, 0);
+        assert_int_equal(quiet->u64, 7);
+        const evrec_t *refused = find_ev(SN_EV_YIELD_COMPLETE, 4);
+        assert_int_equal(refused->error, SN_ENOMETHOD);
+        assert_string_equal(refused->text, "process type 'child' has no method 'nope'");
+        for (int i = 0; i < g_nlog; i++) {
+            assert_false(g_log[i].type == SN_EV_YIELD_COMPLETE && g_log[i].tag == 3); /* NOREPLY */
+            assert_false(g_log[i].type == SN_EV_DOWN && g_log[i].tag == 4);           /* refused */
+        }
+    }
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
 /* Monitors (Erlang's): one DOWN per monitor when the process ends, with
  * its error and reason if it failed; none for a monitor dropped with
  * demonitor; noproc at once for a PID with no process. DOWN is message-like:
@@ -1065,6 +1357,102 @@ static void test_message_order(void **unused)
     collector_fini(&c);
 }
 
+/* A NULL payload in sn_out_send (a NULL pointer, or a pointer to NULL)
+ * sends an empty message: the receiver gets a 0-byte SN_CT_BYTES payload
+ * with the send's tag; one to no process comes back as noproc with an
+ * empty payload; ones still queued when the receiver ends come back too
+ * (they were dropped unreturned when a NULL send was a NULL event). */
+static void test_null_payload_send(void **unused)
+{
+    sn_sched_t *s = mk();
+    sn_pid_t sink;
+    assert_int_equal(sn_spawn(s, "nullsend", "sink", NULL, NULL, NULL, &sink), 0);
+    sn_payload_t *res = NULL;
+    sn_payload_t *in = sn_payload_pid(sink);
+    assert_int_equal(sn_call(s, "nullsend", "send", &in, WAIT_MS, &res), 0);
+    uint64_t back = 0;
+    assert_int_equal(sn_payload_get_u64(res, &back), 0);
+    assert_true(back > 0); /* a step drains at most 128: the rest came back */
+    print_message("%d empty messages: %llu consumed, %llu returned\n", NULL_N, (unsigned long long)(NULL_N - back),
+                  (unsigned long long)back);
+    sn_payload_destroy(&res);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+}
+
+static sn_payload_t *bulk_input(sn_pid_t sink, uint64_t index, uint64_t count)
+{
+    sn_payload_t *p = sn_payload_new(SN_CT_BYTES, NULL, sizeof sink + 16);
+    memcpy(p->data, &sink, sizeof sink);
+    memcpy(p->data + sizeof sink, &index, 8);
+    memcpy(p->data + sizeof sink + 8, &count, 8);
+    return p;
+}
+
+/* sn_out_send_many: BULK_SENDERS processes each send BULK_N messages to
+ * one sink in one step (one sn_out_send before the batch and one after):
+ * every message arrives once, in each sender's order. A batch to no
+ * process: every message comes back, in order, with its payload. */
+static void test_send_many(void **unused)
+{
+    sn_sched_t *s = mk();
+    collector_t c, senders[BULK_SENDERS], lost;
+    collector_init(&c);
+    collector_init(&lost);
+    sn_pid_t sink;
+    sn_payload_t *in = sn_payload_u64(BULK_SENDERS * BULK_N);
+    assert_int_equal(sn_spawn(s, "bulksink", "run", &in, collector_on_result, &c, &sink), 0);
+    for (uint64_t i = 0; i < BULK_SENDERS; i++) {
+        collector_init(&senders[i]);
+        in = bulk_input(sink, i, BULK_N);
+        assert_int_equal(sn_spawn(s, "bulk", "send", &in, collector_on_result, &senders[i], NULL), 0);
+    }
+    in = bulk_input((sn_pid_t){1, UNUSED_SERIAL}, 0, BULK_NOPROC_N);
+    assert_int_equal(sn_spawn(s, "bulk", "noproc", &in, collector_on_result, &lost, NULL), 0);
+    assert_receiver_got(&c, BULK_SENDERS * BULK_N);
+    assert_true(collector_wait(&lost, WAIT_MS));
+    assert_int_equal(lost.status, SN_DONE);
+    for (int i = 0; i < BULK_SENDERS; i++) {
+        assert_true(collector_wait(&senders[i], WAIT_MS));
+        assert_int_equal(senders[i].status, SN_DONE);
+        collector_fini(&senders[i]);
+    }
+    sn_stats_t st;
+    sn_sched_stats(s, &st);
+    assert_true(st.messages >= BULK_SENDERS * BULK_N);
+    sn_sched_destroy(&s);
+    assert_int_equal(atomic_load(&g_bad), 0);
+    collector_fini(&c);
+    collector_fini(&lost);
+}
+
+/* The first step gets n == 0 even when messages were queued before it
+ * ran (one worker, held by a gate while they are sent): they come next. */
+static void test_first_step_has_no_events(void **unused)
+{
+    sn_sched_t *s = sn_sched_new(&(sn_sched_config_t){.node_id = 1, .workers = 1});
+    assert_non_null(s);
+    assert_int_equal(sn_type_register(s, &gate_type), 0);
+    assert_int_equal(sn_type_register(s, &first_type), 0);
+    atomic_store(&g_gate, 1);
+    atomic_store(&g_gate_holding, 0);
+    atomic_store(&g_first_n, -1);
+    assert_int_equal(sn_spawn(s, "gate", "run", NULL, NULL, NULL, NULL), 0);
+    assert_true(wait_count(&g_gate_holding, 1, WAIT_MS));
+    collector_t c;
+    collector_init(&c);
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(s, "first", "run", NULL, collector_on_result, &c, &pid), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sn_send(s, pid, &(sn_payload_t *){sn_payload_u64((uint64_t)i)}), 0);
+    atomic_store(&g_gate, 0);
+    assert_true(collector_wait(&c, WAIT_MS));
+    assert_int_equal(c.status, SN_DONE);
+    assert_int_equal(atomic_load(&g_first_n), 0);
+    sn_sched_destroy(&s);
+    collector_fini(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1084,6 +1472,10 @@ int main(void)
         cmocka_unit_test_setup(test_many_yields_in_one_step, reset),
         cmocka_unit_test_setup(test_message_order, reset),
         cmocka_unit_test_setup(test_monitor, reset),
+        cmocka_unit_test_setup(test_spawn_monitor, reset),
+        cmocka_unit_test_setup(test_null_payload_send, reset),
+        cmocka_unit_test_setup(test_send_many, reset),
+        cmocka_unit_test_setup(test_first_step_has_no_events, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,10 @@
  * 2 (with the events they had queued) or revert them, and check that every
  * process finishes exactly once, on one node, with every message it was
  * sent. Also: what cannot move is never taken (no marshal, pending yields,
- * monitors), and a PID's node is part of its identity in the table.
+ * monitors), a PID's node is part of its identity in the table, and a
+ * child spawned with SN_YIELD_MONITOR that moves before its first step
+ * still gets a first step with no events there, and its DOWN reaches the
+ * parent on the node it left.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -292,7 +295,7 @@ static void test_install_refusals_and_discard(void **unused)
     g_node[2] = mk(2, 1);
     slicer_t st = {.index = 5};
     sn_payload_t *state = sn_payload_new(SN_CT_BYTES, &st, sizeof st);
-    sn_migrant_t m = {{1, 77}, SN_PID_NONE, 0, 0, "slicer", 1, state, NULL, 1};
+    sn_migrant_t m = {.pid = {1, 77}, .type = "slicer", .type_version = 1, .state = state, .moves = 1};
     void *h;
     m.type = "nope";
     assert_int_equal(sn__migrate_install(g_node[2], &m, &h), SN_ENOTYPE);
@@ -377,6 +380,153 @@ static void test_forwarding_keeps_every_origin(void **unused)
     sn_sched_destroy(&g_node[1]);
 }
 
+/* --------------------------------------------- a monitored child moves */
+
+/* "mchild": its first step's n is recorded; it finishes when a message
+ * came, with 42 + the messages it got. Movable. */
+static atomic_long g_mchild_first_n = -1;
+static atomic_int g_mchild_node;
+
+static int mchild_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    return 0;
+}
+
+static void mchild_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    uint64_t *msgs = state;
+    long unset = -1;
+    atomic_compare_exchange_strong(&g_mchild_first_n, &unset, (long)n);
+    for (size_t i = 0; i < n; i++)
+        *msgs += ev[i].type == SN_EV_MESSAGE;
+    out->status = SN_IDLE;
+    if (*msgs > 0) {
+        atomic_store(&g_mchild_node, sn_ctx_sched(ctx) == g_node[2] ? 2 : 1);
+        sn_out_done(out, &(sn_payload_t *){sn_payload_u64(42 + *msgs)});
+    }
+}
+
+static int mchild_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, 8);
+    return *out ? 0 : SN_ENOMEM;
+}
+
+static int mchild_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    memcpy(state, in->data, 8);
+    return 0;
+}
+
+static const sn_type_t mchild = {.name = "mchild",
+                                 .version = 1,
+                                 .state_size = 8,
+                                 .init = mchild_init,
+                                 .step = mchild_step,
+                                 .marshal = mchild_marshal,
+                                 .unmarshal = mchild_unmarshal};
+
+/* "mparent": spawns an mchild with SN_YIELD_MONITOR (tag 7), then a
+ * holder (pushed last, run first: the child waits, Ready, never stepped);
+ * finishes with the DOWN's result once it has the PID and the DOWN. */
+typedef struct mparent {
+    sn_pid_t child;
+} mparent_t;
+
+static void mparent_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    mparent_t *m = state;
+    out->status = SN_IDLE;
+    if (n == 0) {
+        sn_out_spawn(out, 7, "mchild", "run", NULL, SN_YIELD_MONITOR);
+        sn_out_spawn(out, 8, "holder", "run", NULL, SN_YIELD_NOREPLY);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_YIELD_COMPLETE && ev[i].tag == 7 && ev[i].error == 0) {
+            m->child = ev[i].from;
+        } else if (ev[i].type == SN_EV_DOWN && ev[i].tag == 7 && !sn_pid_is_none(m->child) &&
+                   sn_pid_eq(ev[i].from, m->child) && ev[i].error == 0) {
+            sn_out_done(out, &ev[i].data);
+            return;
+        } else {
+            sn_out_fail(out, SN_EPROTO, "unexpected event %d tag %llu error %d", (int)ev[i].type,
+                        (unsigned long long)ev[i].tag, ev[i].error);
+            return;
+        }
+    }
+}
+
+static const sn_type_t mparent = {
+    .name = "mparent", .version = 1, .state_size = sizeof(mparent_t), .init = mchild_init, .step = mparent_step};
+
+/* The test's relay: messages, DOWNs and a monitored child's DOWN for the
+ * other node are delivered there at once (what the real relay does over
+ * the wire); the rest (notices for the forwarding entries) is dropped. */
+static int fake_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
+                        sn_payload_t **msg)
+{
+    if (to.node < 1 || to.node > 2)
+        return SN_EUNREACHABLE;
+    if (kind == SN_RELAY_CHILD_DOWN) /* (as relay/inbound.c takes it) */
+        return sn__send_child_down(g_node[to.node], to, from, tag, error, msg);
+    if (kind != SN_EV_MESSAGE && kind != SN_EV_DOWN)
+        return 0;
+    return sn__deliver_inbound(g_node[to.node], to, from, tag, kind, error, msg);
+}
+
+static bool only_mchild(void *arg, const sn_type_t *t)
+{
+    return strcmp(t->name, "mchild") == 0;
+}
+
+/* The child moves to node 2 before its first step, with a message queued
+ * for it on the way: on node 2 its first step has no events (the flag
+ * moved with it), the message comes next; its DOWN (with its result)
+ * crosses back to the parent on node 1. */
+static void test_monitored_child_moves(void **unused)
+{
+    sn_relay_hooks_t hooks = {.deliver = fake_deliver};
+    for (uint32_t k = 1; k <= 2; k++) {
+        g_node[k] = mk(k, 1);
+        assert_int_equal(sn_type_register(g_node[k], &mchild), 0);
+        assert_int_equal(sn_type_register(g_node[k], &mparent), 0);
+        assert_int_equal(sn_type_register(g_node[k], &holder), 0);
+        sn__sched_set_relay(g_node[k], &hooks);
+    }
+    atomic_store(&g_hold, 1);
+    atomic_store(&g_holding, 0);
+    collector_t c;
+    collector_init(&c);
+    assert_int_equal(sn_spawn(g_node[1], "mparent", "run", NULL, collector_on_result, &c, NULL), 0);
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (!atomic_load(&g_holding) && now_ns() < end)
+        sleep_ms(1);
+    sn_migrant_t m;
+    assert_int_equal(sn__migrate_take(g_node[1], 1, only_mchild, NULL, &m), 1);
+    assert_int_equal(m.awaited, SN__AWAIT_DOWN);
+    assert_int_equal(m.fresh, 1);
+    assert_int_equal(sn_send(g_node[1], m.pid, &(sn_payload_t *){sn_payload_u64(1)}), 0);
+    void *handle;
+    assert_int_equal(sn__migrate_install(g_node[2], &m, &handle), 0);
+    sn_event_t *events;
+    size_t nev;
+    assert_int_equal(sn__migrate_commit(g_node[1], &m, 2, &events, &nev), 0);
+    assert_int_equal(nev, 1);
+    assert_int_equal(sn__migrate_activate(g_node[2], handle, events, nev, 1, false), 0);
+    free(events);
+    atomic_store(&g_hold, 0); /* the parent can run again */
+    assert_true(collector_wait(&c, WAIT_MS));
+    if (c.status != SN_DONE && c.result)
+        print_error("parent: %s\n", (const char *)c.result->data);
+    assert_int_equal(c.status, SN_DONE);
+    assert_int_equal(result_u64(&c), 43); /* the child's result, through the DOWN */
+    assert_int_equal(atomic_load(&g_mchild_first_n), 0);
+    assert_int_equal(atomic_load(&g_mchild_node), 2);
+    sn_sched_destroy(&g_node[1]);
+    sn_sched_destroy(&g_node[2]);
+    collector_fini(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -384,6 +534,7 @@ int main(void)
         cmocka_unit_test_setup(test_pid_node_is_identity, reset),
         cmocka_unit_test_setup(test_install_refusals_and_discard, reset),
         cmocka_unit_test_setup(test_forwarding_keeps_every_origin, reset),
+        cmocka_unit_test_setup(test_monitored_child_moves, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

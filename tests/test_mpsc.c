@@ -1,6 +1,6 @@
-/* test_mpsc.c - the MPSC event queue: FIFO per producer, and a stress
- * where several producers push while one consumer pops, every node taken
- * exactly once.
+/* test_mpsc.c - the MPSC event queue: FIFO per producer, chains pushed at
+ * once, and a stress where several producers push (half of them in
+ * chains) while one consumer pops, every node taken exactly once.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -72,17 +72,49 @@ typedef struct prod {
     int id;
 } prod_t;
 
+/* Odd producers push chains of 1 to 64 (sn__mpsc_push_chain), even ones
+ * one node at a time. */
 static void *producer(void *arg)
 {
     prod_t *p = arg;
     atomic_fetch_add(&p->s->started, 1);
-    for (long i = 0; i < PER; i++) {
-        item_t *it = &p->s->items[(size_t)p->id * PER + (size_t)i];
-        it->producer = p->id;
-        it->seq = i;
-        sn__mpsc_push(&p->s->q, &it->link);
+    long i = 0;
+    while (i < PER) {
+        long len = p->id % 2 ? 1 + i % 64 : 1;
+        if (len > PER - i)
+            len = PER - i;
+        item_t *first = &p->s->items[(size_t)p->id * PER + (size_t)i];
+        for (long k = 0; k < len; k++, i++) {
+            item_t *it = &p->s->items[(size_t)p->id * PER + (size_t)i];
+            it->producer = p->id;
+            it->seq = i;
+            atomic_store_explicit(&it->link.next, k + 1 < len ? &it[1].link : NULL, memory_order_relaxed);
+        }
+        if (len == 1 && p->id % 2 == 0)
+            sn__mpsc_push(&p->s->q, &first->link);
+        else
+            sn__mpsc_push_chain(&p->s->q, &first->link, &first[len - 1].link);
     }
     return NULL;
+}
+
+static void chain_smoke(void **st)
+{
+    (void)st;
+    sn__mpsc_t q;
+    sn__mpsc_init(&q);
+    item_t it[5] = {{.seq = 0}, {.seq = 1}, {.seq = 2}, {.seq = 3}, {.seq = 4}};
+    sn__mpsc_push(&q, &it[0].link);
+    for (int k = 1; k < 3; k++)
+        atomic_store(&it[k].link.next, &it[k + 1].link);
+    sn__mpsc_push_chain(&q, &it[1].link, &it[3].link); /* 1, 2, 3 at once */
+    sn__mpsc_push(&q, &it[4].link);
+    for (int k = 0; k < 5; k++)
+        assert_ptr_equal(sn__mpsc_pop(&q), &it[k].link);
+    assert_null(sn__mpsc_pop(&q));
+    sn__mpsc_push_chain(&q, &it[2].link, &it[2].link); /* a chain of one */
+    assert_ptr_equal(sn__mpsc_pop(&q), &it[2].link);
+    assert_false(sn__mpsc_maybe_nonempty(&q));
 }
 
 static void stress_exactly_once_fifo_per_producer(void **st)
@@ -128,6 +160,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(smoke),
         cmocka_unit_test(has_linked_tracks_queued_nodes),
+        cmocka_unit_test(chain_smoke),
         cmocka_unit_test(stress_exactly_once_fifo_per_producer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

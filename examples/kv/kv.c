@@ -33,6 +33,8 @@ typedef struct kv {
 
 static int kv_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
+    (void)ctx;
+    (void)input;
     kv_t *kv = state;
     if (!strcmp(method, "demo"))
         kv->demo = 1;
@@ -100,7 +102,7 @@ static const char *const demo_requests[] = {NULL, "put a 1", "put b two words", 
 static void demo(kv_t *kv, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
     out->status = SN_IDLE;
-    if (n == 0) { /* start: a store, as a child we do not wait for */
+    if (n == 0) { /* the first step (it never has events): start a store, a child we do not wait for */
         sn_out_spawn(out, 100, "kv", "serve", NULL, 0);
         return;
     }
@@ -140,6 +142,7 @@ static void demo(kv_t *kv, sn_event_t *ev, size_t n, sn_step_out_t *out)
 
 static void kv_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
+    (void)ctx;
     kv_t *kv = state;
     if (kv->demo)
         demo(kv, ev, n, out);
@@ -150,19 +153,29 @@ static void kv_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_ste
 /* The state is plain data: a copy moves it. */
 static int kv_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
 {
+    (void)ctx;
     *out = sn_payload_new(SN_CT_BYTES, state, sizeof(kv_t));
     return *out ? 0 : SN_ENOMEM;
 }
 
 static int kv_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
 {
+    (void)ctx;
     if (in->len != sizeof(kv_t))
         return SN_EINVAL;
     memcpy(state, in->data, sizeof(kv_t));
     return 0;
 }
 
-static const sn_type_t kv_type = {"kv", 1, sizeof(kv_t), kv_init, kv_step, NULL, kv_marshal, kv_unmarshal};
+static const sn_type_t kv_type = {
+    .name = "kv",
+    .version = 1,
+    .state_size = sizeof(kv_t),
+    .init = kv_init,
+    .step = kv_step,
+    .marshal = kv_marshal, /* a kv can move to another node with its store */
+    .unmarshal = kv_unmarshal,
+};
 
 static int kv_plugin(sn_sched_t *sched)
 {

@@ -23,6 +23,7 @@ typedef struct psum {
 
 static int psum_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
+    (void)ctx;
     psum_t *p = state;
     if (strcmp(method, "sum") != 0)
         return SN_ENOMETHOD;
@@ -36,6 +37,7 @@ static int psum_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_
 
 static void psum_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
+    (void)ctx;
     psum_t *p = state;
     if (!p->started) {
         p->started = 1;
@@ -78,20 +80,29 @@ static void psum_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_s
 
 static int psum_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
 {
+    (void)ctx;
     *out = sn_payload_new(SN_CT_BYTES, state, sizeof(psum_t));
     return *out ? 0 : SN_ENOMEM;
 }
 
 static int psum_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
 {
+    (void)ctx;
     if (in->len != sizeof(psum_t))
         return SN_EINVAL;
     memcpy(state, in->data, sizeof(psum_t));
     return 0;
 }
 
-static const sn_type_t psum_type = {"psum",    1,    sizeof(psum_t), psum_init,
-                                    psum_step, NULL, psum_marshal,   psum_unmarshal};
+static const sn_type_t psum_type = {
+    .name = "psum",
+    .version = 1,
+    .state_size = sizeof(psum_t),
+    .init = psum_init,
+    .step = psum_step,
+    .marshal = psum_marshal,
+    .unmarshal = psum_unmarshal,
+};
 
 static int psum_plugin(sn_sched_t *sched)
 {

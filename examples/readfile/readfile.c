@@ -48,6 +48,7 @@ static void *reader(void *arg)
 
 static void readfile_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
 {
+    (void)arg;
     job_t *j = calloc(1, sizeof *j);
     pthread_t t;
     if (!j) {
@@ -75,6 +76,7 @@ typedef struct cat {
 
 static int cat_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
+    (void)ctx;
     cat_t *c = state;
     if (strcmp(method, "read") != 0)
         return SN_ENOMETHOD;
@@ -86,6 +88,7 @@ static int cat_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t
 
 static void cat_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
+    (void)ctx;
     cat_t *c = state;
     if (!c->asked) {
         c->asked = 1;
@@ -112,11 +115,19 @@ static void cat_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_st
 
 static void cat_close(sn_ctx_t *ctx, void *state)
 {
+    (void)ctx;
     cat_t *c = state;
     sn_payload_destroy(&c->path);
 }
 
-static const sn_type_t cat_type = {"cat", 1, sizeof(cat_t), cat_init, cat_step, cat_close, NULL, NULL};
+static const sn_type_t cat_type = {
+    .name = "cat",
+    .version = 1,
+    .state_size = sizeof(cat_t),
+    .init = cat_init,
+    .step = cat_step,
+    .close = cat_close,
+};
 
 static int readfile_plugin(sn_sched_t *sched)
 {

@@ -5,14 +5,55 @@
  * talks to the world only through events it receives and yields it emits.
  *
  * THE OWNERSHIP RULE (one rule for every payload in this API):
- *   A payload (sn_payload_t) has exactly one owner at a time. Functions that
- *   take ownership take a `sn_payload_t **` and set the caller's pointer to
- *   NULL; after that the caller must not touch the payload. When the runtime
- *   hands a payload to your code through a pointer it owns (an event's `data`,
- *   init's `*input`, a command's `req->data`), the runtime frees whatever is
- *   still there after your callback returns: to keep it, move it out and set
- *   the pointer to NULL (sn_take does exactly that). Payloads are never copied
- *   on the local message path: a Send moves the buffer to the receiver.
+ *   Whoever holds the pointer owns it. A payload (sn_payload_t) has exactly
+ *   one owner at a time. Functions that take ownership take a
+ *   `sn_payload_t **` and set the caller's pointer to NULL; after that the
+ *   caller must not touch the payload. When the runtime hands a payload to
+ *   your code through a pointer it owns (an event's `data`, init's `*input`,
+ *   a command's `req->data`), the runtime frees whatever is still there after
+ *   your callback returns: to keep it, move it out and set the pointer to
+ *   NULL (sn_take does exactly that). Payloads are never copied on the local
+ *   message path: a Send moves the buffer to the receiver.
+ *
+ *   A SHARED payload (sn_payload_share) is the same rule with references:
+ *   each holder owns one reference to one immutable buffer, and everything
+ *   above applies to that reference (take it, move it with sn_take, hand it
+ *   over, destroy it). sn_payload_dup makes another reference; destroying
+ *   one drops it and the last frees the buffer. A holder may only read it.
+ *
+ * Initialize the API's structs (sn_type_t, sn_sched_config_t, sn_plugin_t)
+ * with designated initializers, as in the examples below: fields left out
+ * are zero, and a field added in a later version cannot shift the others.
+ *
+ * A minimal process type (a counter that answers each message with it):
+ *
+ *     static int init(sn_ctx_t *ctx, void *state, const char *method,
+ *                     sn_payload_t **input)
+ *     {
+ *         (void)ctx, (void)state, (void)input;
+ *         return strcmp(method, "count") == 0 ? 0 : SN_ENOMETHOD;
+ *     }
+ *     static void step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n,
+ *                      sn_step_out_t *out)
+ *     {
+ *         (void)ctx;
+ *         uint64_t *count = state;
+ *         out->status = SN_IDLE;
+ *         for (size_t i = 0; i < n; i++) {
+ *             if (ev[i].type == SN_EV_CANCEL) {
+ *                 sn_out_done(out, NULL);
+ *                 return;
+ *             }
+ *             if (ev[i].type == SN_EV_MESSAGE) {
+ *                 sn_payload_t *r = sn_payload_u64(++*count);
+ *                 sn_out_send(out, ev[i].from, ev[i].tag, &r);
+ *             }
+ *         }
+ *     }
+ *     static const sn_type_t counter = {
+ *         .name = "counter", .version = 1, .state_size = sizeof(uint64_t),
+ *         .init = init, .step = step,
+ *     };
  */
 #ifndef SCHEDNODE_H
 #define SCHEDNODE_H
@@ -121,8 +162,34 @@ sn_payload_t *sn_payload_pid(sn_pid_t pid);
 /* Reads an SN_CT_U64 / SN_CT_PID payload; returns 0 or SN_EINVAL. */
 int sn_payload_get_u64(const sn_payload_t *p, uint64_t *out);
 int sn_payload_get_pid(const sn_payload_t *p, sn_pid_t *out);
-/* Frees *p and sets it to NULL; safe on NULL and twice. */
+/* Frees *p and sets it to NULL; safe on NULL and twice. For a shared
+ * payload: drops this holder's reference (the last one frees it). */
 void sn_payload_destroy(sn_payload_t **p);
+
+/* Shared read-only payloads: one buffer, many holders, no copies (one 16 KB
+ * table sent to 1,000 processes is one 16 KB buffer). Reference counted;
+ * the count is atomic, so holders on any threads may dup and destroy at
+ * once, and the buffer is freed exactly once, by the last destroy.
+ *
+ * sn_payload_share takes *p (sets it to NULL) and returns it shared, the
+ * caller holding its one reference; *p must not be written after this, by
+ * anyone. Sharing a shared payload returns it as it is. NULL for NULL.
+ *
+ * What a holder may do: read ctype, len and data; hand its reference to
+ * anything that takes a payload (sn_out_send, sn_out_send_many, sn_out_done,
+ * sn_complete_yield, a yield's data...), which then holds it; sn_take it
+ * out of an event (the rule above); destroy it (drops the reference). What
+ * it must not: write to it. A receiver cannot tell a shared payload from
+ * another by use: both are read the same way (sn_payload_is_shared says).
+ * Sent to another node, a shared payload is serialized like any other and
+ * arrives there as an ordinary, unshared payload of the receiver's. */
+sn_payload_t *sn_payload_share(sn_payload_t **p);
+/* Another payload with the same contents, caller owns it: for a shared
+ * payload, the same pointer with one more reference (no copy); otherwise
+ * a copy. NULL for NULL or on out-of-memory. */
+sn_payload_t *sn_payload_dup(const sn_payload_t *p);
+/* 1 if p is shared (sn_payload_share), else 0. */
+int sn_payload_is_shared(const sn_payload_t *p);
 /* Moves a payload out of a slot the runtime owns: returns *slot and sets
  * *slot to NULL. Caller owns the return value. */
 static inline sn_payload_t *sn_take(sn_payload_t **slot)
@@ -133,22 +200,41 @@ static inline sn_payload_t *sn_take(sn_payload_t **slot)
 }
 
 /* ---------------------------------------------------------------- events */
+/* What each event's fields hold:
+ *
+ * type                   tag                      from               error / data
+ * SN_EV_YIELD_COMPLETE   the yield's tag          see below          0 or the yield's error / its result or reason
+ * SN_EV_MESSAGE          the sender's send tag    the sender         0 / the message (never NULL: an empty
+ *                        (sn_out_send's `tag`;    (SN_PID_NONE from      message is a 0-byte SN_CT_BYTES payload)
+ *                        0 from sn_send)          sn_send)
+ * SN_EV_CANCEL           0                        SN_PID_NONE        0 / NULL
+ * SN_EV_DOWN             the monitor's tag, or    the process that   why it ended: 0 (it finished),
+ *                        the spawn's (SN_YIELD_   ended              its failure code, SN_ENOPROC (there
+ *                        MONITOR)                                    was no such process), SN_ENODEDOWN
+ *                                                                    (its node went down or left) / see
+ *                                                                    sn_out_monitor, SN_YIELD_MONITOR
+ *
+ * `from` of a YIELD_COMPLETE: for a spawn, the child (its PID); for a
+ * failed send, the PID the message was for (its payload comes back as
+ * data); for terminate, the process terminated; SN_PID_NONE for the rest
+ * (sleep, commands). A reply in a request/reply protocol is sent with the
+ * request's tag (sn_out_send(out, ev.from, ev.tag, &reply)), so the
+ * requester matches a MESSAGE's tag against the requests it made. */
 typedef enum sn_event_type {
-    SN_EV_YIELD_COMPLETE = 1, /* a yield finished: tag is the yield's tag */
+    SN_EV_YIELD_COMPLETE = 1, /* a yield finished */
     SN_EV_MESSAGE = 2,        /* a message from `from` */
     SN_EV_CANCEL = 3,         /* please finish: shutdown or terminate */
-    SN_EV_DOWN = 4            /* a monitored process ended (sn_out_monitor): `from`
-                                 is it, `tag` the monitor's tag, `error` why: 0
-                                 (it finished), its failure code (data: the
-                                 reason), SN_ENOPROC (there was no such process),
-                                 SN_ENODEDOWN (its node went down or left) */
+    SN_EV_DOWN = 4            /* a process ended that this one monitors
+                                 (sn_out_monitor) or spawned with
+                                 SN_YIELD_MONITOR */
 } sn_event_type_t;
 
 typedef struct sn_event {
     sn_event_type_t type;
     int error;          /* 0, or an SN_E* code (e.g. SN_ENOPROC for a failed send) */
-    uint64_t tag;       /* correlation tag of the yield this completes */
-    sn_pid_t from;      /* sender of a message; SN_PID_NONE if none */
+    uint64_t tag;       /* YIELD_COMPLETE: the yield's tag; MESSAGE: the sender's
+                           send tag; DOWN: the monitor's (or spawn's) tag; CANCEL: 0 */
+    sn_pid_t from;      /* sender of a message; the PID concerned; SN_PID_NONE if none */
     sn_payload_t *data; /* result, message or reason; owned by the runtime
                            unless moved out with sn_take() during step */
 } sn_event_t;
@@ -164,13 +250,31 @@ typedef enum sn_status {
 } sn_status_t;
 
 /* Yield flags. */
-#define SN_YIELD_NOREPLY                                                                                               \
-    0x1u /* no event on success (errors still come back);                                                              \
-            does not count as pending for SN_WAIT */
-#define SN_YIELD_AWAIT                                                                                                 \
-    0x2u /* spawn: complete when the child finishes, with                                                              \
-            its result or error (default: at once, with                                                                \
-            the child's PID as an SN_CT_PID payload) */
+/* No event on success (errors still come back); does not count as pending
+ * for SN_WAIT. */
+#define SN_YIELD_NOREPLY 0x1u
+/* spawn: complete when the child finishes, with its result or error
+ * (default: at once, with the child's PID as an SN_CT_PID payload). */
+#define SN_YIELD_AWAIT 0x2u
+/* spawn: complete at once with the child's PID (as without flags), and
+ * when the child ends, deliver SN_EV_DOWN to the spawner: `tag` the
+ * spawn's tag, `from` the child, `error` 0 (it finished: data is its
+ * result, taken as it is, no copy) or its failure code (data: the
+ * reason), or SN_EKILLED if it was closed at shutdown. Like Erlang's
+ * spawn_monitor: the PID to
+ * talk to the child, its result later, no second yield. The PID completion
+ * always comes before the DOWN and before anything the child sends. The
+ * DOWN comes exactly once per spawn that succeeded; a refused spawn
+ * completes with its error and has no DOWN. The DOWN is message-like: it
+ * wakes an SN_IDLE process, not an SN_WAIT one (wait for DOWNs with
+ * SN_IDLE). With SN_YIELD_NOREPLY: no PID completion, only the DOWN (and a
+ * refused spawn's error). Not with SN_YIELD_AWAIT (SN_EINVAL). The child
+ * can still move between nodes; its DOWN finds the spawner wherever it is.
+ * Not covered: a child lost with a node that crashed after it moved there
+ * sends no DOWN (as an awaited child sends no result); to hear of that,
+ * also sn_out_monitor it (a DOWN with SN_ENODEDOWN; a monitored process
+ * stays on its node). */
+#define SN_YIELD_MONITOR 0x4u
 
 /* A command for a handler, emitted by a step. Built-in commands: "send",
  * "spawn", "sleep", "terminate"; more are registered by name. */
@@ -201,15 +305,38 @@ typedef struct sn_step_out {
     sn_yield_t *overflow; /* yields beyond the inline ones (runtime-managed) */
 } sn_step_out_t;
 
-/* Appends a yield; returns it zeroed with tag set, or NULL on out-of-memory. */
+/* Appends a yield; returns it zeroed with tag set, or NULL on out-of-memory.
+ * A step may emit any number of yields, up to 2^31 (memory permitting; each
+ * is 64 bytes until the step's yields are dispatched, right after it
+ * returns). For many messages, sn_out_send_many is one yield. */
 sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uint64_t tag);
-/* Sends msg to `to` (takes ownership of *msg). No event on success; a failed
- * send comes back as SN_EV_YIELD_COMPLETE with `tag`, the error (noproc,
- * nodedown, unreachable) and the undelivered payload as data. */
+/* Sends msg to `to` (takes ownership of *msg). The receiver gets an
+ * SN_EV_MESSAGE with this `tag` and `from` = the sender. msg may be NULL or
+ * point to NULL: an empty message (the receiver gets a 0-byte SN_CT_BYTES
+ * payload). No event on success; a failed send comes back as
+ * SN_EV_YIELD_COMPLETE with `tag`, the error (noproc, nodedown,
+ * unreachable), `from` = `to` and the undelivered payload as data. */
 int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msg);
+/* Sends n messages to `to` as ONE yield: msgs[0..n-1] are taken (each set
+ * to NULL; a NULL entry is an empty message) and delivered in that order,
+ * each exactly as sn_out_send(out, to, tag, &msgs[i]) would be: the same
+ * order with the step's other sends, delivered exactly once, a failed one
+ * back as its own error event with its payload. The cost per message is 8
+ * bytes and no yield: to a process on this node the whole batch is queued
+ * at once (one atomic exchange and one wake for all of them). No limit on
+ * n but memory (at most 2^29 per call), and no need to slice a bulk send
+ * into CONTINUE steps (do so only to let the receiver start sooner, or to
+ * bound what you hold). The array itself stays the caller's. Returns 0,
+ * SN_EINVAL (msgs NULL, n too big) or SN_ENOMEM (nothing taken). */
+int sn_out_send_many(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msgs, size_t n);
 /* Spawns a process of `type` at entry point `method` with *input (taken).
- * flags: SN_YIELD_AWAIT, SN_YIELD_NOREPLY. An unknown type or method fails
- * the spawn: the completion carries the error and a reason text. */
+ * flags: SN_YIELD_AWAIT, SN_YIELD_MONITOR, SN_YIELD_NOREPLY (see each).
+ * Without flags the yield completes at once with the child's PID (data: an
+ * SN_CT_PID payload; `from`: the PID), before anything the child sends can
+ * arrive. An unknown type or method, or an init that refuses, fails the
+ * spawn: the completion carries the error and a reason text naming the
+ * type and method. SN_EINVAL (nothing taken) for no type or method, or for
+ * SN_YIELD_AWAIT with SN_YIELD_MONITOR. */
 int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method, sn_payload_t **input,
                  uint32_t flags);
 /* Completes with `tag` after `ms` milliseconds. */
@@ -255,7 +382,13 @@ typedef struct sn_type {
     int (*init)(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input);
     /* Advance with `n` events; write status, result and yields to `out`.
      * Events' data belong to the runtime unless taken. Called by one worker
-     * at a time, never concurrently for one process. */
+     * at a time, never concurrently for one process.
+     * THE FIRST STEP (right after init) always has n == 0, even if events
+     * arrived before it ran (they come with the next step): it is where a
+     * process starts its work (sends, spawns, timers). Later steps have
+     * n >= 1, except one after SN_CONTINUE with nothing queued (n == 0
+     * again); a process that returns SN_CONTINUE and needs to know its
+     * first step keeps a flag in its state. */
     void (*step)(sn_ctx_t *ctx, void *state, sn_event_t *events, size_t n, sn_step_out_t *out);
     /* Release resources held in state (optional). Called once. */
     void (*close)(sn_ctx_t *ctx, void *state);
@@ -331,7 +464,9 @@ int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload
 /* Spawns and blocks the calling (non-worker) thread until the process ends
  * or timeout_ms passes (< 0: forever). On return *result (caller owns) holds
  * the result or reason; the return value is 0 for DONE, the process's error
- * for FAIL, or the spawn error / SN_ETIMEDOUT. */
+ * for FAIL, or the spawn error / SN_ETIMEDOUT. A refused spawn and a failed
+ * process can return the same code: to tell them apart, use sn_spawn, which
+ * refuses at once (as `schednode run` does). */
 int sn_call(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, int timeout_ms,
             sn_payload_t **result);
 /* Sends a message from outside any process (from = SN_PID_NONE). Takes
@@ -378,7 +513,8 @@ typedef struct sn_plugin {
 
 #define SN_PLUGIN_SYMBOL "schednode_plugin"
 #define SN_PLUGIN_DEFINE(name_, init_)                                                                                 \
-    __attribute__((visibility("default"))) const sn_plugin_t schednode_plugin = {SN_API_VERSION, name_, init_}
+    __attribute__((visibility("default")))                                                                             \
+    const sn_plugin_t schednode_plugin = {.api_version = SN_API_VERSION, .name = (name_), .init = (init_)}
 
 /* Loads a plugin and runs its init. On failure returns SN_EPLUGIN (or the
  * init's error) and writes a one-line reason naming the file into err. */

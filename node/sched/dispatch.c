@@ -2,10 +2,10 @@
  *
  * Runs on the worker that ran the step, while it still owns the process
  * (state RUNNING), right after the step returns. Built-in commands (send,
- * spawn, sleep, terminate, monitor, demonitor) are handled here; others go to handlers
- * registered by name. A yield that counts (everything but send and
- * SN_YIELD_NOREPLY built-ins) adds one to p->pending; its completion event
- * takes it off when drained.
+ * send_many, spawn, sleep, terminate, monitor, demonitor) are handled here;
+ * others go to handlers registered by name. A yield that counts
+ * (everything but sends, monitors and SN_YIELD_NOREPLY built-ins) adds one
+ * to p->pending; its completion event takes it off when drained.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -31,28 +31,79 @@ static void post_self(sn__proc_t *p, int error, uint64_t tag, sn_pid_t from, sn_
     sn__mpsc_push(&p->q, &n->link);
 }
 
+/* One message (*msg taken; NULL: an empty one, as on every other path: a
+ * MESSAGE always has a payload, also when it comes back). */
+static void send_one(sn_sched_t *sched, sn__proc_t *p, sn_pid_t to, uint64_t tag, sn_payload_t **msg)
+{
+    if (!*msg && !(*msg = sn_payload_new(SN_CT_BYTES, NULL, 0))) {
+        post_self(p, SN_ENOMEM, tag, to, NULL, false);
+        return;
+    }
+    int rc = sn__deliver(sched, to, SN_EV_MESSAGE, 0, tag, p->pid, msg, false);
+    if (rc != 0)
+        post_self(p, rc, tag, to, msg, false); /* the payload comes back */
+}
+
 static void do_send(sn_sched_t *sched, sn__proc_t *p, sn_yield_t *y)
 {
-    int rc = sn__deliver(sched, y->target, SN_EV_MESSAGE, 0, y->tag, p->pid, &y->data, false);
-    if (rc != 0)
-        post_self(p, rc, y->tag, y->target, &y->data, false); /* the payload comes back */
+    send_one(sched, p, y->target, y->tag, &y->data);
+}
+
+/* sn_out_send_many: the batch in one push when the receiver is here and
+ * every message has a payload; else each as do_send would send it, in
+ * order. No limit on the count but memory; no CONTINUE needed. */
+static void do_send_many(sn_sched_t *sched, sn__proc_t *p, sn_yield_t *y)
+{
+    sn_payload_t *d = y->data;
+    if (!d || d->ctype != SN__CT_BATCH || d->len < sizeof(sn__batch_t) ||
+        sn__batch_of(d)->n > (d->len - sizeof(sn__batch_t)) / sizeof(sn_payload_t *)) {
+        post_self(p, SN_EINVAL, y->tag, y->target, NULL, false); /* a hand-made yield, not sn_out_send_many's */
+        return;
+    }
+    sn__batch_t *b = sn__batch_of(d);
+    bool local = y->target.node == sched->node_id || atomic_load_explicit(&sched->migrated_in, memory_order_relaxed);
+    if (local && sn__post_local_many(sched, y->target, p->pid, y->tag, b->msgs, b->n) == 0)
+        return;
+    for (size_t i = 0; i < b->n; i++)
+        send_one(sched, p, y->target, y->tag, &b->msgs[i]);
+}
+
+/* The PID completion of a spawn that does not await the result: queued
+ * before the child can run (sn__spawn_args_t.announce), so it comes first. */
+typedef struct announce {
+    sn__proc_t *parent;
+    uint64_t tag;
+} announce_t;
+
+static void announce(void *arg, sn_pid_t child)
+{
+    announce_t *a = arg;
+    sn_payload_t *pid = sn_payload_pid(child); /* (NULL if out of memory: `from` is the PID too) */
+    post_self(a->parent, 0, a->tag, child, &pid, true);
+    sn_payload_destroy(&pid);
 }
 
 static void do_spawn(sn_sched_t *sched, sn__proc_t *p, sn_yield_t *y)
 {
     bool await = y->flags & SN_YIELD_AWAIT;
     bool counted = await || !(y->flags & SN_YIELD_NOREPLY);
+    announce_t an = {p, y->tag};
+    sn__spawn_args_t a = {.type = y->name,
+                          .method = y->method,
+                          .input = &y->data,
+                          .parent = p->pid,
+                          .awaited = await                         ? SN__AWAIT_RESULT
+                                     : y->flags & SN_YIELD_MONITOR ? SN__AWAIT_DOWN
+                                                                   : SN__AWAIT_NONE,
+                          .await_tag = y->tag,
+                          .announce = !await && counted ? announce : NULL,
+                          .announce_arg = &an};
     sn_payload_t *reason = NULL;
-    sn_pid_t child;
-    int rc = sn__spawn(sched, y->name, y->method, &y->data, p->pid, await, y->tag, NULL, &child, &reason);
     if (counted)
         p->pending++;
-    if (rc != 0) {
+    int rc = sn__spawn(sched, &a, NULL, &reason);
+    if (rc != 0)
         post_self(p, rc, y->tag, SN_PID_NONE, &reason, counted);
-    } else if (!await && counted) {
-        sn_payload_t *pid = sn_payload_pid(child);
-        post_self(p, 0, y->tag, child, &pid, true);
-    }
     sn_payload_destroy(&reason);
 }
 
@@ -102,6 +153,9 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
         switch (cmd) {
         case SN__CMD_SEND:
             do_send(sched, p, y);
+            break;
+        case SN__CMD_SEND_MANY:
+            do_send_many(sched, p, y);
             break;
         case SN__CMD_SPAWN:
             do_spawn(sched, p, y);

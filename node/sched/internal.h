@@ -19,13 +19,21 @@
 /* ---------------------------------------------------------------- events */
 /* An event in a process's queue. A payload is allocated with one of these
  * in front of it (see payload.c), so sending a payload allocates nothing
- * more; events without a payload allocate a bare node. */
+ * more; events without a payload, and events carrying a shared payload
+ * (whose own node is never queued: it may be in many queues at once),
+ * allocate a bare node. */
 typedef struct sn__evnode {
     sn__mpsc_node_t link;
     uint8_t type;    /* sn_event_type_t */
     uint8_t counted; /* completes a yield counted in proc->pending */
     uint8_t bare;    /* not inside a payload: free on drain */
-    int error;
+    uint8_t shared;  /* in front of a shared payload (sn_payload_share): never queued */
+    union {
+        int error; /* a queued node: the event's error */
+        /* a shared payload's own node: how many hold it (payload.c says
+         * which atomic orders what). Never queued, so `error` is unused. */
+        _Atomic uint32_t refs;
+    };
     uint64_t tag;
     sn_pid_t from;
     sn_payload_t *data;
@@ -33,11 +41,13 @@ typedef struct sn__evnode {
 
 /* The event node that lives in front of payload p. */
 sn__evnode_t *sn__payload_node(sn_payload_t *p);
-/* A node for an event: p's own node, or a bare one when p is NULL. NULL on
- * out-of-memory (p is then untouched). */
+/* A node for an event: p's own node, or a bare one when p is NULL or
+ * shared. NULL on out-of-memory (p is then untouched). */
 sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p, bool counted);
-/* Frees a node and its payload (if any). */
+/* Frees a node and its payload (if any; a shared one loses a reference). */
 void sn__evnode_free(sn__evnode_t *n);
+/* Shared payloads alive in this program (relaxed; for tests). */
+extern _Atomic int64_t sn__shared_live;
 
 /* ------------------------------------------------------------- processes */
 /* Process states (low bits of sn_ctx.state). */
@@ -68,7 +78,7 @@ struct sn_ctx {
     const sn_type_t *type;
     sn_sched_t *sched;
     struct sn__waiter *cb; /* C result callback (sn_spawn), or NULL */
-    uint64_t await_tag;    /* parent's spawn tag when awaited */
+    uint64_t await_tag;    /* parent's spawn tag when awaited (SN__AWAIT_*) */
     /* CAS by producers (wake) and the owning worker */
     _Atomic uint32_t state;
     /* SN__KILL_* bits, set by sn__sched_kill under the shard lock: ASKED
@@ -84,8 +94,9 @@ struct sn_ctx {
     _Atomic uint32_t wakeups;
     /* owned by whichever worker is running the process */
     uint32_t pending;    /* counted yields not yet completed */
-    uint8_t awaited;     /* the parent awaits our result */
+    uint8_t awaited;     /* SN__AWAIT_*: how the parent gets our result */
     uint8_t wait_status; /* what it slept on (0: step must run) */
+    uint8_t stepped;     /* had its first step (which gets no events) */
     /* steps run (inspect.c): written by the running worker only, as an
      * owner-only counter (SN__STAT_ADD); others read it relaxed */
     _Atomic uint64_t steps;
@@ -118,6 +129,13 @@ struct sn_ctx {
     alignas(16) unsigned char user[];
 };
 typedef struct sn_ctx sn__proc_t;
+
+/* How a parent learns that its child ended (sn_ctx.awaited). */
+enum {
+    SN__AWAIT_NONE = 0,
+    SN__AWAIT_RESULT = 1, /* SN_YIELD_AWAIT: the spawn's completion, counted */
+    SN__AWAIT_DOWN = 2    /* SN_YIELD_MONITOR: an SN_EV_DOWN with the spawn's tag */
+};
 
 /* One watcher of a process (sn_out_monitor). */
 typedef struct sn__monitor {
@@ -286,8 +304,23 @@ enum {
     SN__CMD_TERMINATE = 4,
     SN__CMD_MONITOR = 5,
     SN__CMD_DEMONITOR = 6,
-    SN__CMD_FIRST_USER = 7
+    SN__CMD_SEND_MANY = 7, /* sn_out_send_many: data is a batch (out.c) */
+    SN__CMD_FIRST_USER = 8
 };
+
+/* sn_out_send_many's batch: the messages, in order, in a payload of this
+ * internal content type (so the yield carries it in `data` and a yield
+ * dropped undispatched frees it like any payload: its messages leak then,
+ * which never happens: every step's yields are dispatched). */
+#define SN__CT_BATCH 0x100u
+typedef struct sn__batch {
+    size_t n;
+    sn_payload_t *msgs[]; /* owned; NULL: an empty message */
+} sn__batch_t;
+static inline sn__batch_t *sn__batch_of(sn_payload_t *p)
+{
+    return (sn__batch_t *)(void *)p->data;
+}
 
 /* Result waiter for sn_spawn callbacks and sn_call. */
 typedef struct sn__waiter {
@@ -369,14 +402,33 @@ bool sn__wake(sn__proc_t *p, uint8_t event_type);
 /* Pushes an event to a local process (node must be built); on SN_ENOPROC
  * the node is left to the caller. */
 int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from_here);
+/* Pushes n messages (none NULL) from `from` with `tag` to a local process
+ * at once, in order: one exchange on its queue, one wake. Returns 0 (each
+ * msgs[i] set to NULL) or an error with nothing sent and msgs untouched
+ * (SN_ENOPROC: not here; SN__SETTLING: it must go through the relay;
+ * SN_ENOMEM): the caller then sends them one by one. */
+int sn__post_local_many(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msgs, size_t n);
 /* Posts an event to `to`, local or (messages only) remote. On failure the
  * payload goes back in *data when data != NULL. */
 int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
                 sn_payload_t **data, bool counted);
+/* What makes a process (sn__spawn). */
+typedef struct sn__spawn_args {
+    const char *type, *method;
+    sn_payload_t **input; /* taken, whatever happens */
+    sn_pid_t parent;
+    uint8_t awaited; /* SN__AWAIT_* */
+    uint64_t await_tag;
+    sn__waiter_t *cb; /* C result callback (taken on success) */
+    /* called with the new PID once the process is in the table and before
+     * it can run: the parent hears of its child before anything the child
+     * sends or its end (SN__AWAIT_DOWN) can reach it */
+    void (*announce)(void *arg, sn_pid_t child);
+    void *announce_arg;
+} sn__spawn_args_t;
 /* Creates, inits and schedules a process. On failure *reason may get a
- * text payload (caller owns). */
-int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
-              bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason);
+ * text payload (caller owns): sn__spawn_refusal's words. */
+int sn__spawn(sn_sched_t *sched, const sn__spawn_args_t *a, sn_pid_t *pid_out, sn_payload_t **reason);
 /* Runs one process (worker.c). */
 void sn__run(sn__worker_t *w, sn__proc_t *p);
 /* Dispatches the yields of a finished step (dispatch.c). */

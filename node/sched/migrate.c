@@ -48,8 +48,16 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
         return false;
     }
-    *m = (sn_migrant_t){p->pid,           p->parent, p->awaited, p->await_tag, p->type->name,
-                        p->type->version, state,     p,          p->moves + 1};
+    *m = (sn_migrant_t){.pid = p->pid,
+                        .parent = p->parent,
+                        .awaited = p->awaited,
+                        .fresh = !p->stepped,
+                        .await_tag = p->await_tag,
+                        .type = p->type->name,
+                        .type_version = p->type->version,
+                        .state = state,
+                        .handle = p,
+                        .moves = p->moves + 1};
     return true;
 }
 
@@ -314,6 +322,7 @@ int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     p->type = t;
     p->sched = sched;
     p->awaited = m->awaited;
+    p->stepped = !m->fresh;
     p->await_tag = m->await_tag;
     p->moves = m->moves;
     atomic_init(&p->state, SN__MIGRATING);

@@ -26,6 +26,16 @@ void sn__mpsc_push(sn__mpsc_t *q, sn__mpsc_node_t *n)
     atomic_store_explicit(&prev->next, n, memory_order_release);
 }
 
+void sn__mpsc_push_chain(sn__mpsc_t *q, sn__mpsc_node_t *first, sn__mpsc_node_t *last)
+{
+    atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+    /* seq_cst, release: as in sn__mpsc_push. The links inside the chain
+     * were stored before this release, so the consumer that acquires
+     * first through prev->next sees them all. */
+    sn__mpsc_node_t *prev = atomic_exchange_explicit(&q->head, last, memory_order_seq_cst);
+    atomic_store_explicit(&prev->next, first, memory_order_release);
+}
+
 sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q)
 {
     sn__mpsc_node_t *tail = q->tail;

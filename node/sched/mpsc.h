@@ -27,6 +27,10 @@ typedef struct sn__mpsc {
 void sn__mpsc_init(sn__mpsc_t *q);
 /* Any thread. The node must not be in any queue. */
 void sn__mpsc_push(sn__mpsc_t *q, sn__mpsc_node_t *n);
+/* Any thread. Pushes first..last, already linked through their `next`
+ * (last's is ignored), with one exchange: the consumer sees them in order,
+ * after everything pushed before and before anything pushed after. */
+void sn__mpsc_push_chain(sn__mpsc_t *q, sn__mpsc_node_t *first, sn__mpsc_node_t *last);
 /* Consumer only. NULL when empty or when the next node is still in flight. */
 sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q);
 /* Consumer only. False only if the queue is certainly empty. */

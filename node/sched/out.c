@@ -1,5 +1,12 @@
 /* out.c - filling a step's output: yields (two inline, the rest in a
  * per-worker overflow array reused across steps), result and status.
+ *
+ * The bound on yields per step: the overflow array doubles from 8 up to
+ * UINT32_MAX entries (2^31 + 2 yields in all), 64 bytes each, held until
+ * the step's yields are dispatched; a yield that cannot be added returns
+ * NULL / SN_ENOMEM. sn_out_send_many is one yield however many messages it
+ * carries (8 bytes each). A worker keeps the largest array it needed up to
+ * KEEP_YIELDS entries and frees a bigger one before its next step.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,8 +16,12 @@
 #include "grow.h"
 #include "internal.h"
 
+#define KEEP_YIELDS 4096 /* overflow entries a worker keeps between steps (256 KB) */
+
 void sn__out_reset(sn_step_out_t *out)
 {
+    if (out->cap > KEEP_YIELDS)
+        sn__out_fini(out);
     out->status = SN_IDLE;
     out->error = 0;
     out->result = NULL;
@@ -59,10 +70,46 @@ int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **ms
     return 0;
 }
 
+int sn_out_send_many(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msgs, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (!msgs || n > (UINT32_MAX - 1 - sizeof(sn__batch_t)) / sizeof(sn_payload_t *))
+        return SN_EINVAL;
+    sn_payload_t *batch = sn_payload_new(SN__CT_BATCH, NULL, sizeof(sn__batch_t) + n * sizeof(sn_payload_t *));
+    if (!batch)
+        return SN_ENOMEM;
+    sn__batch_t *b = sn__batch_of(batch);
+    b->n = n;
+    for (size_t i = 0; i < n; i++) { /* an empty message for NULL, as sn_out_send sends */
+        if (!msgs[i] && !(b->msgs[i] = sn_payload_new(SN_CT_BYTES, NULL, 0))) {
+            while (i-- > 0)
+                if (!msgs[i])
+                    sn_payload_destroy(&b->msgs[i]);
+            sn_payload_destroy(&batch);
+            return SN_ENOMEM; /* nothing taken */
+        }
+    }
+    sn_yield_t *y = sn_out_yield(out, SN__CMD_SEND_MANY, "send_many", tag);
+    if (!y) {
+        for (size_t i = 0; i < n; i++)
+            if (!msgs[i])
+                sn_payload_destroy(&b->msgs[i]);
+        sn_payload_destroy(&batch);
+        return SN_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (msgs[i])
+            b->msgs[i] = sn_take(&msgs[i]);
+    y->target = to;
+    y->data = batch;
+    return 0;
+}
+
 int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method, sn_payload_t **input,
                  uint32_t flags)
 {
-    if (!type || !method)
+    if (!type || !method || ((flags & SN_YIELD_AWAIT) && (flags & SN_YIELD_MONITOR)))
         return SN_EINVAL;
     sn_yield_t *y = sn_out_yield(out, SN__CMD_SPAWN, type, tag);
     if (!y)

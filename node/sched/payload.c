@@ -1,7 +1,10 @@
-/* payload.c - owned byte buffers, event nodes, and the error table.
+/* payload.c - owned byte buffers, shared read-only ones, event nodes, and
+ * the error table.
  *
  * Every payload is allocated with an event node in front of it, so moving a
- * payload into a process's queue needs no allocation and no copy.
+ * payload into a process's queue needs no allocation and no copy. A shared
+ * payload (sn_payload_share) is in many places at once: its node counts its
+ * holders instead, and each event carrying it gets a bare node.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -98,6 +101,7 @@ sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len)
     unsigned char *base = block_alloc(block_size(len));
     if (!base)
         return NULL;
+    ((sn__evnode_t *)(void *)base)->shared = 0;
     sn_payload_t *p = (sn_payload_t *)(base + PREFIX);
     p->ctype = ctype;
     p->len = (uint32_t)len;
@@ -157,23 +161,79 @@ int sn_payload_get_pid(const sn_payload_t *p, sn_pid_t *out)
     return 0;
 }
 
-void sn_payload_destroy(sn_payload_t **p)
-{
-    if (p && *p) {
-        block_free((unsigned char *)*p - PREFIX, block_size((*p)->len));
-        *p = NULL;
-    }
-}
-
 sn__evnode_t *sn__payload_node(sn_payload_t *p)
 {
     return (sn__evnode_t *)(void *)((unsigned char *)p - PREFIX);
 }
 
+/* ------------------------------------------------------ shared payloads
+ *
+ * The holders' count lives in the payload's own event node (`refs`), which
+ * a shared payload never uses as a queue node. The bytes are written only
+ * before the share and never after, so holders read them without locks.
+ * Orders: a holder that adds a reference already keeps the payload alive,
+ * so the add is relaxed (as for any reference count). Dropping one is a
+ * release (this holder's reads of the bytes come before it), and the drop
+ * that takes the count to zero also acquires (every other holder's reads
+ * come before the free): acq_rel on the fetch_sub. The `shared` flag is
+ * set before the payload is handed anywhere (any hand-over between threads
+ * publishes it) and never changes after. */
+
+_Atomic int64_t sn__shared_live;
+
+sn_payload_t *sn_payload_share(sn_payload_t **p)
+{
+    sn_payload_t *s = p ? sn_take(p) : NULL;
+    if (!s)
+        return NULL;
+    sn__evnode_t *n = sn__payload_node(s);
+    if (!n->shared) {
+        n->shared = 1;
+        atomic_init(&n->refs, 1);
+        atomic_fetch_add_explicit(&sn__shared_live, 1, memory_order_relaxed);
+    }
+    return s;
+}
+
+int sn_payload_is_shared(const sn_payload_t *p)
+{
+    return p && sn__payload_node((sn_payload_t *)p)->shared;
+}
+
+sn_payload_t *sn_payload_dup(const sn_payload_t *p)
+{
+    if (!p)
+        return NULL;
+    sn__evnode_t *n = sn__payload_node((sn_payload_t *)p);
+    if (n->shared) {
+        uint32_t r = atomic_load_explicit(&n->refs, memory_order_relaxed);
+        /* relaxed: we hold a reference (see above); the bound keeps the count from wrapping */
+        while (r < UINT32_MAX)
+            if (atomic_compare_exchange_weak_explicit(&n->refs, &r, r + 1, memory_order_relaxed, memory_order_relaxed))
+                return (sn_payload_t *)p;
+    }
+    return sn_payload_new(p->ctype, p->data, p->len); /* not shared (or 2^32-1 holders): a copy */
+}
+
+void sn_payload_destroy(sn_payload_t **p)
+{
+    if (!p || !*p)
+        return;
+    sn_payload_t *d = sn_take(p);
+    sn__evnode_t *n = sn__payload_node(d);
+    if (n->shared) {
+        /* acq_rel: see "shared payloads" above */
+        if (atomic_fetch_sub_explicit(&n->refs, 1, memory_order_acq_rel) != 1)
+            return;
+        atomic_fetch_sub_explicit(&sn__shared_live, 1, memory_order_relaxed);
+    }
+    block_free(n, block_size(d->len));
+}
+
 sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p, bool counted)
 {
     sn__evnode_t *n;
-    if (p) {
+    if (p && !sn__payload_node(p)->shared) {
         n = sn__payload_node(p);
         n->bare = 0;
     } else {
@@ -181,6 +241,7 @@ sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t fr
         if (!n)
             return NULL;
         n->bare = 1;
+        n->shared = 0;
     }
     n->type = type;
     n->counted = counted;
@@ -194,6 +255,7 @@ sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t fr
 void sn__evnode_free(sn__evnode_t *n)
 {
     if (n->bare) {
+        sn_payload_destroy(&n->data); /* a shared payload's reference, or NULL */
         free(n);
     } else {
         /* the node lives inside the payload: destroy through a copy of the

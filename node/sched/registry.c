@@ -78,7 +78,7 @@ const sn_type_t *sn_type_find(sn_sched_t *sched, const char *name)
     return name ? sn__type_find(sched, name) : NULL;
 }
 
-static const char *const builtin[] = {NULL, "send", "spawn", "sleep", "terminate", "monitor", "demonitor"};
+static const char *const builtin[] = {NULL, "send", "spawn", "sleep", "terminate", "monitor", "demonitor", "send_many"};
 
 int sn_command_id(sn_sched_t *sched, const char *name)
 {

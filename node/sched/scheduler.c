@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -92,6 +93,61 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
     return 0;
 }
 
+/* Unlinks a chain built by post_many that was not pushed: bare nodes (a
+ * shared payload's) are freed; the payloads stay with the caller. */
+static void unchain(sn__evnode_t *first)
+{
+    while (first) {
+        sn__evnode_t *next = (sn__evnode_t *)atomic_load_explicit(&first->link.next, memory_order_relaxed);
+        if (first->bare)
+            free(first);
+        first = next;
+    }
+}
+
+int sn__post_local_many(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msgs, size_t n)
+{
+    if (n == 0)
+        return 0;
+    /* the chain, linked here, outside the lock (nobody else sees it yet) */
+    sn__evnode_t *first = NULL, *last = NULL;
+    for (size_t i = 0; i < n; i++) {
+        sn__evnode_t *e = msgs[i] ? sn__evnode_make(SN_EV_MESSAGE, 0, tag, from, msgs[i], false) : NULL;
+        if (!e) {
+            unchain(first);
+            return SN_ENOMEM; /* or an empty slot: the caller's per-message path fills it */
+        }
+        atomic_store_explicit(&e->link.next, NULL, memory_order_relaxed);
+        if (last)
+            atomic_store_explicit(&last->link.next, &e->link, memory_order_relaxed);
+        else
+            first = e;
+        last = e;
+    }
+    sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, to);
+    if (!p || p->settling || p->diverted) { /* not here, or behind the network path: one by one */
+        sn__shard_unlock(s);
+        unchain(first);
+        return p ? SN__SETTLING : SN_ENOPROC;
+    }
+    /* as sn__post_local: alive under the lock; messages raise no wakeups */
+    sn__mpsc_push_chain(&p->q, &first->link, &last->link);
+    bool woke = sn__wake(p, SN_EV_MESSAGE);
+    sn__shard_unlock(s);
+    if (woke)
+        sn__schedule(sched, p, true);
+    for (size_t i = 0; i < n; i++)
+        msgs[i] = NULL;
+    sn__worker_t *w = sn__self_worker(sched);
+    if (w)
+        SN__STAT_ADD(w->st.messages, n);
+    else
+        atomic_fetch_add_explicit(&sched->ext_messages, n, memory_order_relaxed);
+    return 0;
+}
+
 /* A call from a thread that is not a worker (a command's helper thread,
  * the relay, the program) still touches the scheduler after it has handed
  * its event over, and that event may be what lets the program finish and
@@ -123,8 +179,10 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
 {
     sn_payload_t *payload = data ? *data : NULL;
     const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
-    /* what can cross nodes: messages, DOWNs, and results for a parent */
+    /* what can cross nodes: messages, DOWNs, and results for a parent (a
+     * counted completion; a "counted" DOWN is a child's: SN__AWAIT_DOWN) */
     bool result = type == SN_EV_YIELD_COMPLETE && counted;
+    int kind = result ? SN_RELAY_RESULT : type == SN_EV_DOWN && counted ? SN_RELAY_CHILD_DOWN : type;
     bool relay = (sn__message_class(type) || result) && hk && hk->h.deliver;
     /* A PID of another node is here only if its process moved here: until
      * something has, a send to one goes straight to the relay without a
@@ -149,7 +207,7 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
         /* not here: moved away from here, or living on its home node */
         uint32_t via = sn__forward_of(sched, to);
         if (via || to.node != sched->node_id) {
-            rc = hk->h.deliver(hk->h.arg, to, from, tag, result ? SN_RELAY_RESULT : type, error, via, data);
+            rc = hk->h.deliver(hk->h.arg, to, from, tag, kind, error, via, data);
             if (rc == 0 && type == SN_EV_MESSAGE)
                 count(sched, 2);
             return rc;
@@ -200,6 +258,12 @@ int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_
 int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error, sn_payload_t **result)
 {
     return deliver(sched, parent, SN_EV_YIELD_COMPLETE, error, tag, child, result, true, true);
+}
+
+int sn__send_child_down(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
+                        sn_payload_t **result)
+{
+    return deliver(sched, parent, SN_EV_DOWN, error, tag, child, result, true, true);
 }
 
 int sn__deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error,
@@ -363,54 +427,84 @@ static uint64_t next_serial(sn_sched_t *sched)
     return w->serial_next++;
 }
 
-static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
-                  bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason)
+void sn__spawn_refusal(char *buf, size_t len, const char *type, const char *method, int err)
 {
-    /* we own the input from here on, whatever happens */
-    sn_payload_t *in = input ? sn_take(input) : NULL;
-    if (atomic_load_explicit(&sched->shutting_down, memory_order_acquire)) {
-        sn_payload_destroy(&in);
-        if (reason)
-            *reason = sn_payload_text("the scheduler is shutting down");
-        return SN_ESHUTDOWN;
-    }
-    const sn_type_t *t = type ? sn__type_find(sched, type) : NULL;
-    if (!t) {
-        sn_payload_destroy(&in);
-        if (reason)
-            *reason = sn_payload_printf(SN_CT_ERROR, "unknown process type '%s'", type ? type : "(null)");
-        return SN_ENOTYPE;
-    }
+    if (!type)
+        type = "(null)";
     if (!method)
         method = "";
+    switch (err) {
+    case SN_ENOTYPE:
+        snprintf(buf, len, "unknown process type '%s'", type);
+        break;
+    case SN_ENOMETHOD:
+        snprintf(buf, len, "process type '%s' has no method '%s'", type, method);
+        break;
+    case SN_ESHUTDOWN:
+        snprintf(buf, len, "the scheduler is shutting down");
+        break;
+    case SN_ENOMEM:
+        snprintf(buf, len, "out of memory spawning '%s' '%s'", type, method);
+        break;
+    default:
+        snprintf(buf, len, "spawn refused by %s's init (method '%s'): %s", type, method, sn_strerror(err));
+        break;
+    }
+}
+
+/* Fails a spawn: the input freed, the reason in *reason if asked. */
+static int refuse(const sn__spawn_args_t *a, sn_payload_t **in, int err, sn_payload_t **reason)
+{
+    sn_payload_destroy(in);
+    if (reason) {
+        char why[256];
+        sn__spawn_refusal(why, sizeof why, a->type, a->method, err);
+        *reason = sn_payload_new(SN_CT_ERROR, why, strlen(why));
+    }
+    return err;
+}
+
+/* A new process, inited (not in the table yet), or NULL with *rc set. */
+static sn__proc_t *make(sn_sched_t *sched, const sn_type_t *t, const sn__spawn_args_t *a, sn_payload_t **in, int *rc)
+{
     sn__worker_t *w = sn__self_worker(sched);
     sn__proc_t *p = sn__proc_alloc(w, sn__proc_size(t));
     if (!p) {
-        sn_payload_destroy(&in);
-        return SN_ENOMEM;
+        *rc = SN_ENOMEM;
+        return NULL;
     }
     p->pid = (sn_pid_t){sched->node_id, next_serial(sched)};
-    p->parent = parent;
+    p->parent = a->parent;
     p->type = t;
     p->sched = sched;
-    p->cb = cb;
-    p->awaited = awaited;
-    p->await_tag = await_tag;
+    p->cb = a->cb;
+    p->awaited = a->awaited;
+    p->await_tag = a->await_tag;
     atomic_init(&p->state, SN__INIT);
     atomic_init(&p->wakeups, 0);
     sn__mpsc_init(&p->q);
-
-    int rc = t->init(p, p->user, method, &in);
-    sn_payload_destroy(&in);
-    if (rc != 0) {
-        if (reason)
-            *reason = rc == SN_ENOMETHOD
-                          ? sn_payload_printf(SN_CT_ERROR, "process type '%s' has no method '%s'", t->name, method)
-                          : sn_payload_printf(SN_CT_ERROR, "process type '%s' failed to start method '%s': %s", t->name,
-                                              method, sn_strerror(rc));
+    *rc = t->init(p, p->user, a->method ? a->method : "", in);
+    sn_payload_destroy(in);
+    if (*rc != 0) {
         sn__proc_free(w, p, sn__proc_size(t));
-        return rc;
+        return NULL;
     }
+    return p;
+}
+
+static int spawn_(sn_sched_t *sched, const sn__spawn_args_t *a, sn_pid_t *pid_out, sn_payload_t **reason)
+{
+    /* we own the input from here on, whatever happens */
+    sn_payload_t *in = a->input ? sn_take(a->input) : NULL;
+    if (atomic_load_explicit(&sched->shutting_down, memory_order_acquire))
+        return refuse(a, &in, SN_ESHUTDOWN, reason);
+    const sn_type_t *t = a->type ? sn__type_find(sched, a->type) : NULL;
+    if (!t)
+        return refuse(a, &in, SN_ENOTYPE, reason);
+    int rc;
+    sn__proc_t *p = make(sched, t, a, &in, &rc);
+    if (!p)
+        return refuse(a, &in, rc, reason);
 
     sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
     sn__shard_lock(s);
@@ -421,30 +515,30 @@ static int spawn_(sn_sched_t *sched, const char *type, const char *method, sn_pa
         sn__shard_unlock(s);
         if (t->close)
             t->close(p, p->user);
-        sn__proc_free(w, p, sn__proc_size(t));
-        if (reason)
-            *reason = sn_payload_text("the scheduler is shutting down");
-        return SN_ESHUTDOWN;
+        sn__proc_free(sn__self_worker(sched), p, sn__proc_size(t));
+        return refuse(a, &in, SN_ESHUTDOWN, reason);
     }
     sn__shard_insert(s, p);
     sn__shard_unlock(s);
+    sn__worker_t *w = sn__self_worker(sched);
     if (w)
         SN__STAT_ADD(w->st.spawned, 1);
     else
         atomic_fetch_add_explicit(&sched->ext_spawned, 1, memory_order_relaxed);
     if (pid_out)
         *pid_out = p->pid;
+    if (a->announce) /* before it can run: nothing of it can overtake this */
+        a->announce(a->announce_arg, p->pid);
     /* release: the worker that runs it sees it initialised */
     atomic_store_explicit(&p->state, SN__READY, memory_order_release);
     sn__schedule(sched, p, false);
     return 0;
 }
 
-int sn__spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload_t **input, sn_pid_t parent,
-              bool awaited, uint64_t await_tag, sn__waiter_t *cb, sn_pid_t *pid_out, sn_payload_t **reason)
+int sn__spawn(sn_sched_t *sched, const sn__spawn_args_t *a, sn_pid_t *pid_out, sn_payload_t **reason)
 {
     bool out = outside_enter(sched);
-    int rc = spawn_(sched, type, method, input, parent, awaited, await_tag, cb, pid_out, reason);
+    int rc = spawn_(sched, a, pid_out, reason);
     outside_leave(sched, out);
     return rc;
 }
@@ -468,8 +562,7 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     while (watchers) {
         sn__monitor_t *m = watchers;
         watchers = m->next;
-        sn_payload_t *reason =
-            why && result && *result ? sn_payload_new((*result)->ctype, (*result)->data, (*result)->len) : NULL;
+        sn_payload_t *reason = why && result ? sn_payload_dup(*result) : NULL;
         sn__send_down(sched, m->watcher, p->pid, m->tag, why, &reason);
         free(m);
     }
@@ -482,6 +575,8 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
         sn__evnode_t *e = (sn__evnode_t *)node;
         if (e->type == SN_EV_MESSAGE && !sn_pid_is_none(e->from) && e->data) {
             sn_payload_t *data = e->data;
+            if (e->bare) /* a shared payload's node */
+                free(e);
             if (sn__deliver(sched, e->from, SN_EV_YIELD_COMPLETE, SN_ENOPROC, e->tag, p->pid, &data, false) != 0)
                 sn_payload_destroy(&data);
         } else {
@@ -500,8 +595,11 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
             hk->h.deliver(hk->h.arg, p->pid, SN_PID_NONE, 0, SN_RELAY_GONE, 0, p->came_from, NULL);
     }
 
-    if (p->awaited) {
+    if (p->awaited == SN__AWAIT_RESULT) {
         if (sn__deliver(sched, p->parent, SN_EV_YIELD_COMPLETE, error, p->await_tag, p->pid, result, true) != 0)
+            sn_payload_destroy(result);
+    } else if (p->awaited == SN__AWAIT_DOWN) { /* the result itself, not a copy */
+        if (sn__deliver(sched, p->parent, SN_EV_DOWN, error, p->await_tag, p->pid, result, true) != 0)
             sn_payload_destroy(result);
     } else if (p->cb) {
         p->cb->fn(sched, p->pid, status, error, result, p->cb->arg);
@@ -525,7 +623,8 @@ int sn_spawn(sn_sched_t *sched, const char *type, const char *method, sn_payload
             return SN_ENOMEM;
         *cb = (sn__waiter_t){on_result, arg};
     }
-    int rc = sn__spawn(sched, type, method, input, SN_PID_NONE, false, 0, cb, pid_out, NULL);
+    sn__spawn_args_t a = {.type = type, .method = method, .input = input, .parent = SN_PID_NONE, .cb = cb};
+    int rc = sn__spawn(sched, &a, pid_out, NULL);
     if (rc != 0)
         free(cb);
     return rc;

@@ -12,9 +12,17 @@
 
 /* Where messages for PIDs of other nodes go, and where idle workers look for
  * remote work. node/sched/ calls these; the relay implements them. */
-/* Relay-only kinds: monitor requests, and a child's result for the parent
- * that awaits it (a YIELD_COMPLETE that counts as the parent's pending). */
-enum { SN_RELAY_MONITOR = 100, SN_RELAY_DEMONITOR = 101, SN_RELAY_RESULT = 102, SN_RELAY_GONE = 103 };
+/* Relay-only kinds: monitor requests, a child's result for the parent
+ * that awaits it (a YIELD_COMPLETE that counts as the parent's pending),
+ * and the DOWN of a child spawned with SN_YIELD_MONITOR (its parent holds
+ * no monitor record, unlike sn_out_monitor's DOWNs). */
+enum {
+    SN_RELAY_MONITOR = 100,
+    SN_RELAY_DEMONITOR = 101,
+    SN_RELAY_RESULT = 102,
+    SN_RELAY_GONE = 103,
+    SN_RELAY_CHILD_DOWN = 104
+};
 typedef struct sn_relay_hooks {
     void *arg;
     /* Deliver to a non-local PID, through node `via` (the node it moved to
@@ -50,6 +58,12 @@ void sn__sched_watch_load(sn_sched_t *sched);
  * parent awaiting it here (or on to where it moved). */
 int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error, sn_payload_t **result);
 
+/* Delivers the DOWN of a child spawned with SN_YIELD_MONITOR
+ * (SN_RELAY_CHILD_DOWN) from another node to its parent here (or on to
+ * where it moved). Returns 0 or an error (the result is then left). */
+int sn__send_child_down(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
+                        sn_payload_t **result);
+
 /* Delivers a message (or a DOWN) that arrived from another node: to the
  * process here, or on to the node it moved to from here; never back to its
  * home node (that could loop). Returns 0 or SN_ENOPROC; same ownership as
@@ -73,6 +87,12 @@ void sn__demonitor(sn_sched_t *sched, sn_pid_t target, sn_pid_t watcher, uint64_
 /* Delivers SN_EV_DOWN to `watcher` about `target` (takes *reason, may be
  * NULL). Returns 0 or SN_ENOPROC (the reason is then freed). */
 int sn__send_down(sn_sched_t *sched, sn_pid_t watcher, sn_pid_t target, uint64_t tag, int error, sn_payload_t **reason);
+
+/* Why a spawn of `type` at `method` was refused with `err` (sn_spawn's or
+ * sn_call's error before the process ran: unknown type, unknown method,
+ * the type's init refused, shutdown), as one line into buf. The words of
+ * a refused spawn yield's reason too. */
+void sn__spawn_refusal(char *buf, size_t len, const char *type, const char *method, int err);
 
 /* The registered process types (up to max of them into out); how many. */
 size_t sn__sched_types(sn_sched_t *sched, const sn_type_t **out, size_t max);
@@ -147,13 +167,15 @@ int sn__sched_kill(sn_sched_t *sched, sn_pid_t pid, bool force, sn_payload_t **r
  * why it is exactly-once). The relay runs the protocol around it. */
 typedef struct sn_migrant {
     sn_pid_t pid, parent;
-    uint8_t awaited; /* the parent awaits its result (with await_tag) */
+    uint8_t awaited; /* how the parent awaits its result (with await_tag): 0 not, 1 as the
+                        spawn's completion, 2 as a DOWN (SN_YIELD_MONITOR) */
     uint64_t await_tag;
     const char *type; /* the type's registered name */
     uint32_t type_version;
     sn_payload_t *state; /* marshal() output; owned by the migrant */
     void *handle;        /* the frozen process on the old owner */
     uint32_t moves;      /* how many times it has moved, this move included */
+    uint8_t fresh;       /* it has not had its first step yet (that step gets no events) */
 } sn_migrant_t;
 
 /* Old owner. Takes up to max Ready processes that can move (marshal and

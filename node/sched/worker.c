@@ -482,7 +482,9 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
          * that wakes it): no step, sleep again; go_to_sleep re-checks */
         out->status = p->wait_status == SN__IDLE ? SN_IDLE : SN_WAIT;
     } else {
-        n = drain(w, p, p->wait_status);
+        /* the first step gets no events (schednode.h: a process starts there) */
+        n = p->stepped ? drain(w, p, p->wait_status) : 0;
+        p->stepped = 1;
         SN__STAT_ADD(p->popped, (uint32_t)n);
         step(w, p, n, out);
         SN__STAT_ADD(p->steps, 1);
