@@ -16,10 +16,10 @@ typedef struct sn_node_config {
     const char *name; /* shown in every log line */
     const char *listen, *advertise, *cluster;
     const char *metrics, *dashboard; /* HTTP endpoints (node/http.c) */
-    int log_level;                 /* -1: not set, else an SN__LOG_* level (log.h) */
-    int log_format;                /* -1: not set, else SN__LOG_TEXT or _JSON (log.h) */
-    const char *cert, *authorized; /* paths made absolute against the file's directory */
-    int insecure;                  /* -1: not set, else 0 or 1 */
+    int log_level;                   /* -1: not set, else an SN__LOG_* level (log.h) */
+    int log_format;                  /* -1: not set, else SN__LOG_TEXT or _JSON (log.h) */
+    const char *cert, *authorized;   /* paths made absolute against the file's directory */
+    int insecure;                    /* -1: not set, else 0 or 1 */
     int heartbeat_ms, down_after_ms, join_timeout_ms;
     long long max_frame;
     int steal;       /* -1: not set, else 0 or 1 */

@@ -38,7 +38,7 @@ static uint32_t log_node = 1; /* the node every line names: main's thread sets i
  * node once. */
 #define logf_(level, ...) sn__logf(log_node, (level), __VA_ARGS__)
 
-static void usage(FILE *f)
+static void usage_commands(FILE *f)
 {
     fprintf(f,
             "usage: %s [OPTIONS] [COMMAND [ARGS]]\n"
@@ -70,58 +70,69 @@ static void usage(FILE *f)
             "                          every node's authorized-keys directory) and DIR/NAME.cert_secret;\n"
             "                          a node's names where it listens (--endpoint: how others find its\n"
             "                          key) and its id (-n): members admit the key as that node only;\n"
-            "                          without --endpoint it is a client's, which never joins as a node\n"
-            "\n"
-            "Options:\n"
-            "      --config FILE          read settings from a ZPL file (cluster-config/README.md);\n"
-            "                             flags given as well override it\n"
-            "  -w, --workers N            worker threads (default: one per online CPU)\n"
-            "  -l, --load FILE.so         load a plugin of process types and commands (repeatable;\n"
-            "                             a path: a bare name is ./FILE.so)\n"
-            "  -n, --node-id N            this node's id in PIDs, 1..4294967295 (default: a listening node\n"
-            "                             takes the id its --cert names, else a random unused one; else 1)\n"
-            "      --shutdown-timeout MS  time processes get to finish after CANCEL (default 2000)\n"
-            "      --timeout MS           run, call: how long to wait for the result (default: forever);\n"
-            "                             kill: from CANCEL to the force (default 5000); other client\n"
-            "                             commands: how long to wait for each answer (default 10000)\n"
-            "      --log-level LEVEL      error, warn, info or debug (default info)\n"
-            "      --log-format FORMAT    text (default) or json: one JSON object per line (time in UTC\n"
-            "                             with milliseconds, level, ident, node, message)\n"
-            "      --listen ENDPOINT      accept other nodes and clients here, e.g. tcp://127.0.0.1:7001\n"
-            "                             (port 1..65535, or * for any free one); the same port over UDP\n"
-            "                             takes the members' probes (if it is taken: over TCP, said in the log)\n"
-            "      --join ENDPOINT        join the cluster through the member at ENDPOINT (repeatable:\n"
-            "                             any one that answers will do); without it, start a cluster\n"
-            "      --advertise ENDPOINT   where other nodes reach this one (default: the --listen address)\n"
-            "      --cluster NAME         cluster name; a node of another cluster is refused (default schednode)\n"
-            "      --join-timeout MS      give up joining after this long (default 10000)\n"
-            "      --peer N=ENDPOINT      node N listens at ENDPOINT (repeatable; a fixed cluster, no joining)\n"
-            "      --cert FILE            this node's (or client's) certificate, from keygen: CurveZMQ on\n"
-            "                             every connection\n"
-            "      --authorized-keys DIR  public certificates of the nodes and clients allowed in\n"
-            "      --insecure             plain TCP, no keys (only for a cluster that is all --insecure)\n"
-            "      --no-steal             do not take work from other nodes, nor give any\n"
-            "      --steal-batch N        most processes one steal moves (default 64)\n"
-            "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
-            "      --heartbeat-ms MS      probe period, up to ten nodes (default 200; x1.5 at 100)\n"
-            "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
-            "      --metrics ENDPOINT     serve Prometheus metrics over HTTP at ENDPOINT/metrics,\n"
-            "                             e.g. tcp://127.0.0.1:9101 (port * for any free one)\n"
-            "      --dashboard ENDPOINT   serve the cluster's live dashboard over HTTP at ENDPOINT/\n"
-            "                             (and /metrics there too)\n"
-            "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
-            "      --json                 status, ps, types: print JSON\n"
-            "      --node N               ps, types: ask node N only\n"
-            "      --reason TEXT          kill: why (the CANCEL's data, the DOWN's reason)\n"
-            "      --cancel-on-timeout    call: cancel the process when --timeout expires (the default);\n"
-            "      --no-cancel-on-timeout leave it running\n"
-            "  -h, --help                 this help\n"
-            "  -V, --version              print the version\n"
-            "\n"
-            "Exit status: 0 success; 1 the command failed (an error from the node, a failed process, no\n"
-            "answer); 2 a bad flag, argument or configuration; 3 a node put out of its cluster; 4 no such\n"
-            "process (kill, send); 5 timed out (call --timeout; kill: still in a step after the force).\n",
+            "                          without --endpoint it is a client's, which never joins as a node\n",
             progname);
+}
+
+/* The options, after the commands (usage). */
+static void usage_options(FILE *f)
+{
+    fprintf(f, "\n"
+               "Options:\n"
+               "      --config FILE          read settings from a ZPL file (cluster-config/README.md);\n"
+               "                             flags given as well override it\n"
+               "  -w, --workers N            worker threads (default: one per online CPU)\n"
+               "  -l, --load FILE.so         load a plugin of process types and commands (repeatable;\n"
+               "                             a path: a bare name is ./FILE.so)\n"
+               "  -n, --node-id N            this node's id in PIDs, 1..4294967295 (default: a listening node\n"
+               "                             takes the id its --cert names, else a random unused one; else 1)\n"
+               "      --shutdown-timeout MS  time processes get to finish after CANCEL (default 2000)\n"
+               "      --timeout MS           run, call: how long to wait for the result (default: forever);\n"
+               "                             kill: from CANCEL to the force (default 5000); other client\n"
+               "                             commands: how long to wait for each answer (default 10000)\n"
+               "      --log-level LEVEL      error, warn, info or debug (default info)\n"
+               "      --log-format FORMAT    text (default) or json: one JSON object per line (time in UTC\n"
+               "                             with milliseconds, level, ident, node, message)\n"
+               "      --listen ENDPOINT      accept other nodes and clients here, e.g. tcp://127.0.0.1:7001\n"
+               "                             (port 1..65535, or * for any free one); the same port over UDP\n"
+               "                             takes the members' probes (if it is taken: over TCP, said in the log)\n"
+               "      --join ENDPOINT        join the cluster through the member at ENDPOINT (repeatable:\n"
+               "                             any one that answers will do); without it, start a cluster\n"
+               "      --advertise ENDPOINT   where other nodes reach this one (default: the --listen address)\n"
+               "      --cluster NAME         cluster name; a node of another cluster is refused (default schednode)\n"
+               "      --join-timeout MS      give up joining after this long (default 10000)\n"
+               "      --peer N=ENDPOINT      node N listens at ENDPOINT (repeatable; a fixed cluster, no joining)\n"
+               "      --cert FILE            this node's (or client's) certificate, from keygen: CurveZMQ on\n"
+               "                             every connection\n"
+               "      --authorized-keys DIR  public certificates of the nodes and clients allowed in\n"
+               "      --insecure             plain TCP, no keys (only for a cluster that is all --insecure)\n"
+               "      --no-steal             do not take work from other nodes, nor give any\n"
+               "      --steal-batch N        most processes one steal moves (default 64)\n"
+               "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
+               "      --heartbeat-ms MS      probe period, up to ten nodes (default 200; x1.5 at 100)\n"
+               "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
+               "      --metrics ENDPOINT     serve Prometheus metrics over HTTP at ENDPOINT/metrics,\n"
+               "                             e.g. tcp://127.0.0.1:9101 (port * for any free one)\n"
+               "      --dashboard ENDPOINT   serve the cluster's live dashboard over HTTP at ENDPOINT/\n"
+               "                             (and /metrics there too)\n"
+               "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
+               "      --json                 status, ps, types: print JSON\n"
+               "      --node N               ps, types: ask node N only\n"
+               "      --reason TEXT          kill: why (the CANCEL's data, the DOWN's reason)\n"
+               "      --cancel-on-timeout    call: cancel the process when --timeout expires (the default);\n"
+               "      --no-cancel-on-timeout leave it running\n"
+               "  -h, --help                 this help\n"
+               "  -V, --version              print the version\n"
+               "\n"
+               "Exit status: 0 success; 1 the command failed (an error from the node, a failed process, no\n"
+               "answer); 2 a bad flag, argument or configuration; 3 a node put out of its cluster; 4 no such\n"
+               "process (kill, send); 5 timed out (call --timeout; kill: still in a step after the force).\n");
+}
+
+static void usage(FILE *f)
+{
+    usage_commands(f);
+    usage_options(f);
 }
 
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
