@@ -3,7 +3,7 @@
 # README's counter, built with pkg-config (schednode-plugin) and with the
 # README's CMakeLists.txt (schednode::plugin), each loaded into a 3-node
 # cluster made by deploy/local-cluster.sh from the installed schednode, with
-# no LD_LIBRARY_PATH, and talked to with spawn, send and call.
+# no LD_LIBRARY_PATH, and talked to with spawn, send, call, ps and kill.
 #
 # usage: sdk_fresh.sh [PREFIX]          the SDK installed in PREFIX (default
 #                                       /usr/local: what `bash scripts/demo.sh`
@@ -67,6 +67,14 @@ for d in pc cm; do
   [[ $pid =~ ^[0-9]+\.[0-9]+$ ]] && [ $rc -eq 0 ] && [ "$echo" = 0 ] &&
     ok "$d: counter.so in 3 nodes: spawned on node 2 ($pid), a send from node 3, node 1's message echoed back" ||
     bad "$d: spawn: '$pid', send: rc=$rc $out, call xsource: '$echo'"
+  # ps from another node finds it (type counter), kill ends it, ps no longer lists it
+  listed() { c -n "$1" ps --json | jq -r ".processes[] | select(.pid == \"$pid\") | .type"; }
+  seen=$(listed 3)
+  killed=$(c -n 1 kill "$pid" --reason "sdk_fresh done"); krc=$?
+  after=$(listed 1)
+  [ "$seen" = counter ] && [ $krc -eq 0 ] && [ -z "$after" ] &&
+    ok "$d: ps (node 3) lists $pid as a counter; kill ended it ($killed); ps lists it no more" ||
+    bad "$d: ps: '$seen', kill: rc=$krc $killed, ps after: '$after'"
   loaded=$(grep -l "loaded plugin ./counter.so" "$st"/n*.log 2>/dev/null | wc -l)
   [ "$loaded" = 3 ] && ok "$d: every node logged 'loaded plugin ./counter.so'" || bad "$d: loaded on $loaded nodes"
   "$LC" --dir "$st" down >/dev/null 2>&1 || bad "$d: local-cluster.sh down"
