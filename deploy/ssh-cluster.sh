@@ -217,7 +217,7 @@ transport=ssh service=systemd root=/opt/schednode staging='' svc_user=schednode 
 plugins=()
 # what schednode links (besides libc) on Debian 12: czmq, libzmq, libsodium,
 # protobuf-c. Plugins link nothing (they use the program's API).
-runtime_pkgs='libczmq4 libzmq5 libsodium23 libprotobuf-c1' deps=1
+runtime_pkgs='libczmq4 libzmq5 libsodium23 libprotobuf-c1 libjson-c5 libmicrohttpd12' deps=1
 
 # the install directory on host h: namespaces share this machine's
 # filesystem, so each gets its own

@@ -59,7 +59,7 @@ grep -qxF "+ $SN keygen $stage/keys --name n1 --endpoint tcp://10.9.0.1:7100 --n
   bad "keygen: $(grep keygen <<<"$out")"
 # the runtime packages on every host, before its binary (which runs there at once)
 for h in root@h1.example deploy@h2.example h3.example; do
-  d=$(grep -n "^+ ssh .* $h '.*libczmq4 libzmq5 libsodium23 libprotobuf-c1; do dpkg-query -W.*apt-get install -y" <<<"$out" | head -1 | cut -d: -f1)
+  d=$(grep -n "^+ ssh .* $h '.*libczmq4 libzmq5 libsodium23 libprotobuf-c1 libjson-c5 libmicrohttpd12; do dpkg-query -W.*apt-get install -y" <<<"$out" | head -1 | cut -d: -f1)
   b=$(grep -n "^+ ssh .* $h '.*install -m 0755 " <<<"$out" | head -1 | cut -d: -f1)
   [ -n "$d" ] && [ -n "$b" ] && [ "$d" -lt "$b" ] || { bad "runtime packages on $h: deps line '$d', binary line '$b'"; continue; }
   [ $h = h3.example ] && ok "every host gets the missing runtime packages (apt-get) before the binary"
@@ -351,7 +351,7 @@ bare() {
     { echo "SKIP hosts without the runtime libraries: a sanitizer build needs its runtime there too"; return; }
   mkdir -p "$CH" && tar -C "$CH" -xf "$tar" || { bad "cannot unpack $tar"; return; }
   pk=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
-    --no-enhances libczmq4 libzmq5 libsodium23 libprotobuf-c1 2>/dev/null | grep '^[a-z]' | sort -u)
+    --no-enhances libczmq4 libzmq5 libsodium23 libprotobuf-c1 libjson-c5 libmicrohttpd12 2>/dev/null | grep '^[a-z]' | sort -u)
   mkdir -p "$CH/var/local-repo"
   # shellcheck disable=SC2086 # $pk: words
   if ! (cd "$CH/var/local-repo" && apt-get download $pk && dpkg-scanpackages . /dev/null >Packages) >"$dir/repo.log" 2>&1; then
@@ -380,10 +380,10 @@ bare() {
     for i in 1 2 3; do echo "$i $B$i tcp://${a[$i]}:7400"; done; } >"$dir/bare.hosts"
   local O=(--transport netns --service plain --chroot "$CH" --root /opt/schednode --staging "$dir/bare.d" --wait 120)
   out=$("$SC" deploy "$dir/bare.hosts" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" 2>&1); rc=$?
-  [ $rc -eq 0 ] && grep -q "deployed: 3 nodes up" <<<"$out" && grep -q "^installing libczmq4 libzmq5 libsodium23 libprotobuf-c1$" <<<"$out" &&
+  [ $rc -eq 0 ] && grep -q "deployed: 3 nodes up" <<<"$out" && grep -q "^installing libczmq4 libzmq5 libsodium23 libprotobuf-c1 libjson-c5 libmicrohttpd12$" <<<"$out" &&
     ok "deploy to hosts without the runtime libraries: installed with apt-get, 3 nodes up" ||
     { bad "bare deploy: rc=$rc $(tail -5 <<<"$out")"; return; }
-  [ "$(chroot "$CH" dpkg-query -W -f='${Status}\n' libczmq4 libzmq5 libsodium23 libprotobuf-c1 |
+  [ "$(chroot "$CH" dpkg-query -W -f='${Status}\n' libczmq4 libzmq5 libsodium23 libprotobuf-c1 libjson-c5 libmicrohttpd12 |
     grep -c "install ok installed")" = 4 ] && ok "the bare root has the four runtime packages now" || bad "packages in the bare root"
   local CB=(--cert "$dir/bare.d/keys/client.cert" --authorized-keys "$dir/bare.d/keys/authorized" --timeout 10000)
   local good=1

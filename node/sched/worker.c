@@ -277,6 +277,15 @@ static void park(sn__worker_t *w)
             else if (pthread_cond_timedwait(&sched->park_cv, &sched->park_mu, &ts) == ETIMEDOUT)
                 break;
         }
+        /* We slept untimed (all workers were parked) and were woken: the
+         * others still sleep untimed, and nobody wakes them for what we are
+         * about to put in our run-next slot. Wake them once, so they park
+         * again timed (one worker is now awake); the wave ends there, since
+         * a timed sleeper does not pass it on. */
+        if (!timed && sched->nworkers > 1) {
+            sched->park_gen++;
+            pthread_cond_broadcast(&sched->park_cv);
+        }
     }
     atomic_fetch_sub_explicit(&sched->nparked, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&sched->park_mu);
