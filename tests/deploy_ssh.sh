@@ -384,7 +384,7 @@ bare() {
     ok "deploy to hosts without the runtime libraries: installed with apt-get, 3 nodes up" ||
     { bad "bare deploy: rc=$rc $(tail -5 <<<"$out")"; return; }
   [ "$(chroot "$CH" dpkg-query -W -f='${Status}\n' libczmq4 libzmq5 libsodium23 libprotobuf-c1 libjson-c5 libmicrohttpd12 |
-    grep -c "install ok installed")" = 4 ] && ok "the bare root has the four runtime packages now" || bad "packages in the bare root"
+    grep -c "install ok installed")" = 6 ] && ok "the bare root has the six runtime packages now" || bad "packages in the bare root"
   local CB=(--cert "$dir/bare.d/keys/client.cert" --authorized-keys "$dir/bare.d/keys/authorized" --timeout 10000)
   local good=1
   for i in 1 2 3; do
