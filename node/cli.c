@@ -131,8 +131,8 @@ static int node_alive(const sn_wire_stats_t *n)
 
 static const char *member_state(int state)
 {
-    static const char *names[] = {"up", "suspect", "down", "left"};
-    return state >= 0 && state < 4 ? names[state] : "?";
+    static const char *names[] = {"up", "suspect", "down", "left", "joining"};
+    return state >= 0 && state < 5 ? names[state] : "?";
 }
 
 /* ---------------------------------------------------------------- json */

@@ -21,8 +21,8 @@
 
 static const char *member_state(int s)
 {
-    static const char *names[] = {"up", "suspect", "down", "left"};
-    return s >= 0 && s < 4 ? names[s] : "?";
+    static const char *names[] = {"up", "suspect", "down", "left", "joining"};
+    return s >= 0 && s < 5 ? names[s] : "?";
 }
 
 static void put_u64(json_object *o, const char *key, uint64_t v)

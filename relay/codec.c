@@ -266,7 +266,7 @@ static int copy_str(char *dst, size_t cap, const char *src)
 
 static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
 {
-    if (ns->state > SCHEDNODE__MEMBER__STATE__LEFT)
+    if (ns->state > SCHEDNODE__MEMBER__STATE__JOINING)
         return SN_EPROTO;
     if (ns->endpoint && *ns->endpoint && !sn_wire_endpoint_ok(ns->endpoint))
         return SN_EPROTO;

@@ -88,7 +88,7 @@ typedef struct sn_wire_request {
 } sn_wire_request_t;
 
 /* Member states (Member.State). */
-enum { SN_MEMBER_UP = 0, SN_MEMBER_SUSPECT = 1, SN_MEMBER_DOWN = 2, SN_MEMBER_LEFT = 3 };
+enum { SN_MEMBER_UP = 0, SN_MEMBER_SUSPECT = 1, SN_MEMBER_DOWN = 2, SN_MEMBER_LEFT = 3, SN_MEMBER_JOINING = 4 };
 #define SN_WIRE_ENDPOINT_MAX 256 /* bytes, with the terminating NUL */
 
 /* Is ep a tcp:// endpoint made only of characters an address can hold? */

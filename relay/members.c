@@ -614,7 +614,9 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
     *row = (sn_wire_stats_t){.node = r->node,
                              .workers = (uint32_t)sn_sched_workers(r->sched),
                              .idle_workers = st.idle_workers,
-                             .state = SN_MEMBER_UP,
+                             /* not up until in its cluster (it refuses work till then) */
+                             .state = atomic_load_explicit(&r->joined, memory_order_acquire) == 1 ? SN_MEMBER_UP
+                                                                                                   : SN_MEMBER_JOINING,
                              .live = st.live,
                              .completed = st.completed,
                              .forwarded = atomic_load_explicit(&r->forwarded, memory_order_relaxed),

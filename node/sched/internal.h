@@ -227,6 +227,7 @@ typedef struct sn__worker {
     struct sn__worker *watch;
     uint32_t watch_fills;
     bool watching;
+    bool wake_sleepers; /* left park() while others slept untimed: wake them on finding work */
     uint64_t watch_ns;
     uint64_t rng;
     uint64_t serial_next, serial_end; /* block of PID serials */
@@ -359,6 +360,7 @@ struct sn_sched {
     pthread_mutex_t park_mu;
     pthread_cond_t park_cv;
     uint64_t park_gen;      /* guarded by park_mu */
+    int nuntimed;           /* workers asleep without a timeout; guarded by park_mu */
     _Atomic int fence_word; /* sn__fence under TSan */
     _Atomic bool stop;      /* workers exit */
     _Atomic bool shutting_down;

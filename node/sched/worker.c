@@ -271,22 +271,25 @@ static void park(sn__worker_t *w)
         bool timed = atomic_load_explicit(&sched->nparked, memory_order_seq_cst) < sched->nworkers;
         uint64_t until = sn__now_ns() + PARK_RECHECK_NS;
         struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        sched->nuntimed += !timed;
         while (gen == sched->park_gen && !atomic_load_explicit(&sched->stop, memory_order_acquire)) {
             if (!timed)
                 pthread_cond_wait(&sched->park_cv, &sched->park_mu);
             else if (pthread_cond_timedwait(&sched->park_cv, &sched->park_mu, &ts) == ETIMEDOUT)
                 break;
         }
-        /* We slept untimed (all workers were parked) and were woken: the
-         * others still sleep untimed, and nobody wakes them for what we are
-         * about to put in our run-next slot. Wake them once, so they park
-         * again timed (one worker is now awake); the wave ends there, since
-         * a timed sleeper does not pass it on. */
-        if (!timed && sched->nworkers > 1) {
-            sched->park_gen++;
-            pthread_cond_broadcast(&sched->park_cv);
-        }
+        sched->nuntimed -= !timed;
     }
+    /* Invariant: nobody sleeps untimed while a worker runs, since nobody
+     * would wake it for what that worker puts in its run-next slot. A
+     * sleeper chooses untimed (under park_mu) only when every worker counts
+     * in nparked; but one of them may be leaving (woken or timed out, and
+     * waiting for park_mu to decrement nparked). That one reads nuntimed
+     * here, under park_mu, after the sleeper's increment; if it then finds
+     * work it wakes them all once (sn__worker_main), and they park again
+     * timed. One that finds none parks again untimed itself, so an idle
+     * scheduler still settles with every worker asleep untimed. */
+    w->wake_sleepers = sched->nuntimed > 0;
     atomic_fetch_sub_explicit(&sched->nparked, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&sched->park_mu);
 }
@@ -315,6 +318,10 @@ void *sn__worker_main(void *arg)
         if (p) {
             set_spinning(w, false);
             spins = 0;
+            if (w->wake_sleepers) { /* see park() */
+                w->wake_sleepers = false;
+                sn__wake_all(sched);
+            }
             w->watching = false; /* a later search watches afresh */
             sn__run(w, p);
             continue;
