@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "codec.h"
 #include "sn_node.h"
 
@@ -19,48 +20,9 @@
 #define FLOWS_TIMEOUT_MS 500
 #define FLOWS_MAX_NODES 16
 
-static const char *member_state(int s)
-{
-    static const char *names[] = {"up", "suspect", "down", "left", "joining"};
-    return s >= 0 && s < 5 ? names[s] : "?";
-}
-
 static void put_u64(json_object *o, const char *key, uint64_t v)
 {
     json_object_object_add(o, key, json_object_new_uint64(v));
-}
-
-/* One row, with the keys of `schednode status --json`. */
-static json_object *row_json(const sn_wire_stats_t *r)
-{
-    json_object *o = json_object_new_object();
-    put_u64(o, "id", r->node);
-    json_object_object_add(o, "endpoint", json_object_new_string(r->endpoint));
-    json_object_object_add(o, "state", json_object_new_string(member_state(r->state)));
-    put_u64(o, "workers", r->workers);
-    put_u64(o, "idle_workers", r->idle_workers);
-    const struct {
-        const char *k;
-        uint64_t v;
-    } f[] = {{"live", r->live},
-             {"ready", r->ready},
-             {"idle", r->idle},
-             {"blocked", r->blocked},
-             {"completed", r->completed},
-             {"msgs_in", r->msgs_in},
-             {"msgs_out", r->msgs_out},
-             {"steals_in", r->steals_in},
-             {"steals_out", r->steals_out},
-             {"migrated", r->migrated},
-             {"forwarded", r->forwarded},
-             {"refused", r->refused},
-             {"disconnects", r->disconnects},
-             {"forwarding", r->forwarding},
-             {"bad_frames", r->bad_frames},
-             {"uptime_ms", r->uptime_ms}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        put_u64(o, f[i].k, f[i].v);
-    return o;
 }
 
 static json_object *peers_json(sn_relay_t *relay)
@@ -161,7 +123,7 @@ char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_securit
                              .idle = st.idle,
                              .blocked = st.blocked,
                              .completed = st.completed};
-        json_object_array_add(nodes, row_json(&r));
+        json_object_array_add(nodes, sn__status_row_json(&r));
         json_object_object_add(o, "peers", json_object_new_array());
         json_object_object_add(o, "flows", json_object_new_array());
         return finish(o);
@@ -175,7 +137,7 @@ char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_securit
         return NULL;
     }
     for (size_t i = 0; i < rep.nrows; i++)
-        json_object_array_add(nodes, row_json(&rep.rows[i]));
+        json_object_array_add(nodes, sn__status_row_json(&rep.rows[i]));
     json_object *flows = json_object_new_array();
     json_object_object_add(o, "flows", flows);
     add_flows(flows, sn_sched_node_id(sched), rep.flows, rep.nflows);
