@@ -315,11 +315,11 @@ static void ps_each(const sn_cli_t *c, const sn_wire_stats_t *n, const sn_wire_r
         return;
     }
     if (!g->header++)
-        printf("%-6s %-22s %-20s %-8s %8s %10s %6s\n", "NODE", "PID", "TYPE", "STATE", "MAILBOX", "STEPS", "MOVED");
+        printf("%-10s %-22s %-20s %-8s %8s %10s %6s\n", "NODE", "PID", "TYPE", "STATE", "MAILBOX", "STEPS", "MOVED");
     for (size_t i = 0; i < rep->nprocs; i++) {
         const sn_proc_row_t *p = &rep->procs[i];
         char pid[SN_PID_STRLEN];
-        printf("%-6" PRIu32 " %-22s %-20s %-8s %8" PRIu32 " %10" PRIu64 " %6" PRIu32 "\n", n->node,
+        printf("%-10" PRIu32 " %-22s %-20s %-8s %8" PRIu32 " %10" PRIu64 " %6" PRIu32 "\n", n->node,
                sn_pid_format(p->pid, pid, sizeof pid), p->type, sn__pstate_name(p->state), p->mailbox, p->steps,
                p->moves);
     }
