@@ -5,6 +5,7 @@
 #include "keys.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -299,4 +300,124 @@ int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, cha
     zstr_free(&where);
     zframe_destroy(&head);
     return kind;
+}
+
+/* ---- the ZAP handler */
+
+struct sn_keys_zap {
+    zactor_t *actor;
+    _Atomic int failed; /* the actor could not bind: set before its first signal */
+    char dir[1024];
+    /* the last refusal: written by the actor, read by the I/O thread */
+    pthread_mutex_t mu;
+    char last[128];
+};
+
+/* One ZAP request (version, request id, domain, address, identity,
+ * mechanism, credentials) answered: 200 for a CURVE key with a
+ * certificate in the directory, 400 for anything else. */
+static void zap_answer(sn_keys_zap_t *z, zcertstore_t *store, zsock_t *handler)
+{
+    zmsg_t *req = zmsg_recv(handler);
+    if (!req)
+        return;
+    char *version = zmsg_popstr(req);
+    zframe_t *id = zmsg_pop(req);
+    char *domain = zmsg_popstr(req), *address = zmsg_popstr(req), *identity = zmsg_popstr(req);
+    char *mechanism = zmsg_popstr(req);
+    zframe_t *cred = zmsg_pop(req);
+    char key[41] = "";
+    bool ok = false;
+    if (version && !strcmp(version, "1.0") && mechanism && !strcmp(mechanism, "CURVE") && cred &&
+        zframe_size(cred) == 32 && zmq_z85_encode(key, zframe_data(cred), 32))
+        ok = zcertstore_lookup(store, key) != NULL;
+    if (!ok) {
+        pthread_mutex_lock(&z->mu);
+        snprintf(z->last, sizeof z->last, "%s (key %s)", address && *address ? address : "?", *key ? key : "none");
+        pthread_mutex_unlock(&z->mu);
+    }
+    zmsg_t *rep = zmsg_new();
+    zmsg_addstr(rep, "1.0");
+    if (id)
+        zmsg_append(rep, &id);
+    else
+        zmsg_addstr(rep, "");
+    zmsg_addstr(rep, ok ? "200" : "400");
+    zmsg_addstr(rep, ok ? "OK" : "key not authorized");
+    zmsg_addstr(rep, ok ? key : ""); /* user id: the relay reads the sender's key from it ("User-Id") */
+    zmsg_addmem(rep, "", 0);         /* metadata */
+    zmsg_send(&rep, handler);
+    zframe_destroy(&cred);
+    zframe_destroy(&id);
+    zstr_free(&version);
+    zstr_free(&domain);
+    zstr_free(&address);
+    zstr_free(&identity);
+    zstr_free(&mechanism);
+    zmsg_destroy(&req);
+}
+
+static void zap_actor(zsock_t *pipe, void *arg)
+{
+    sn_keys_zap_t *z = arg;
+    zcertstore_t *store = zcertstore_new(z->dir);
+    zsock_t *handler = zsock_new(ZMQ_REP);
+    zpoller_t *poller = handler ? zpoller_new(pipe, handler, NULL) : NULL;
+    if (!store || !poller || zsock_bind(handler, "inproc://zeromq.zap.01") != 0) {
+        atomic_store(&z->failed, 1);
+        zsock_signal(pipe, 1);
+        goto out;
+    }
+    zsock_signal(pipe, 0);
+    while (true) {
+        zsock_t *which = zpoller_wait(poller, -1);
+        if (which == handler) {
+            zap_answer(z, store, handler);
+        } else if (which == pipe) {
+            char *cmd = zstr_recv(pipe);
+            bool term = !cmd || !strcmp(cmd, "$TERM");
+            zstr_free(&cmd);
+            if (term)
+                break;
+        } else if (zpoller_terminated(poller)) {
+            break;
+        }
+    }
+out:
+    zpoller_destroy(&poller);
+    zsock_destroy(&handler);
+    zcertstore_destroy(&store);
+}
+
+sn_keys_zap_t *sn_keys_zap_new(const char *authorized_dir)
+{
+    sn_keys_zap_t *z = calloc(1, sizeof *z);
+    if (!z)
+        return NULL;
+    snprintf(z->dir, sizeof z->dir, "%s", authorized_dir);
+    pthread_mutex_init(&z->mu, NULL);
+    z->actor = zactor_new(zap_actor, z);
+    if (!z->actor || atomic_load(&z->failed)) { /* (zactor_new waited for the first signal) */
+        sn_keys_zap_destroy(&z);
+        return NULL;
+    }
+    return z;
+}
+
+void sn_keys_zap_destroy(sn_keys_zap_t **self_p)
+{
+    sn_keys_zap_t *z = *self_p;
+    if (!z)
+        return;
+    zactor_destroy(&z->actor);
+    pthread_mutex_destroy(&z->mu);
+    free(z);
+    *self_p = NULL;
+}
+
+void sn_keys_zap_last_refused(sn_keys_zap_t *self, char *out, size_t len)
+{
+    pthread_mutex_lock(&self->mu);
+    snprintf(out, len, "%s", self->last);
+    pthread_mutex_unlock(&self->mu);
 }

@@ -46,6 +46,20 @@ int sn_keys_check(const sn_security_t *sec, char *err, size_t errlen);
  * (Z85), as cert. */
 void sn_keys_client(zsock_t *sock, zcert_t *cert, const char *server_key);
 
+/* The ZAP handler of a secure node (ZeroMQ's RFC 27, answering on
+ * inproc://zeromq.zap.01 in an actor thread): admits a CurveZMQ client
+ * whose key has a certificate in the authorized-keys directory (czmq's
+ * zcertstore, reread when the directory changes, as czmq's zauth does)
+ * (its Z85 key becomes the connection's User-Id, which the relay reads as
+ * the sender's key) and refuses any other, remembering the last refused peer's address and
+ * key for the log line (zauth cannot say who it refused). One per process:
+ * a ZeroMQ context has one ZAP endpoint. NULL if it cannot start. */
+typedef struct sn_keys_zap sn_keys_zap_t;
+sn_keys_zap_t *sn_keys_zap_new(const char *authorized_dir);
+void sn_keys_zap_destroy(sn_keys_zap_t **self_p);
+/* The peer refused last, as "ADDRESS (key KEY)"; "" if none yet (any thread). */
+void sn_keys_zap_last_refused(sn_keys_zap_t *self, char *out, size_t len);
+
 /* Handshake failures on sock (a refused key, a plain peer meeting a
  * CurveZMQ one), and with `closes` every closed connection, arrive as
  * events on the returned PAIR socket; poll it and read each with

@@ -65,8 +65,8 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     return r;
 }
 
-/* A secure node: its certificate, and czmq's ZAP handler, which refuses a
- * key not in the authorized directory during the handshake. -1: err set
+/* A secure node: its certificate, and the ZAP handler (keys.c), which
+ * refuses a key not in the authorized directory during the handshake. -1: err set
  * (or, with err empty, the sockets could not be made). */
 static int secure(sn_relay_t *r, const sn_relay_config_t *cfg, char *err, size_t errlen)
 {
@@ -74,12 +74,10 @@ static int secure(sn_relay_t *r, const sn_relay_config_t *cfg, char *err, size_t
         return -1;
     snprintf(r->public_key, sizeof r->public_key, "%s", zcert_public_txt(r->cert));
     snprintf(r->authorized, sizeof r->authorized, "%s", cfg->security.authorized);
-    r->auth = zactor_new(zauth, NULL);
-    if (!r->auth)
-        return -1;
-    zstr_sendx(r->auth, "CURVE", r->authorized, NULL);
-    zsock_wait(r->auth);
-    return 0;
+    r->zap = sn_keys_zap_new(r->authorized);
+    if (!r->zap)
+        snprintf(err, errlen, "cannot start the handler of authorized keys (another secure node in this process?)");
+    return r->zap ? 0 : -1;
 }
 
 /* The ROUTER every peer and client connects to, bound, and the address
@@ -314,7 +312,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn_keys_unmonitor(r->router, &r->router_monitor);
     zsock_destroy(&r->router);
     sn__udp_close(r);
-    zactor_destroy(&r->auth);
+    sn_keys_zap_destroy(&r->zap);
     zcert_destroy(&r->cert);
     sn__steal_fini(r);
     sn__loc_fini(r);

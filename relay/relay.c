@@ -110,9 +110,15 @@ static void router_refused(sn_relay_t *r)
     sn__add(&r->refused, 1);
     if (kind == SN_KEYS_FAILED) /* from this side, the usual causes are these */
         snprintf(why, sizeof why, "handshake failed (a client without keys, or with a wrong key for this node)");
-    char more[64]; /* one rate limit per kind of failure */
+    char more[64], who[160] = "";                   /* one rate limit per kind of failure */
+    if (kind == SN_KEYS_NOT_AUTHORIZED && r->zap) { /* the ZAP handler saw who */
+        char last[128];
+        sn_keys_zap_last_refused(r->zap, last, sizeof last);
+        if (*last)
+            snprintf(who, sizeof who, " from %s", last);
+    }
     if (sn__log_limit(&r->refuse_log[kind], sn__relay_now_ns(), 2000000000u, more, sizeof more))
-        SNLOG_WARN(r, "refused a connection on %s: %s%s%s", ep, why,
+        SNLOG_WARN(r, "refused a connection on %s%s: %s%s%s", ep, who, why,
                    kind == SN_KEYS_NOT_AUTHORIZED ? ": its key is not in the authorized keys" : "", more);
 }
 

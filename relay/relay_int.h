@@ -216,7 +216,7 @@ struct sn_relay {
     zsock_t *router_monitor;       /* refused connections (secure clusters) */
     sn__log_limit_t refuse_log[4]; /* per SN_KEYS_* kind */
     zcert_t *cert;                 /* this node's certificate; NULL: insecure */
-    zactor_t *auth;                /* czmq's ZAP handler: the authorized keys */
+    sn_keys_zap_t *zap;            /* the ZAP handler: the authorized keys (keys.h) */
     char public_key[41];
     char authorized[1024];
     zactor_t *actor;

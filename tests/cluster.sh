@@ -186,8 +186,10 @@ out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --cert "$dir/rogue/rogue.cert" --
   --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "refused this node: key not authorized" <<<"$out" &&
   ok "a node whose key is not authorized is refused, says so, exit 2" || bad "rogue key: rc=$rc $out"
-wait_for 30 grep -q "refused a connection .*key not authorized" "$dir/node1.log" &&
-  ok "the seed logs the refused key" || bad "no refused-key log on node 1"
+rogue_key=$(sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$dir/rogue/rogue.cert")
+wait_for 30 grep -qF "from 127.0.0.1 (key $rogue_key): key not authorized" "$dir/node1.log" &&
+  ok "the seed logs the refused connection with its address and key" ||
+  bad "no refused-key log naming 127.0.0.1 and $rogue_key on node 1: $(grep refused "$dir/node1.log" | tail -2)"
 out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "security mismatch" <<<"$out" && ok "an --insecure node is refused by the secure cluster, exit 2" ||
   bad "insecure node: rc=$rc $out"
