@@ -57,7 +57,8 @@ set -m
 "$root/deploy/local-cluster.sh" --dir "$dir/lc" --bin "$dir/slow-sn" up 2 --wait 60 >"$dir/int.log" 2>&1 &
 upid=$!
 set +m
-wait_for 100 grep -qs . "$dir/lc/pids" && sleep 0.5 # until node 2 is started
+two_started() { [ "$(grep -c . "$dir/lc/pids" 2>/dev/null)" = 2 ]; }
+wait_for 300 two_started && sleep 0.3 # until node 2 is started (node 1 first has to be up: slow under TSan)
 mapfile -t started < <(node_pids)
 pids+=("${started[@]}")
 sleep 0.3
