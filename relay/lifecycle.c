@@ -37,6 +37,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->incarnation = cfg->incarnation;
     r->first_serial = cfg->first_serial;
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
+    r->hop_trace = getenv("SN_HOP_TRACE") != NULL; /* schedbench xnode-rtt --breakdown */
     r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : SN_SWIM_PERIOD_MS;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
     /* send ids: this node in the top 16 bits, so that ids of different

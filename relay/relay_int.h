@@ -21,6 +21,7 @@
 #include "codec.h"
 #include "dgram.h"
 #include "hist.h"
+#include "hops.h"
 #include "keys.h"
 #include "log.h"
 #include "mpsc.h"
@@ -204,6 +205,10 @@ struct sn_relay {
     _Atomic int load_news;                  /* any thread: work piled up after a heartbeat said there was none */
     _Atomic uint64_t steals_in, steals_out; /* any thread reads */
     bool no_steal;                          /* stopped (shutting down) */
+    /* hop tracing (hops.h): SN_HOP_TRACE was set when this relay started;
+     * when the frame being handled was read (I/O thread) */
+    bool hop_trace;
+    uint64_t hop_recv_ns;
     sn__mpsc_t outq;
     int efd;
     _Atomic int signaled;

@@ -248,6 +248,8 @@ bool sn__relay_drain(sn_relay_t *r)
             sn__relay_free_item(it);
             continue;
         }
+        if (r->hop_trace)
+            sn__hop_stamp(it->s.payload, 0); /* the relay thread picked it up */
         sn__relay_route(r, it);
     }
     if (done) /* (the only writer: a load and a store) */
