@@ -129,7 +129,7 @@ static int node_alive(const sn_wire_stats_t *n)
     return n->state == SN_MEMBER_UP || n->state == SN_MEMBER_SUSPECT;
 }
 
-static const char *member_state(int state)
+const char *sn__member_state_name(int state)
 {
     static const char *names[] = {"up", "suspect", "down", "left", "joining"};
     return state >= 0 && state < 5 ? names[state] : "?";
@@ -152,12 +152,12 @@ static void json_print(json_object *o)
 
 /* ------------------------------------------------------------- status */
 
-static json_object *status_json_row(const sn_wire_stats_t *r)
+json_object *sn__status_row_json(const sn_wire_stats_t *r)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "id", json_u64(r->node));
     json_object_object_add(o, "endpoint", json_object_new_string(r->endpoint));
-    json_object_object_add(o, "state", json_object_new_string(member_state(r->state)));
+    json_object_object_add(o, "state", json_object_new_string(sn__member_state_name(r->state)));
     const struct {
         const char *key;
         uint64_t v;
@@ -191,26 +191,32 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
     if (json) {
         json_object *o = json_object_new_object(), *a = json_object_new_array();
         for (size_t i = 0; i < n; i++)
-            json_object_array_add(a, status_json_row(&rows[i]));
+            json_object_array_add(a, sn__status_row_json(&rows[i]));
         json_object_object_add(o, "nodes", a);
         json_print(o);
         return;
     }
-    printf("%-6s %-28s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", "NODE", "ENDPOINT", "STATE", "WORKERS",
-           "READY", "IDLE", "BLOCKED", "DONE", "MSGS_IN", "MSGS_OUT", "ST_IN", "ST_OUT", "UPTIME");
+    int wn = 6, we = 28; /* the columns widen for 10-digit node ids and long endpoints */
+    for (size_t i = 0; i < n; i++) {
+        int l = snprintf(NULL, 0, "%u", rows[i].node), le = (int)strlen(rows[i].endpoint);
+        wn = l > wn ? l : wn;
+        we = le > we ? le : we;
+    }
+    printf("%-*s %-*s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", wn, "NODE", we, "ENDPOINT", "STATE",
+           "WORKERS", "READY", "IDLE", "BLOCKED", "DONE", "MSGS_IN", "MSGS_OUT", "ST_IN", "ST_OUT", "UPTIME");
     for (size_t i = 0; i < n; i++) {
         const sn_wire_stats_t *r = &rows[i];
         if (r->workers == 0) { /* a member whose row has not reached this node yet (it comes with the probes) */
-            printf("%-6u %-28s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", r->node, r->endpoint,
-                   member_state(r->state), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-");
+            printf("%-*u %-*s %-8s %7s %7s %7s %7s %9s %10s %10s %6s %6s %10s\n", wn, r->node, we, r->endpoint,
+                   sn__member_state_name(r->state), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-");
             continue;
         }
         char up[32];
         snprintf(up, sizeof up, "%" PRIu64 ".%01" PRIu64 "s", r->uptime_ms / 1000, r->uptime_ms % 1000 / 100);
-        printf("%-6u %-28s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64
+        printf("%-*u %-*s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64
                " %6" PRIu64 " %6" PRIu64 " %10s\n",
-               r->node, r->endpoint, member_state(r->state), r->workers, r->ready, r->idle, r->blocked, r->completed,
-               r->msgs_in, r->msgs_out, r->steals_in, r->steals_out, up);
+               wn, r->node, we, r->endpoint, sn__member_state_name(r->state), r->workers, r->ready, r->idle, r->blocked,
+               r->completed, r->msgs_in, r->msgs_out, r->steals_in, r->steals_out, up);
     }
 }
 
@@ -233,7 +239,7 @@ static int each_node(const sn_cli_t *c, const cluster_t *cl, int op,
         asked++;
         char err[512];
         if (!node_alive(n)) {
-            snprintf(err, sizeof err, "the node is %s", member_state(n->state));
+            snprintf(err, sizeof err, "the node is %s", sn__member_state_name(n->state));
             each(c, n, NULL, err, arg);
             bad++;
             continue;
@@ -309,11 +315,11 @@ static void ps_each(const sn_cli_t *c, const sn_wire_stats_t *n, const sn_wire_r
         return;
     }
     if (!g->header++)
-        printf("%-6s %-22s %-20s %-8s %8s %10s %6s\n", "NODE", "PID", "TYPE", "STATE", "MAILBOX", "STEPS", "MOVED");
+        printf("%-10s %-22s %-20s %-8s %8s %10s %6s\n", "NODE", "PID", "TYPE", "STATE", "MAILBOX", "STEPS", "MOVED");
     for (size_t i = 0; i < rep->nprocs; i++) {
         const sn_proc_row_t *p = &rep->procs[i];
         char pid[SN_PID_STRLEN];
-        printf("%-6" PRIu32 " %-22s %-20s %-8s %8" PRIu32 " %10" PRIu64 " %6" PRIu32 "\n", n->node,
+        printf("%-10" PRIu32 " %-22s %-20s %-8s %8" PRIu32 " %10" PRIu64 " %6" PRIu32 "\n", n->node,
                sn_pid_format(p->pid, pid, sizeof pid), p->type, sn__pstate_name(p->state), p->mailbox, p->steps,
                p->moves);
     }

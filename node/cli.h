@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "codec.h"
 #include "relay.h"
 #include "schednode/schednode.h"
 
@@ -31,6 +32,12 @@ typedef struct sn_cli {
     const char *reason;    /* --reason (kill) */
     int cancel_on_timeout; /* call: cancel the process when --timeout expires (default 1) */
 } sn_cli_t;
+
+/* A member state's name ("up", "suspect", "down", "left", "joining"). */
+const char *sn__member_state_name(int state);
+/* One `status` row as JSON, the keys of `schednode status --json` (the
+ * dashboard's /status.json uses it too). */
+struct json_object *sn__status_row_json(const sn_wire_stats_t *r);
 
 /* Is cmd one of the client commands? */
 int sn_cli_is_command(const char *cmd);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "codec.h"
 #include "sn_node.h"
 
@@ -19,48 +20,9 @@
 #define FLOWS_TIMEOUT_MS 500
 #define FLOWS_MAX_NODES 16
 
-static const char *member_state(int s)
-{
-    static const char *names[] = {"up", "suspect", "down", "left", "joining"};
-    return s >= 0 && s < 5 ? names[s] : "?";
-}
-
 static void put_u64(json_object *o, const char *key, uint64_t v)
 {
     json_object_object_add(o, key, json_object_new_uint64(v));
-}
-
-/* One row, with the keys of `schednode status --json`. */
-static json_object *row_json(const sn_wire_stats_t *r)
-{
-    json_object *o = json_object_new_object();
-    put_u64(o, "id", r->node);
-    json_object_object_add(o, "endpoint", json_object_new_string(r->endpoint));
-    json_object_object_add(o, "state", json_object_new_string(member_state(r->state)));
-    put_u64(o, "workers", r->workers);
-    put_u64(o, "idle_workers", r->idle_workers);
-    const struct {
-        const char *k;
-        uint64_t v;
-    } f[] = {{"live", r->live},
-             {"ready", r->ready},
-             {"idle", r->idle},
-             {"blocked", r->blocked},
-             {"completed", r->completed},
-             {"msgs_in", r->msgs_in},
-             {"msgs_out", r->msgs_out},
-             {"steals_in", r->steals_in},
-             {"steals_out", r->steals_out},
-             {"migrated", r->migrated},
-             {"forwarded", r->forwarded},
-             {"refused", r->refused},
-             {"disconnects", r->disconnects},
-             {"forwarding", r->forwarding},
-             {"bad_frames", r->bad_frames},
-             {"uptime_ms", r->uptime_ms}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        put_u64(o, f[i].k, f[i].v);
-    return o;
 }
 
 static json_object *peers_json(sn_relay_t *relay)
@@ -161,7 +123,7 @@ char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_securit
                              .idle = st.idle,
                              .blocked = st.blocked,
                              .completed = st.completed};
-        json_object_array_add(nodes, row_json(&r));
+        json_object_array_add(nodes, sn__status_row_json(&r));
         json_object_object_add(o, "peers", json_object_new_array());
         json_object_object_add(o, "flows", json_object_new_array());
         return finish(o);
@@ -175,7 +137,7 @@ char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_securit
         return NULL;
     }
     for (size_t i = 0; i < rep.nrows; i++)
-        json_object_array_add(nodes, row_json(&rep.rows[i]));
+        json_object_array_add(nodes, sn__status_row_json(&rep.rows[i]));
     json_object *flows = json_object_new_array();
     json_object_object_add(o, "flows", flows);
     add_flows(flows, sn_sched_node_id(sched), rep.flows, rep.nflows);
@@ -185,35 +147,88 @@ char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_securit
     return finish(o);
 }
 
-char *sn_dashboard_procs(sn_sched_t *sched, size_t max)
+/* The process table: what it has gathered so far, across nodes. */
+typedef struct procs {
+    json_object *rows, *unanswered;
+    uint64_t total, by_state[SN_PS_COUNT];
+    size_t left; /* rows it may still list */
+    bool truncated;
+} procs_t;
+
+static void add_procs(procs_t *t, uint32_t node, const sn_proc_row_t *rows, size_t n, uint64_t total,
+                      const uint64_t *by_state)
+{
+    t->total += total;
+    for (unsigned s = 0; s < SN_PS_COUNT; s++)
+        t->by_state[s] += by_state[s];
+    t->truncated |= total > n || n > t->left;
+    for (size_t i = 0; i < n && t->left > 0; i++, t->left--) {
+        char pid[SN_PID_STRLEN];
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "pid", json_object_new_string(sn_pid_format(rows[i].pid, pid, sizeof pid)));
+        put_u64(p, "node", node);
+        json_object_object_add(p, "type", json_object_new_string(rows[i].type));
+        json_object_object_add(p, "state", json_object_new_string(sn__pstate_name(rows[i].state)));
+        put_u64(p, "mailbox", rows[i].mailbox);
+        put_u64(p, "steps", rows[i].steps);
+        put_u64(p, "moves", rows[i].moves);
+        json_object_array_add(t->rows, p);
+    }
+}
+
+/* The other members' processes: `ps` to each member up (as for the flows:
+ * the first FLOWS_MAX_NODES, a short wait each); one that does not answer
+ * is named in "unanswered". */
+static void others_procs(procs_t *t, sn_relay_t *relay, const sn_security_t *security)
+{
+    char ep[SN_WIRE_ENDPOINT_MAX + 16], err[256];
+    dial_endpoint(relay, ep, sizeof ep);
+    sn_wire_request_t req = {.id = 3, .op = SN_OP_STATUS};
+    sn_wire_reply_t st;
+    if (sn_client_call(ep, security, &req, STATUS_TIMEOUT_MS, &st, err, sizeof err) != 0)
+        return;
+    size_t asked = 0;
+    for (size_t i = 1; i < st.nrows && asked < FLOWS_MAX_NODES; i++) { /* (row 0: the node itself) */
+        const sn_wire_stats_t *row = &st.rows[i];
+        if (row->state != SN_MEMBER_UP || !row->endpoint[0])
+            continue;
+        asked++;
+        sn_wire_request_t q = {.id = 4, .op = SN_OP_PS};
+        sn_wire_reply_t rep;
+        if (sn_client_call(row->endpoint, security, &q, FLOWS_TIMEOUT_MS, &rep, err, sizeof err) != 0) {
+            json_object_array_add(t->unanswered, json_object_new_uint64(row->node));
+            continue;
+        }
+        if (rep.error == 0)
+            add_procs(t, row->node, rep.procs, rep.nprocs, rep.total, rep.by_state);
+        else
+            json_object_array_add(t->unanswered, json_object_new_uint64(row->node));
+        sn_client_reply_clear(&rep);
+    }
+    sn_client_reply_clear(&st);
+}
+
+char *sn_dashboard_procs(sn_sched_t *sched, sn_relay_t *relay, const sn_security_t *security, size_t max)
 {
     sn_proc_row_t *rows = calloc(max ? max : 1, sizeof *rows);
     if (!rows)
         return NULL;
     sn_proc_counts_t counts;
     size_t seen = sn__sched_snapshot(sched, rows, max, &counts);
-    size_t n = seen < max ? seen : max;
+    procs_t t = {.rows = json_object_new_array(), .unanswered = json_object_new_array(), .left = max};
+    add_procs(&t, sn_sched_node_id(sched), rows, seen < max ? seen : max, counts.total, counts.by_state);
+    free(rows);
+    if (relay)
+        others_procs(&t, relay, security);
     json_object *o = json_object_new_object();
     put_u64(o, "node", sn_sched_node_id(sched));
-    put_u64(o, "total", counts.total);
+    put_u64(o, "total", t.total);
     json_object *by = json_object_new_object();
     for (unsigned s = 0; s < SN_PS_COUNT; s++)
-        put_u64(by, sn__pstate_name(s), counts.by_state[s]);
+        put_u64(by, sn__pstate_name(s), t.by_state[s]);
     json_object_object_add(o, "by_state", by);
-    json_object *a = json_object_new_array();
-    for (size_t i = 0; i < n; i++) {
-        char pid[SN_PID_STRLEN];
-        json_object *p = json_object_new_object();
-        json_object_object_add(p, "pid", json_object_new_string(sn_pid_format(rows[i].pid, pid, sizeof pid)));
-        json_object_object_add(p, "type", json_object_new_string(rows[i].type));
-        json_object_object_add(p, "state", json_object_new_string(sn__pstate_name(rows[i].state)));
-        put_u64(p, "mailbox", rows[i].mailbox);
-        put_u64(p, "steps", rows[i].steps);
-        put_u64(p, "moves", rows[i].moves);
-        json_object_array_add(a, p);
-    }
-    json_object_object_add(o, "procs", a);
-    json_object_object_add(o, "truncated", json_object_new_boolean(seen > n));
-    free(rows);
+    json_object_object_add(o, "procs", t.rows);
+    json_object_object_add(o, "truncated", json_object_new_boolean(t.truncated));
+    json_object_object_add(o, "unanswered", t.unanswered);
     return finish(o);
 }

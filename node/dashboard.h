@@ -22,9 +22,12 @@
  * failure with the reason in err. */
 char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_security_t *security, char *err,
                           size_t errlen);
-/* GET /api/procs: {"node": ID, "total": N, "by_state": {"ready": n, ...},
- * "procs": [{"pid", "type", "state", "mailbox", "steps", "moves"}...],
- * "truncated": bool}, at most max rows. Caller frees; NULL if out of memory. */
-char *sn_dashboard_procs(sn_sched_t *sched, size_t max);
+/* GET /api/procs: the cluster's processes, this node's first, then each
+ * member's (asked with `ps`, as the flows are): {"node": ID, "total": N,
+ * "by_state": {"ready": n, ...}, "procs": [{"pid", "node", "type", "state",
+ * "mailbox", "steps", "moves"}...], "truncated": bool, "unanswered": [ids]},
+ * at most max rows in all. relay NULL: this node only. Caller frees; NULL
+ * if out of memory. */
+char *sn_dashboard_procs(sn_sched_t *sched, sn_relay_t *relay, const sn_security_t *security, size_t max);
 
 #endif

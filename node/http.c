@@ -96,7 +96,7 @@ static enum MHD_Result route(sn_http_t *h, struct MHD_Connection *c, const char 
         return answer(c, MHD_HTTP_OK, "application/json", body, strlen(body));
     }
     if (dash && !strcmp(url, "/api/procs")) {
-        char *body = sn_dashboard_procs(h->cfg.sched, PROCS_MAX);
+        char *body = sn_dashboard_procs(h->cfg.sched, h->cfg.relay, h->cfg.security, PROCS_MAX);
         return body ? answer(c, MHD_HTTP_OK, "application/json", body, strlen(body))
                     : text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
     }

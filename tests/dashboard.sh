@@ -2,7 +2,7 @@
 # dashboard.sh - the dashboard (--dashboard) in a real browser: headless
 # Chromium loads the page of a 3-node cluster on 127.0.0.1, runs its
 # script, and the numbers it shows (node count, each node's state and
-# processes, the total, node 1's process table and its search) are checked
+# processes, the total, the cluster's process table and its search) are checked
 # against `schednode status --json` and the PIDs spawned. Skipped (77) only
 # if Chromium is missing or cannot start, saying why. Args: $1 schednode.
 set -u
@@ -48,7 +48,8 @@ sinks1=()
 for i in 1 2 3; do sinks1+=("$(call spawn --connect "$(ep 1)" msink collect 1000000)"); done
 sinks2=()
 for i in 1 2 3 4 5; do sinks2+=("$(call spawn --connect "$(ep 2)" msink collect 1000000)"); done
-for i in 1 2; do call spawn --connect "$(ep 3)" msink collect 1000000 >/dev/null; done
+sinks3=()
+for i in 1 2; do sinks3+=("$(call spawn --connect "$(ep 3)" msink collect 1000000)"); done
 settled() { [ "$(call status --json --connect "$(ep 1)" | jq -c '[.nodes[] | .live]')" = "[3,5,2]" ]; }
 wait_for 100 settled || bad "status shows 3, 5, 2 processes: $(call status --json --connect "$(ep 1)" | jq -c '[.nodes[] | .live]')"
 
@@ -75,9 +76,12 @@ for n in 1 2 3; do
 done
 total=$(sed -n 's/.*<span id="proc-count">\([0-9]*\)<.*/\1/p' <<<"$dom")
 [ "$total" = "$(jq '[.nodes[].live] | add' <<<"$st")" ] && ok "total processes on the page: $total" || bad "total: $total"
-listed=$(grep -o '<tr data-pid="[0-9.]*"' <<<"$dom" | sed 's/.*="\(.*\)"/\1/' | sort)
-[ "$listed" = "$(printf '%s\n' "${sinks1[@]}" | sort)" ] && ok "node 1's process table lists its 3 sinks" ||
-  bad "process table: '$listed', spawned '${sinks1[*]}'"
+# the process table: every sink of the cluster, each with its node
+listed=$(grep -o '<tr data-pid="[0-9.]*" data-node="[0-9]*"' <<<"$dom" | sed 's/.*data-pid="\([0-9.]*\)" data-node="\([0-9]*\)"/\1 \2/' | sort)
+want=$( (for p in "${sinks1[@]}"; do echo "$p 1"; done; for p in "${sinks2[@]}"; do echo "$p 2"; done
+  for p in "${sinks3[@]}"; do echo "$p 3"; done) | sort)
+[ "$listed" = "$want" ] && ok "the process table lists the cluster's 10 sinks, each with its node" ||
+  bad "process table: '$listed', spawned '$want'"
 grep -q '<svg id="flows"[^>]*>.*<circle' <<<"$dom" && ok "the flow picture has the nodes" || bad "no flow picture"
 drawn=$(grep -o '<line data-from="3" data-to="2" data-kind="msg" data-total="[0-9]*"' <<<"$dom" | sed 's/.*data-total="\([0-9]*\)"/\1/')
 counted=$(curl -sf --max-time 10 "http://127.0.0.1:$dport/api/status" | jq '.flows[] | select(.from == 3 and .peer == 2) | .msgs_out')
@@ -90,8 +94,12 @@ steals=$(grep -o '<line data-from="1" data-to="[23]" data-kind="steal"' <<<"$dom
 # the search box (filled from the address: #q=...) filters the table
 dom=$(chrome "http://127.0.0.1:$dport/#q=${sinks1[1]}")
 found=$(grep -o '<tr data-pid="[0-9.]*"' <<<"$dom" | sed 's/.*="\(.*\)"/\1/')
-[ "$found" = "${sinks1[1]}" ] && grep -q '1 of 3 shown' <<<"$dom" && ok "searching ${sinks1[1]} shows that process only" ||
+[ "$found" = "${sinks1[1]}" ] && grep -q '1 of 10 shown' <<<"$dom" && ok "searching ${sinks1[1]} shows that process only" ||
   bad "search: '$found'"
+dom=$(chrome "http://127.0.0.1:$dport/#q=node%202")
+found=$(grep -o '<tr data-pid="[0-9.]*"' <<<"$dom" | sed 's/.*="\(.*\)"/\1/' | sort)
+[ "$found" = "$(printf '%s\n' "${sinks2[@]}" | sort)" ] && grep -q '5 of 10 shown' <<<"$dom" &&
+  ok "searching 'node 2' shows node 2's 5 sinks" || bad "search node 2: '$found'"
 
 # the JSON the page reads has the rows of status --json, key for key
 api=$(curl -sf --max-time 10 "http://127.0.0.1:$dport/api/status")
