@@ -592,9 +592,11 @@ static int bench_xnode_send(void)
 {
     return sn_bench_xnode_send(workers);
 }
+static int breakdown; /* --breakdown: xnode-rtt's hops */
+
 static int bench_xnode_rtt(void)
 {
-    return sn_bench_xnode_rtt(workers);
+    return sn_bench_xnode_rtt(workers, breakdown);
 }
 static int bench_steal_imbalance(void)
 {
@@ -623,12 +625,13 @@ static const struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: schedbench [--workers N] [--quick] [--rounds N] CASE...\ncases: all");
+    fprintf(f, "usage: schedbench [--workers N] [--quick] [--rounds N] [--breakdown] CASE...\ncases: all");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         fprintf(f, " %s", cases[i].name);
     fprintf(f, " savina threadring chameneos big fjthrput count fjcreate pipeline\n"
                "  --quick     the Savina cases at small sizes, results checked, no Go peer\n"
-               "  --rounds N  timed rounds of a Savina case (default 3; medians compared)\n");
+               "  --rounds N  timed rounds of a Savina case (default 3; medians compared)\n"
+               "  --breakdown xnode-rtt: the latency of each hop of a round trip (p50, p99)\n");
 }
 
 /* A number from lo to hi for option `name`, or -1 (and a line saying why). */
@@ -646,11 +649,10 @@ static long num_arg(const char *name, const char *text, long lo, long hi)
 /* Parses the options; 0, or the exit code (2 for a bad one, -1 for --help). */
 static int parse_opts(int argc, char **argv)
 {
-    static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
-                                         {"quick", no_argument, NULL, 'q'},
-                                         {"rounds", required_argument, NULL, 'r'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"workers", required_argument, NULL, 'w'}, {"quick", no_argument, NULL, 'q'},
+        {"rounds", required_argument, NULL, 'r'},  {"breakdown", no_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},          {0, 0, 0, 0}};
     int c;
     long v;
     while ((c = getopt_long(argc, argv, "w:qr:h", opts, NULL)) != -1) {
@@ -662,6 +664,8 @@ static int parse_opts(int argc, char **argv)
             if ((v = num_arg("rounds", optarg, 1, 15)) < 0)
                 return 2;
             savina_opts.rounds = (int)v;
+        } else if (c == 'b') {
+            breakdown = 1;
         } else if (c == 'q') {
             savina_opts.quick = 1;
         } else if (c == 'h') {

@@ -5,7 +5,10 @@
  * mode) in the same run.
  *   xnode-send: 1,000,000 Sends of 64-byte payloads from a process on node 1
  *               to one on node 2, until the receiver has them all (it acks).
- *   xnode-rtt:  process-to-process round trips across the two nodes.
+ *   xnode-rtt:  process-to-process round trips across the two nodes, each
+ *               timed from the step that sends to the step that gets the
+ *               answer (stamps in the payload): p50 and p99. With
+ *               --breakdown, every hop of the way too (relay/hops.h).
  */
 #define _GNU_SOURCE 1 /* sched_setaffinity */
 #include "xnode.h"
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "hops.h"
 #include "relay.h"
 #include "schednode/schednode.h"
 
@@ -85,6 +89,48 @@ typedef struct bproc {
     int role; /* 0 sink, 1 source, 2 pong, 3 ping */
 } bproc_t;
 
+/* The round trips ping timed (one ping at a time: its sn_call orders
+ * these against the reader). Probes with hop stamps (SN_HOP_BYTES, the
+ * hops: all of its stamps), else MSG_BYTES with the send time in the
+ * first stamp's place (the round trip's ns in [0]). */
+static struct {
+    bool hops;
+    uint64_t (*s)[SN_HOP_SLOTS];
+    size_t n, cap;
+} rec;
+
+/* Ping's answer came back: its round trip is recorded. */
+static void ping_record(sn_payload_t *m)
+{
+    uint64_t now = sn__hop_now(), t0;
+    if (!m || m->len != (rec.hops ? SN_HOP_BYTES : MSG_BYTES) || rec.n >= rec.cap)
+        return;
+    if (rec.hops) {
+        sn__hop_stamp(m, now); /* the last one: the step runs */
+        memcpy(rec.s[rec.n++], m->data + 16, sizeof rec.s[0]);
+        return;
+    }
+    memcpy(&t0, m->data + 16, 8);
+    rec.s[rec.n++][0] = now - t0;
+}
+
+/* Sends (m, or a new probe) to `to`, stamped with the time it is sent. */
+static void ping_send(sn_step_out_t *out, sn_pid_t to, sn_payload_t *m)
+{
+    size_t len = rec.hops ? SN_HOP_BYTES : MSG_BYTES;
+    if (!m || m->len != len) {
+        sn_payload_destroy(&m);
+        uint64_t magic = SN_HOP_MAGIC;
+        m = sn_payload_new(SN_CT_BYTES, NULL, len);
+        if (rec.hops)
+            memcpy(m->data + 8, &magic, 8);
+    }
+    memset(m->data + 16, 0, len - 16);
+    uint64_t now = sn__hop_now();
+    memcpy(m->data + 16, &now, 8);
+    sn_out_send(out, to, 0, &m);
+}
+
 static int b_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
     bproc_t *b = state;
@@ -107,18 +153,20 @@ static void b_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step
 {
     bproc_t *b = state;
     out->status = SN_IDLE;
-    if ((b->role == 1 || b->role == 3) && n == 0) { /* source / ping: send */
-        uint64_t k = b->role == 1 ? (b->n - b->done < CHUNK ? b->n - b->done : CHUNK) : 1;
+    if (b->role == 3 && n == 0) { /* ping: the first */
+        ping_send(out, b->peer, NULL);
+        return;
+    }
+    if (b->role == 1 && n == 0) { /* source: send */
+        uint64_t k = b->n - b->done < CHUNK ? b->n - b->done : CHUNK;
         for (uint64_t i = 0; i < k; i++) {
             sn_payload_t *m = sn_payload_new(SN_CT_BYTES, NULL, MSG_BYTES);
             uint64_t seq = b->done + i; /* the sink checks the order */
             memcpy(m->data, &seq, sizeof seq);
             sn_out_send(out, b->peer, 0, &m);
         }
-        if (b->role == 1) {
-            b->done += k;
-            out->status = b->done < b->n ? SN_CONTINUE : SN_IDLE;
-        }
+        b->done += k;
+        out->status = b->done < b->n ? SN_CONTINUE : SN_IDLE;
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -143,11 +191,12 @@ static void b_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step
             sn_out_send(out, ev[i].from, 0, &(sn_payload_t *){sn_take(&ev[i].data)});
             break;
         case 3: /* ping */
+            ping_record(ev[i].data);
             if (++b->done == b->n) {
                 out->status = SN_DONE;
                 return;
             }
-            sn_out_send(out, b->peer, 0, &(sn_payload_t *){sn_take(&ev[i].data)});
+            ping_send(out, b->peer, sn_take(&ev[i].data));
             break;
         }
     }
@@ -321,34 +370,54 @@ static double raw_push_pull(void)
     return secs;
 }
 
-static double raw_req_rep(void)
+/* A raw REQ/REP pair: the REP side in a child process, the REQ here. */
+typedef struct raw_rr {
+    pid_t child;
+    void *ctx, *req;
+} raw_rr_t;
+
+/* Starts the pair for `n` round trips (after 100 to warm up). */
+static void raw_rr_open(raw_rr_t *rr, int n)
 {
     char bin[PATH_MAX], port_s[16], n_s[16], ep[64];
     int port = free_port();
     sibling("schedbench", bin, sizeof bin);
     snprintf(port_s, sizeof port_s, "%d", port);
-    snprintf(n_s, sizeof n_s, "%d", RTT_N + 100);
+    snprintf(n_s, sizeof n_s, "%d", n + 100);
     char *argv[] = {bin, "__rep", port_s, n_s, NULL};
-    pid_t child = start(argv);
-    void *ctx = zmq_ctx_new();
-    void *req = zmq_socket(ctx, ZMQ_REQ);
+    rr->child = start(argv);
+    rr->ctx = zmq_ctx_new();
+    rr->req = zmq_socket(rr->ctx, ZMQ_REQ);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    zmq_connect(req, ep);
+    zmq_connect(rr->req, ep);
     char buf[MSG_BYTES] = {0};
     for (int i = 0; i < 100; i++) { /* warm up the connection */
-        zmq_send(req, buf, sizeof buf, 0);
-        zmq_recv(req, buf, sizeof buf, 0);
+        zmq_send(rr->req, buf, sizeof buf, 0);
+        zmq_recv(rr->req, buf, sizeof buf, 0);
     }
-    double t0 = now_s();
-    for (int i = 0; i < RTT_N; i++) {
-        zmq_send(req, buf, sizeof buf, 0);
-        zmq_recv(req, buf, sizeof buf, 0);
+}
+
+/* n round trips, each timed into ns[]; false if the peer failed. */
+static bool raw_rr_run(raw_rr_t *rr, uint64_t *ns, int n)
+{
+    char buf[MSG_BYTES] = {0};
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        uint64_t t0 = sn__hop_now();
+        ok = zmq_send(rr->req, buf, sizeof buf, 0) == sizeof buf && zmq_recv(rr->req, buf, sizeof buf, 0) == sizeof buf;
+        ns[i] = sn__hop_now() - t0;
     }
-    double secs = now_s() - t0;
-    zmq_close(req);
-    zmq_ctx_term(ctx);
-    waitpid(child, NULL, 0);
-    return secs;
+    return ok;
+}
+
+static void raw_rr_close(raw_rr_t *rr)
+{
+    int linger = 0;
+    zmq_setsockopt(rr->req, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(rr->req);
+    zmq_ctx_term(rr->ctx);
+    kill(rr->child, SIGTERM); /* (done already when every round trip was made) */
+    waitpid(rr->child, NULL, 0);
 }
 
 /* ------------------------------------------------------------ cases */
@@ -392,27 +461,112 @@ int sn_bench_xnode_send(int workers)
     return 0;
 }
 
-int sn_bench_xnode_rtt(int workers)
+static int cmp_u64(const void *a, const void *b)
 {
-    double raw = raw_req_rep();
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile (0..1) of v[0..n) in us; sorts v. */
+static double quantile_us(uint64_t *v, size_t n, double q)
+{
+    qsort(v, n, sizeof *v, cmp_u64);
+    size_t i = (size_t)(q * (double)n);
+    return n ? (double)v[i < n ? i : n - 1] / 1e3 : 0;
+}
+
+/* The hops of a round trip: stamp i to stamp i + 1 (relay/hops.h). */
+static const char *const hop_names[SN_HOP_SLOTS - 1] = {"node 1: step sends -> relay thread picks it up",
+                                                        "node 1: relay thread -> zmq_send",
+                                                        "zmq: node 1 -> node 2's relay thread reads it",
+                                                        "node 2: read -> handed to its scheduler",
+                                                        "node 2: handed -> pong's step runs",
+                                                        "node 2: step sends -> relay thread picks it up",
+                                                        "node 2: relay thread -> zmq_send",
+                                                        "zmq: node 2 -> node 1's relay thread reads it",
+                                                        "node 1: read -> handed to its scheduler",
+                                                        "node 1: handed -> ping's step runs"};
+
+/* Prints p50 and p99 of each hop of the recorded probes; false if a
+ * probe missed a stamp (a relay without SN_HOP_TRACE). */
+static bool print_breakdown(void)
+{
+    uint64_t *v = malloc(rec.n * sizeof *v);
+    if (!v)
+        return false;
+    printf("xnode-rtt breakdown (%zu round trips)          p50 us   p99 us\n", rec.n);
+    bool ok = true;
+    for (int h = 0; h < SN_HOP_SLOTS - 1 && ok; h++) {
+        for (size_t i = 0; i < rec.n; i++) {
+            ok = ok && rec.s[i][h] && rec.s[i][h + 1] && rec.s[i][h + 1] >= rec.s[i][h];
+            v[i] = rec.s[i][h + 1] - rec.s[i][h];
+        }
+        double p50 = quantile_us(v, rec.n, 0.5), p99 = quantile_us(v, rec.n, 0.99);
+        printf("  %-46s %8.1f %8.1f\n", hop_names[h], p50, p99);
+    }
+    free(v);
+    if (!ok)
+        fprintf(stderr, "schedbench: xnode-rtt: a probe missed a hop's stamp\n");
+    return ok;
+}
+
+/* The round trips of ping on node 1 against pong on node 2, recorded, and
+ * as many raw REQ/REP ones into raw[]: in RTT_CHUNKS turns, one kind after
+ * the other, so that both see the same load on this shared machine. */
+#define RTT_CHUNKS 20
+static bool rtt_both(int workers, uint64_t *raw)
+{
     sn_pid_t pong;
     node_t nd;
     pid_t child;
-    if (two_nodes(workers, "xpong", "echo", NULL, &pong, &nd, &child) != 0)
-        return 1;
-    double warm = run_on_node1(&nd, "ping", pong, 100);
-    double secs = run_on_node1(&nd, "ping", pong, RTT_N);
+    raw_rr_t rr;
+    if (rec.hops)
+        setenv("SN_HOP_TRACE", "1", 1); /* both relays: this one and node 2's (inherited) */
+    int rc = two_nodes(workers, "xpong", "echo", NULL, &pong, &nd, &child);
+    unsetenv("SN_HOP_TRACE");
+    if (rc != 0)
+        return false;
+    raw_rr_open(&rr, RTT_N);
+    bool ok = run_on_node1(&nd, "ping", pong, 100) >= 0; /* warm up */
+    rec.n = 0;
+    for (int c = 0; c < RTT_CHUNKS && ok; c++)
+        ok = raw_rr_run(&rr, raw + c * (RTT_N / RTT_CHUNKS), RTT_N / RTT_CHUNKS) &&
+             run_on_node1(&nd, "ping", pong, RTT_N / RTT_CHUNKS) >= 0;
+    raw_rr_close(&rr);
     node_stop(&nd);
     stop_child(child);
-    if (warm < 0 || secs < 0)
-        return 1;
-    double us = secs * 1e6 / RTT_N, raw_us = raw * 1e6 / RTT_N;
-    printf("xnode-rtt: %d round trips process-to-process across two nodes: %.1f us each; raw REQ/REP %.1f us\n", RTT_N,
-           us, raw_us);
-    printf("xnode-rtt: %.2fx raw libzmq's round trip\n", us / raw_us);
-    printf("RESULT zmq-raw-rtt %.1f us\n", raw_us);
-    printf("RESULT xnode-rtt %.1f us\n", us);
-    return 0;
+    return ok && rec.n == RTT_N;
+}
+
+int sn_bench_xnode_rtt(int workers, int breakdown)
+{
+    uint64_t *raw = malloc(RTT_N * sizeof *raw), *v = malloc(RTT_N * sizeof *v);
+    rec.hops = breakdown != 0;
+    rec.cap = RTT_N;
+    rec.s = calloc(RTT_N, sizeof *rec.s);
+    bool ok = raw && v && rec.s && rtt_both(workers, raw);
+    if (ok) {
+        for (size_t i = 0; i < rec.n; i++)
+            v[i] = rec.hops ? rec.s[i][SN_HOP_SLOTS - 1] - rec.s[i][0] : rec.s[i][0];
+        double p50 = quantile_us(v, rec.n, 0.5), p99 = quantile_us(v, rec.n, 0.99);
+        double raw50 = quantile_us(raw, RTT_N, 0.5), raw99 = quantile_us(raw, RTT_N, 0.99);
+        if (rec.hops)
+            ok = print_breakdown();
+        printf("xnode-rtt: %zu round trips process-to-process across two nodes: p50 %.1f us, p99 %.1f us; "
+               "raw REQ/REP p50 %.1f us, p99 %.1f us (taking turns, %d rounds)%s\n",
+               rec.n, p50, p99, raw50, raw99, RTT_CHUNKS, rec.hops ? " (hop stamps on)" : "");
+        printf("xnode-rtt: p50 %.2fx raw libzmq's round trip\n", p50 / raw50);
+        printf("RESULT zmq-raw-rtt %.1f us\n", raw50); /* (the name it had before xnode-rtt-raw) */
+        printf("RESULT xnode-rtt-raw %.1f us\n", raw50);
+        printf("RESULT xnode-rtt %.1f us\n", p50);
+        printf("RESULT xnode-rtt-p99 %.1f us\n", p99);
+        printf("RESULT xnode-rtt-ratio %.2f x\n", p50 / raw50);
+    }
+    free(raw);
+    free(v);
+    free(rec.s);
+    rec.s = NULL;
+    return ok ? 0 : 1;
 }
 
 /* ------------------------------------------------------ steal-imbalance */

@@ -3,7 +3,8 @@
 #define SN_BENCH_XNODE_H
 
 int sn_bench_xnode_send(int workers);
-int sn_bench_xnode_rtt(int workers);
+/* breakdown: the latency of each hop too (hop tracing: relay/hops.h) */
+int sn_bench_xnode_rtt(int workers, int breakdown);
 int sn_bench_steal_imbalance(void);
 int sn_bench_steal_join(void);
 /* schedbench's helper modes (`__pull`, `__rep`) for the raw libzmq peer. */

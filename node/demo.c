@@ -5,6 +5,7 @@
 #include "demo.h"
 
 #include "grow.h"
+#include "hops.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -311,8 +312,10 @@ static void xpong_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
             out->status = SN_DONE;
             return;
         }
-        if (ev[i].type == SN_EV_MESSAGE && !sn_pid_is_none(ev[i].from))
+        if (ev[i].type == SN_EV_MESSAGE && !sn_pid_is_none(ev[i].from)) {
+            sn__hop_stamp(ev[i].data, 0); /* a probe of schedbench xnode-rtt --breakdown: it ran */
             sn_out_send(out, ev[i].from, ev[i].tag, &ev[i].data);
+        }
     }
 }
 

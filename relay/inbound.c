@@ -92,6 +92,19 @@ static void monitor_here(sn_relay_t *r, sn_wire_send_t *s)
     sn_payload_destroy(&s->payload);
 }
 
+/* A message for a process here (or one that moved on from here). */
+static int message_here(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
+{
+    if (r->hop_trace && from) { /* read, then handed to the scheduler */
+        sn__hop_stamp(s->payload, r->hop_recv_ns);
+        sn__hop_stamp(s->payload, 0);
+    }
+    int rc = sn__deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
+    if (rc == 0)
+        sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
+    return rc;
+}
+
 static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
     int rc = 0;
@@ -99,9 +112,7 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn__add(&r->msgs_in, 1);
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
-        rc = sn__deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
-        if (rc == 0)
-            sn__loc_forwarded(r, from, s->to); /* if it went on: tell `from` where it is now */
+        rc = message_here(r, from, s);
         break;
     case SN_RELAY_GONE:
         gone_here(r, from, s);
@@ -424,6 +435,8 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
             zmq_msg_close(&body);
             return false;
         }
+        if (r->hop_trace)
+            r->hop_recv_ns = sn__hop_now();
         bool ok = true;
         if (router) {
             ok = zmq_msg_more(&id) && zmq_msg_recv(&body, sock, ZMQ_DONTWAIT) >= 0;

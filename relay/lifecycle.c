@@ -37,6 +37,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->incarnation = cfg->incarnation;
     r->first_serial = cfg->first_serial;
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
+    r->hop_trace = getenv("SN_HOP_TRACE") != NULL; /* schedbench xnode-rtt --breakdown */
     r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : SN_SWIM_PERIOD_MS;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
     /* send ids: this node in the top 16 bits, so that ids of different
@@ -51,6 +52,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->start_ns = sn__relay_now_ns();
     snprintf(r->cluster, sizeof r->cluster, "%s", cfg->cluster ? cfg->cluster : "schednode");
     sn__mpsc_init(&r->outq);
+    pthread_mutex_init(&r->io_mu, NULL);
     r->udp_fd = -1;
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     r->epfd = r->efd < 0 ? -1 : epoll_create1(EPOLL_CLOEXEC);
@@ -58,6 +60,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
         snprintf(err, errlen, "%s: %s", r->efd < 0 ? "eventfd" : "epoll_create1", strerror(errno));
         if (r->efd >= 0)
             close(r->efd);
+        pthread_mutex_destroy(&r->io_mu);
         free(r);
         return NULL;
     }
@@ -324,6 +327,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
         close(r->efd);
     if (r->epfd >= 0)
         close(r->epfd);
+    pthread_mutex_destroy(&r->io_mu);
     free(r);
     *self_p = NULL;
 }

@@ -104,6 +104,8 @@ void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
     size_t msgs = 0;
     for (size_t i = 0; i < p->nbatch; i++) {
         arr[i] = p->batch[i]->s;
+        if (r->hop_trace)
+            sn__hop_stamp(arr[i].payload, 0); /* on its way to zmq_send */
         msgs += sn__relay_for_process(arr[i].kind);
     }
     void *buf = NULL;

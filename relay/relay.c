@@ -219,7 +219,10 @@ static bool wait_events(sn_relay_t *r, turn_t *t)
     if (t->inflight && timeout > 1)
         timeout = 1;
     struct epoll_event evs[64];
+    /* the only time this thread lets go of the I/O side (relay_int.h) */
+    pthread_mutex_unlock(&r->io_mu);
     int nev = epoll_wait(r->epfd, evs, (int)(sizeof evs / sizeof *evs), (int)(timeout > 60000 ? 60000 : timeout));
+    pthread_mutex_lock(&r->io_mu);
     if (nev < 0 && errno != EINTR)
         return false;
     for (int k = 0; k < nev; k++) {
@@ -243,6 +246,26 @@ static bool wait_events(sn_relay_t *r, turn_t *t)
         } /* (the seeds are looked at every turn) */
     }
     return true;
+}
+
+/* After a worker sent on sockets (sn__relay_drain on its thread), the I/O
+ * thread may be asleep with the rules of "The I/O loop" above broken: a
+ * send may have taken the wake-up of a frame that came in on that socket,
+ * a full pipe left a frame pending (its room wakes us only if we sleep
+ * watching for it), a ROUTER answer or a budget left work. Then it must be
+ * woken; else the peers listed to look at wait for its next turn. */
+bool sn__relay_drain_here(sn_relay_t *r)
+{
+    if (!r->io_alive)
+        return true; /* (nobody sends: the poke is harmless) */
+    if (sn__relay_drain(r) || r->router_look || r->pipe_used)
+        return true;
+    for (size_t i = 0; i < r->nio_look; i++) {
+        peer_t *p = &r->peers[r->io_look[i]];
+        if (p->pending || p->nctl || (p->dealer && (zsock_events(p->dealer) & ZMQ_POLLIN)))
+            return true;
+    }
+    return false;
 }
 
 /* One turn: commands, the outbound queue, what came in, acks, timers.
@@ -308,11 +331,15 @@ void sn__relay_actor(zsock_t *pipe, void *arg)
     sn__relay_io_watch(r, pipe, SN_IO_PIPE, 0, true);
     zsock_signal(pipe, 0);
     turn_t t = {.pipe_look = true};
+    pthread_mutex_lock(&r->io_mu);
+    r->io_alive = true;
     r->router_look = true;
     while (wait_events(r, &t) && !turn(r, pipe, &t))
         ;
     /* the seeds' sockets are ours: close them here */
     sn__relay_drop_seeds(r);
+    r->io_alive = false; /* from here on, workers leave the queue to sn_relay_destroy */
+    pthread_mutex_unlock(&r->io_mu);
     /* release: everything this thread did happens-before what
      * sn_relay_destroy does after zactor_destroy (that hand-over goes
      * through a ZeroMQ pipe, which TSan cannot see; this it can) */

@@ -4,7 +4,9 @@
  * node's endpoint for inbound traffic, one DEALER per peer for outbound,
  * and a UDP socket on the same host and port for SWIM's probes (udp.c).
  * Workers hand it messages through a lock-free queue plus an eventfd
- * wakeup, so a worker never touches a socket and never blocks.
+ * wakeup, so a worker never blocks; a worker whose run sent a few
+ * messages sends them itself when the I/O thread sleeps, holding its
+ * I/O lock (try-lock only: relay_int.h, route.c).
  */
 #ifndef SN_RELAY_H
 #define SN_RELAY_H

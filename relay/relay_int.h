@@ -3,7 +3,11 @@
  * Nothing outside relay/ includes this.
  *
  * Ownership: the I/O thread (the actor) owns every socket and every field
- * of sn_relay and peer_t except those marked "any thread". Workers only
+ * of sn_relay and peer_t except those marked "any thread". More exactly,
+ * the holder of io_mu does: the I/O thread holds it always but while it
+ * sleeps in epoll_wait, and a worker may take it (try-lock, never waits)
+ * to send what it sent in a run itself (route.c: relay_flush; below, "I/O
+ * thread" means the holder). Workers only
  * read the peer table through find_peer: the table is a fixed array that
  * only grows; a slot is filled completely before `npeers` is raised with a
  * release store, and workers read `npeers` with acquire. A slot's `node`
@@ -14,6 +18,7 @@
 #define SN_RELAY_INT_H
 
 #include <czmq.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -21,6 +26,7 @@
 #include "codec.h"
 #include "dgram.h"
 #include "hist.h"
+#include "hops.h"
 #include "keys.h"
 #include "log.h"
 #include "mpsc.h"
@@ -204,6 +210,12 @@ struct sn_relay {
     _Atomic int load_news;                  /* any thread: work piled up after a heartbeat said there was none */
     _Atomic uint64_t steals_in, steals_out; /* any thread reads */
     bool no_steal;                          /* stopped (shutting down) */
+    pthread_mutex_t io_mu;                  /* see the top of this file */
+    bool io_alive;                          /* under io_mu: the I/O thread runs its loop */
+    /* hop tracing (hops.h): SN_HOP_TRACE was set when this relay started;
+     * when the frame being handled was read (I/O thread) */
+    bool hop_trace;
+    uint64_t hop_recv_ns;
     sn__mpsc_t outq;
     int efd;
     _Atomic int signaled;
@@ -303,6 +315,9 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone);
 sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, char *err, size_t errlen);
 void sn__relay_install(sn_relay_t *r, bool remote_work);
 bool sn__relay_drain(sn_relay_t *r);
+/* A worker's turn at the outbound queue, with io_mu held (route.c:
+ * relay_flush): true if the I/O thread must look soon (poke it). */
+bool sn__relay_drain_here(sn_relay_t *r);
 /* One frame as it came in, decoded and dispatched: on the ROUTER (ident:
  * the sender's routing id), on a member's DEALER (ident NULL), or on a
  * seed's (from_seed). The I/O loop's read_socket calls it for every frame;

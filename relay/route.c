@@ -7,7 +7,20 @@
  * to a peer's batch, here, or back to its sender with an error). Errors go
  * back to senders through here too (sn__relay_return_error,
  * sn__relay_bounce_local). Everything but the hook and sn__relay_enqueue /
- * sn__relay_poke runs on the I/O thread.
+ * sn__relay_poke runs on the I/O thread (the holder of io_mu).
+ *
+ * Sends of a run, sent by the worker (relay_flush): a worker that sends a
+ * few messages in a run of a process (a request, an answer) holds back the
+ * eventfd write and, when the run ends, takes io_mu if it is free (the I/O
+ * thread sleeps) and drains the queue itself: its sends reach zmq_send
+ * without a wake-up of the I/O thread (a hand-off per message each way of
+ * a round trip: schedbench xnode-rtt --breakdown). A run that sends more
+ * than HOLD_MAX tells the I/O thread at once, as before (a bulk of sends
+ * is gathered into frames there while the worker goes on).
+ * Invariant: an item pushed without the eventfd protocol (held) belongs to
+ * its worker's pending flush, which either drains the queue under io_mu
+ * (past that item: a drain that stopped short says so) or pokes the I/O
+ * thread; so no item waits in the queue with nobody told.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +37,14 @@
  * handful of hops (home, the nodes it moved through since a sender last
  * heard where it is). */
 #define MAX_HOPS 16
+#define HOLD_MAX 8 /* sends of one run a worker sends itself (see the top) */
+
+/* This worker thread's sends held back in the current run: the relay
+ * (one per scheduler) and how many (HOLD_MAX + 1: the I/O thread was told). */
+static _Thread_local struct {
+    sn_relay_t *r;
+    unsigned n;
+} held;
 
 void sn__relay_poke(sn_relay_t *r)
 {
@@ -116,9 +137,41 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
     if (kind == SN_RELAY_GONE) { /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
         atomic_fetch_add_explicit(&r->enqueued, 1, memory_order_relaxed);
         sn__mpsc_push(&r->outq, &it->link);
-    } else
+    } else if (held.n < HOLD_MAX && (!held.r || held.r == r) && sn__worker_running()) {
+        held.r = r; /* relay_flush sends it when the run ends */
+        held.n++;
+        atomic_fetch_add_explicit(&r->enqueued, 1, memory_order_relaxed);
+        sn__mpsc_push(&r->outq, &it->link);
+    } else {
+        if (held.r == r)
+            held.n = HOLD_MAX + 1; /* told now: what it held goes with this */
         sn__relay_enqueue(r, it);
+    }
     return 0;
+}
+
+/* The scheduler's `flush` hook (a worker, after a run): sends what the run
+ * held back (see the top of this file). */
+static void relay_flush(void *arg)
+{
+    sn_relay_t *r = arg;
+    if (held.r != r)
+        return;
+    bool told = held.n > HOLD_MAX;
+    held.r = NULL;
+    held.n = 0;
+    if (told)
+        return;
+    if (pthread_mutex_trylock(&r->io_mu) == 0) {
+        /* A drain may stop short of our items, at one another worker is
+         * still linking in front of them: that worker tells (its own
+         * flush, or the eventfd), and its drain goes past ours. */
+        bool look = sn__relay_drain_here(r);
+        pthread_mutex_unlock(&r->io_mu);
+        if (!look)
+            return;
+    }
+    sn__relay_poke(r); /* the I/O thread is busy, or must look */
 }
 
 /* The scheduler's `loaded` hook (any thread): work piles up here after a
@@ -248,6 +301,8 @@ bool sn__relay_drain(sn_relay_t *r)
             sn__relay_free_item(it);
             continue;
         }
+        if (r->hop_trace)
+            sn__hop_stamp(it->s.payload, 0); /* the relay thread picked it up */
         sn__relay_route(r, it);
     }
     if (done) /* (the only writer: a load and a store) */
@@ -354,5 +409,5 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
 void sn__relay_install(sn_relay_t *r, bool remote_work)
 {
     sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, sn__relay_deliver, remote_work ? sn__steal_hook : NULL,
-                                                      remote_work ? relay_loaded : NULL, sn__relay_ended});
+                                                      remote_work ? relay_loaded : NULL, sn__relay_ended, relay_flush});
 }

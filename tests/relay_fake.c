@@ -315,7 +315,7 @@ fake_node_t *fake_node_new(uint32_t node, int workers, const sn_type_t *const *t
     sn_relay_config_t cfg = {.steal = steal ? 1 : 0};
     assert_int_equal(sn__steal_init(r, &cfg), 0);
     assert_int_equal(sn__loc_init(r), 0);
-    sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, hook_deliver, NULL, NULL, NULL});
+    sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, hook_deliver, NULL, NULL, NULL, NULL});
     return n;
 }
 

@@ -45,7 +45,16 @@ typedef struct sn_relay_hooks {
      * `result` is lent (copy what you keep). Called by the thread that
      * ended it; quick, no calls into the scheduler. May be NULL. */
     void (*ended)(void *arg, sn_pid_t pid, int error, const sn_payload_t *result);
+    /* Called by a worker after each run of a process (a step and what it
+     * sent), with nothing of the scheduler's locked: `deliver` may hold
+     * back what a worker sent during the run (sn__worker_running) and send
+     * it here, on the worker's thread (relay/route.c). May be NULL. */
+    void (*flush)(void *arg);
 } sn_relay_hooks_t;
+
+/* True on a worker thread while it runs a process: the relay hook's
+ * `flush` is called on this thread when the run ends. */
+bool sn__worker_running(void);
 
 /* Sets the relay hook (before traffic starts). */
 void sn__sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay);

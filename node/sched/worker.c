@@ -54,6 +54,20 @@
 #define GLOBAL_EVERY 61          /* every this many picks, the global queue goes first */
 
 static _Thread_local sn__worker_t *tls_worker;
+static _Thread_local bool tls_running; /* in sn__run: see sn__worker_running */
+
+bool sn__worker_running(void)
+{
+    return tls_running;
+}
+
+/* A run ended: the relay may send what it held back (sn_relay_hooks_t.flush). */
+static void run_ended(sn_sched_t *sched)
+{
+    const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);
+    if (hk && hk->h.flush)
+        hk->h.flush(hk->h.arg);
+}
 
 sn__worker_t *sn__self_worker(sn_sched_t *sched)
 {
@@ -323,7 +337,10 @@ void *sn__worker_main(void *arg)
                 sn__wake_all(sched);
             }
             w->watching = false; /* a later search watches afresh */
+            tls_running = true;
             sn__run(w, p);
+            tls_running = false;
+            run_ended(sched);
             continue;
         }
         set_spinning(w, true);
