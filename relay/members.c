@@ -616,7 +616,7 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .idle_workers = st.idle_workers,
                              /* not up until in its cluster (it refuses work till then) */
                              .state = atomic_load_explicit(&r->joined, memory_order_acquire) == 1 ? SN_MEMBER_UP
-                                                                                                   : SN_MEMBER_JOINING,
+                                                                                                  : SN_MEMBER_JOINING,
                              .live = st.live,
                              .completed = st.completed,
                              .forwarded = atomic_load_explicit(&r->forwarded, memory_order_relaxed),
