@@ -44,7 +44,7 @@
  * malloc and goes back to free, so a use after free is still caught. */
 #define SMALL_BLOCK 128
 #define MAG 255
-#define DEPOT_MAX 64
+#define DEPOT_MAX 256 /* 8 MB of blocks at most: a burst of messages in flight needs no malloc */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SN_NO_MAGAZINES 1
@@ -217,10 +217,9 @@ const char *sn_strerror(int err)
     }
 }
 
-sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len)
+/* A payload of len bytes, not yet written (but for its terminating 0). */
+static inline sn_payload_t *payload_alloc(uint32_t ctype, size_t len)
 {
-    if (len > UINT32_MAX - 1)
-        return NULL;
     unsigned char *base = block_alloc(block_size(len));
     if (!base)
         return NULL;
@@ -228,11 +227,21 @@ sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len)
     sn_payload_t *p = (sn_payload_t *)(base + PREFIX);
     p->ctype = ctype;
     p->len = (uint32_t)len;
+    p->data[len] = 0;
+    return p;
+}
+
+sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len)
+{
+    if (len > UINT32_MAX - 1)
+        return NULL;
+    sn_payload_t *p = payload_alloc(ctype, len);
+    if (!p)
+        return NULL;
     if (bytes)
         memcpy(p->data, bytes, len);
     else
         memset(p->data, 0, len);
-    p->data[len] = 0;
     return p;
 }
 
@@ -260,7 +269,10 @@ sn_payload_t *sn_payload_printf(uint32_t ctype, const char *fmt, ...)
 
 sn_payload_t *sn_payload_u64(uint64_t value)
 {
-    return sn_payload_new(SN_CT_U64, &value, sizeof value);
+    sn_payload_t *p = payload_alloc(SN_CT_U64, sizeof value);
+    if (p)
+        memcpy(p->data, &value, sizeof value); /* (a constant size: one store) */
+    return p;
 }
 
 sn_payload_t *sn_payload_pid(sn_pid_t pid)

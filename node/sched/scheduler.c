@@ -585,9 +585,11 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
         sn__evnode_t *e = (sn__evnode_t *)node;
         if (e->type == SN_EV_MESSAGE && !sn_pid_is_none(e->from) && e->data) {
             sn_payload_t *data = e->data;
+            sn_pid_t from = e->from;
+            uint64_t tag = e->tag;
             if (e->bare) /* a shared payload's node */
                 free(e);
-            if (sn__deliver(sched, e->from, SN_EV_YIELD_COMPLETE, SN_ENOPROC, e->tag, p->pid, &data, false) != 0)
+            if (sn__deliver(sched, from, SN_EV_YIELD_COMPLETE, SN_ENOPROC, tag, p->pid, &data, false) != 0)
                 sn_payload_destroy(&data);
         } else {
             sn__evnode_free(e);
