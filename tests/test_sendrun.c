@@ -1,10 +1,12 @@
 /* test_sendrun.c - coalesced sends (dispatch.c): a step's run of send
- * yields goes out grouped by receiver, one chain per receiver. Stress:
- * senders spray messages at more receivers than a flush groups at once,
- * with shared and empty payloads, sends to a dead PID and to another node
- * mixed in, and runs cut by other yields; every message must arrive once,
- * in order per sender and receiver, and every undeliverable one come back
- * once, in order, with its payload.
+ * yields goes out grouped by receiver, one chain (of batches) per
+ * receiver. Stress: senders spray messages at more receivers than a flush
+ * groups at once, with shared and empty payloads, sends to a dead PID and
+ * to another node mixed in, and runs cut by other yields; every message
+ * must arrive once, in order per sender and receiver, and every
+ * undeliverable one come back once, in order, with its payload. One
+ * receiver quits half way with batches still queued: what it did not
+ * take comes back, each message exactly once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,7 +25,9 @@
 
 #define SENDERS 6
 #define RECEIVERS (SN__SEND_GROUPS + 16) /* more than one flush holds */
-#define TARGETS (RECEIVERS + 2)          /* + a dead PID here, + a PID of node 2 (no relay: noproc) */
+#define QUITTER (RECEIVERS + 2)          /* ends after QUIT_AFTER messages */
+#define TARGETS (RECEIVERS + 3)          /* + a dead PID here, + a PID of node 2 (no relay: noproc), + QUITTER */
+#define QUIT_AFTER 1000
 #define PER_STEP 250
 #define TAG_MSG 1
 #define TAG_END 2
@@ -37,6 +41,8 @@ static int per_sender(void)
 
 static atomic_int g_bad;
 static atomic_long g_sent_live, g_got, g_empty_sent, g_empty_got, g_back, g_sent_dead;
+static atomic_long g_quit_sent, g_quit_got, g_quit_back;
+static atomic_int g_finished; /* senders done sending, all their dead sends back */
 
 /* ---------------------------------------------------------- receiver */
 typedef struct rsink {
@@ -88,6 +94,27 @@ static void rsink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
 static const sn_type_t rsink_type = {
     .name = "rsink", .version = 1, .state_size = sizeof(rsink_t), .init = any_init, .step = rsink_step};
 
+/* The quitter: takes messages in order per sender, and ends after
+ * QUIT_AFTER of them, with more queued behind (they come back). */
+static void quitter_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    rsink_t *k = state;
+    out->status = SN_IDLE;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        if (ev[i].type != SN_EV_MESSAGE || ev[i].tag != TAG_MSG || sn_payload_get_u64(ev[i].data, &v) != 0 ||
+            v >> 32 >= SENDERS || (uint32_t)v != k->next[v >> 32]++) {
+            atomic_fetch_add(&g_bad, 1);
+            continue;
+        }
+        if (atomic_fetch_add(&g_quit_got, 1) + 1 >= QUIT_AFTER)
+            out->status = SN_DONE; /* (the step's other events are taken too: it had them) */
+    }
+}
+
+static const sn_type_t quitter_type = {
+    .name = "quitter", .version = 1, .state_size = sizeof(rsink_t), .init = any_init, .step = quitter_step};
+
 /* ------------------------------------------------------------ sender */
 typedef struct rsend {
     sn_pid_t to[TARGETS];
@@ -95,7 +122,9 @@ typedef struct rsend {
     int sent, total;
     uint32_t next[TARGETS]; /* sequence numbers sent to each target */
     uint32_t back[2];       /* returned so far, from the dead PID and node 2's */
-    bool ended;
+    uint32_t quit_back;     /* returned by the quitter (not in order: see rsend_back) */
+    uint8_t *quit_seen;     /* by sequence number: came back */
+    bool ended, finished, stop;
 } rsend_t;
 
 static int rsend_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
@@ -107,7 +136,13 @@ static int rsend_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
     memcpy(&s->index, (*input)->data + sizeof s->to, 8);
     s->rng = s->index * 0x9e3779b97f4a7c15u + 1;
     s->total = per_sender();
-    return 0;
+    s->quit_seen = calloc((size_t)s->total, 1);
+    return s->quit_seen ? 0 : SN_ENOMEM;
+}
+
+static void rsend_close(sn_ctx_t *ctx, void *state)
+{
+    free(((rsend_t *)state)->quit_seen);
 }
 
 static uint64_t rnd(rsend_t *s)
@@ -123,6 +158,8 @@ static uint64_t rnd(rsend_t *s)
 static void send_one(rsend_t *s, sn_step_out_t *out, int t, uint64_t r)
 {
     bool live = t < RECEIVERS;
+    if (t == QUITTER)
+        atomic_fetch_add(&g_quit_sent, 1);
     if (live && r % 16 == 0) {
         sn_out_send(out, s->to[t], TAG_MSG, NULL);
         atomic_fetch_add(&g_empty_sent, 1);
@@ -132,7 +169,8 @@ static void send_one(rsend_t *s, sn_step_out_t *out, int t, uint64_t r)
     if (r % 8 == 1)
         p = sn_payload_share(&p);
     sn_out_send(out, s->to[t], TAG_MSG, &p);
-    atomic_fetch_add(live ? &g_sent_live : &g_sent_dead, 1);
+    if (t != QUITTER)
+        atomic_fetch_add(live ? &g_sent_live : &g_sent_dead, 1);
 }
 
 /* A run of sends: mostly to a few receivers in a row (long groups), now
@@ -161,9 +199,27 @@ static void ends(rsend_t *s, sn_step_out_t *out)
     s->ended = true;
 }
 
+/* The quitter's: each once. Not in order: a message bounced from its
+ * queue as it ends may come back after a later one that found it gone. */
+static void quit_back(rsend_t *s, const sn_event_t *e)
+{
+    uint64_t v;
+    if (e->error != SN_ENOPROC || e->tag != TAG_MSG || sn_payload_get_u64(e->data, &v) != 0 || v >> 32 != s->index ||
+        (uint32_t)v >= s->next[QUITTER] || s->quit_seen[(uint32_t)v]++) {
+        atomic_fetch_add(&g_bad, 1);
+        return;
+    }
+    s->quit_back++;
+    atomic_fetch_add(&g_quit_back, 1);
+}
+
 static void rsend_back(rsend_t *s, const sn_event_t *e)
 {
     uint64_t v;
+    if (sn_pid_eq(e->from, s->to[QUITTER])) {
+        quit_back(s, e);
+        return;
+    }
     int which = sn_pid_eq(e->from, s->to[RECEIVERS]) ? 0 : sn_pid_eq(e->from, s->to[RECEIVERS + 1]) ? 1 : -1;
     if (which < 0 || e->error != SN_ENOPROC || e->tag != TAG_MSG || sn_payload_get_u64(e->data, &v) != 0 ||
         v != (s->index << 32 | s->back[which]++)) {
@@ -181,6 +237,8 @@ static void rsend_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
             continue;
         if (ev[i].type == SN_EV_YIELD_COMPLETE)
             rsend_back(s, &ev[i]);
+        else if (ev[i].type == SN_EV_MESSAGE && s->finished)
+            s->stop = true; /* the test's */
         else
             atomic_fetch_add(&g_bad, 1);
     }
@@ -191,12 +249,22 @@ static void rsend_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
     }
     if (!s->ended)
         ends(s, out);
+    /* then it waits for the quitter's returns (the test counts them) and
+     * ends on a message from the test */
     bool all_back = s->back[0] == s->next[RECEIVERS] && s->back[1] == s->next[RECEIVERS + 1];
-    out->status = all_back ? SN_DONE : SN_IDLE; /* (pending sleeps complete to nobody) */
+    if (all_back && !s->finished) {
+        s->finished = true;
+        atomic_fetch_add(&g_finished, 1);
+    }
+    out->status = s->stop ? SN_DONE : SN_IDLE;
 }
 
-static const sn_type_t rsend_type = {
-    .name = "rsend", .version = 1, .state_size = sizeof(rsend_t), .init = rsend_init, .step = rsend_step};
+static const sn_type_t rsend_type = {.name = "rsend",
+                                     .version = 1,
+                                     .state_size = sizeof(rsend_t),
+                                     .init = rsend_init,
+                                     .step = rsend_step,
+                                     .close = rsend_close};
 
 /* -------------------------------------------------------------- test */
 
@@ -206,6 +274,7 @@ static void run(int workers)
     assert_non_null(s);
     assert_int_equal(sn_type_register(s, &rsink_type), 0);
     assert_int_equal(sn_type_register(s, &rsend_type), 0);
+    assert_int_equal(sn_type_register(s, &quitter_type), 0);
     static collector_t sinks[RECEIVERS], senders[SENDERS];
     sn_pid_t to[TARGETS];
     for (int i = 0; i < RECEIVERS; i++) {
@@ -214,13 +283,29 @@ static void run(int workers)
     }
     to[RECEIVERS] = (sn_pid_t){1, UINT64_C(1) << 40};
     to[RECEIVERS + 1] = (sn_pid_t){2, 12345};
+    collector_t quitter;
+    collector_init(&quitter);
+    assert_int_equal(sn_spawn(s, "quitter", "run", NULL, collector_on_result, &quitter, &to[QUITTER]), 0);
+    sn_pid_t sender[SENDERS];
     for (uint64_t i = 0; i < SENDERS; i++) {
         collector_init(&senders[i]);
         sn_payload_t *in = sn_payload_new(SN_CT_BYTES, NULL, sizeof to + 8);
         memcpy(in->data, to, sizeof to);
         memcpy(in->data + sizeof to, &i, 8);
-        assert_int_equal(sn_spawn(s, "rsend", "run", &in, collector_on_result, &senders[i], NULL), 0);
+        assert_int_equal(sn_spawn(s, "rsend", "run", &in, collector_on_result, &senders[i], &sender[i]), 0);
     }
+    assert_true(wait_count(&g_finished, SENDERS, WAIT_MS));
+    assert_true(collector_wait(&quitter, WAIT_MS));
+    assert_int_equal(quitter.status, SN_DONE);
+    collector_fini(&quitter);
+    /* every message to the quitter: taken, or back (each once: quit_back) */
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (atomic_load(&g_quit_got) + atomic_load(&g_quit_back) < atomic_load(&g_quit_sent) && now_ns() < end)
+        sleep_ms(1);
+    assert_int_equal(atomic_load(&g_quit_got) + atomic_load(&g_quit_back), atomic_load(&g_quit_sent));
+    assert_true(atomic_load(&g_quit_back) > 0);
+    for (int i = 0; i < SENDERS; i++)
+        assert_int_equal(sn_send(s, sender[i], NULL), 0);
     for (int i = 0; i < SENDERS; i++) {
         assert_true(collector_wait(&senders[i], WAIT_MS));
         assert_int_equal(senders[i].status, SN_DONE);
@@ -237,8 +322,9 @@ static void run(int workers)
     assert_int_equal(atomic_load(&g_empty_got), atomic_load(&g_empty_sent));
     assert_int_equal(atomic_load(&g_back), atomic_load(&g_sent_dead));
     assert_true(atomic_load(&g_sent_live) > 0 && atomic_load(&g_sent_dead) > 0 && atomic_load(&g_empty_sent) > 0);
-    printf("# %d workers: %ld delivered, %ld empty, %ld returned\n", workers, atomic_load(&g_got),
-           atomic_load(&g_empty_got), atomic_load(&g_back));
+    printf("# %d workers: %ld delivered, %ld empty, %ld returned; quitter took %ld, returned %ld\n", workers,
+           atomic_load(&g_got), atomic_load(&g_empty_got), atomic_load(&g_back), atomic_load(&g_quit_got),
+           atomic_load(&g_quit_back));
 }
 
 static int reset(void **unused)
@@ -250,6 +336,10 @@ static int reset(void **unused)
     atomic_store(&g_empty_got, 0);
     atomic_store(&g_back, 0);
     atomic_store(&g_sent_dead, 0);
+    atomic_store(&g_quit_sent, 0);
+    atomic_store(&g_quit_got, 0);
+    atomic_store(&g_quit_back, 0);
+    atomic_store(&g_finished, 0);
     return 0;
 }
 

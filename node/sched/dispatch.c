@@ -88,12 +88,58 @@ static void ungroup(sn_sched_t *sched, sn__proc_t *p, sn__sendgroup_t *g)
     }
 }
 
+static void free_batches(sn__evbatch_t *b)
+{
+    while (b) {
+        sn__evbatch_t *next = (sn__evbatch_t *)atomic_load_explicit(&b->link.next, memory_order_relaxed);
+        sn__block_free(b);
+        b = next;
+    }
+}
+
+/* The group's nodes in batches of up to SN__BATCH_MAX (internal.h),
+ * chained, the last in *last; the group's own chain is left as it was
+ * (ungroup walks it). NULL if memory runs out: the chain goes as it is. */
+static sn__evbatch_t *batches_of(const sn__sendgroup_t *g, sn__evbatch_t **last)
+{
+    sn__evbatch_t *first = NULL, *b = NULL;
+    sn__evnode_t *e = g->first;
+    for (size_t left = g->n; left > 0;) {
+        sn__evbatch_t *nb = sn__block_alloc();
+        if (!nb) {
+            free_batches(first);
+            return NULL;
+        }
+        nb->type = SN__EV_BATCH;
+        nb->n = nb->taken = 0;
+        atomic_store_explicit(&nb->link.next, NULL, memory_order_relaxed);
+        if (b)
+            atomic_store_explicit(&b->link.next, &nb->link, memory_order_relaxed);
+        else
+            first = nb;
+        b = nb;
+        for (; left > 0 && b->n < SN__BATCH_MAX; left--) {
+            b->nodes[b->n++] = e;
+            e = (sn__evnode_t *)atomic_load_explicit(&e->link.next, memory_order_relaxed);
+        }
+    }
+    *last = b;
+    return first;
+}
+
+/* Pushes each group (in batches when it has more than one message). */
 static void flush_groups(sn__worker_t *w, sn__proc_t *p)
 {
     for (uint32_t i = 0; i < w->ngroups; i++) {
         sn__sendgroup_t *g = &w->groups[i];
-        if (g->n > 0 && sn__post_chain(w->sched, g->to, g->first, g->last, g->n) != 0)
+        if (g->n == 0)
+            continue;
+        sn__evbatch_t *bl = NULL, *bf = g->n > 1 ? batches_of(g, &bl) : NULL;
+        sn__mpsc_node_t *first = bf ? &bf->link : &g->first->link, *last = bf ? &bl->link : &g->last->link;
+        if (sn__post_chain(w->sched, g->to, first, last, g->n) != 0) {
+            free_batches(bf);
             ungroup(w->sched, p, g);
+        }
     }
     if (w->ngroups)
         memset(w->gslot, 0, sizeof w->gslot);
