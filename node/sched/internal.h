@@ -233,12 +233,14 @@ typedef struct sn__wstats {
 #define SN__PCACHE_MAX 4096
 
 /* Coalesced sends (dispatch.c): one receiver's messages of a run of send
- * yields, chained in the order sent. Owner-only scratch of a worker. */
+ * yields, in the order sent: the one node while there is one, then
+ * batches (struct sn__evbatch, below). Owner-only scratch of a worker. */
 #define SN__SEND_GROUPS 64  /* receivers grouped at once (then flushed) */
 #define SN__GROUP_SLOTS 128 /* their hash index: a power of 2, > SN__SEND_GROUPS */
 typedef struct sn__sendgroup {
     sn_pid_t to;
-    struct sn__evnode *first, *last;
+    struct sn__evnode *one;           /* the first message */
+    struct sn__evbatch *first, *last; /* when n > 1: all of them, chained */
     size_t n;
 } sn__sendgroup_t;
 

@@ -370,8 +370,10 @@ sn__evnode_t *sn__proc_pop(sn__proc_t *p)
         return sn__proc_pop(p);
     }
     if (b->taken == 0)
-        for (unsigned i = 0; i < b->n; i++) /* all their misses at once, not one after another */
+        for (unsigned i = 0; i < b->n; i++) { /* all their misses at once, not one after another */
             __builtin_prefetch(b->nodes[i]);
+            __builtin_prefetch((char *)b->nodes[i] + 63); /* a small payload's bytes, on the next line or not */
+        }
     e = b->nodes[b->taken++];
     if (b->taken == b->n && sn__mpsc_pop(&p->q))
         sn__block_free(b);
