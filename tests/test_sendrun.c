@@ -1,12 +1,9 @@
 /* test_sendrun.c - coalesced sends (dispatch.c): a step's run of send
- * yields goes out grouped by receiver, one chain (of batches) per
- * receiver. Stress: senders spray messages at more receivers than a flush
- * groups at once, with shared and empty payloads, sends to a dead PID and
- * to another node mixed in, and runs cut by other yields; every message
- * must arrive once, in order per sender and receiver, and every
- * undeliverable one come back once, in order, with its payload. One
- * receiver quits half way with batches still queued: what it did not
- * take comes back, each message exactly once.
+ * yields goes out grouped by receiver, one chain per receiver. Stress: senders spray messages at more receivers than a
+ * flush groups at once, with shared and empty payloads, sends to a dead PID and to another node mixed in, and runs cut
+ * by other yields; every message must arrive once, in order per sender and receiver, and every undeliverable one come
+ * back once, in order, with its payload. One receiver quits half way with chains still queued: what it did not take
+ * comes back, each message exactly once.
  */
 #include <setjmp.h>
 #include <stdarg.h>

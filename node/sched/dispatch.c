@@ -75,42 +75,24 @@ static size_t gslot_of(sn_pid_t to)
     return (size_t)(h >> 57) & (SN__GROUP_SLOTS - 1);
 }
 
-/* One message of a group that sn__post_chain refused, on its own. */
-static void resend(sn_sched_t *sched, sn__proc_t *p, sn_pid_t to, sn__evnode_t *e)
-{
-    sn_payload_t *msg = e->data;
-    uint64_t tag = e->tag;
-    if (e->bare)
-        free(e); /* a shared payload's node: msg is our reference */
-    send_one(sched, p, to, tag, &msg);
-}
-
-/* A group that sn__post_chain refused: each message on its own, in order;
- * its batches freed. */
+/* One group that sn__post_chain refused: each message on its own. */
 static void ungroup(sn_sched_t *sched, sn__proc_t *p, sn__sendgroup_t *g)
 {
-    if (g->n == 1) {
-        resend(sched, p, g->to, g->one);
-        return;
-    }
-    for (sn__evbatch_t *b = g->first, *next; b; b = next) {
-        next = b == g->last ? NULL : (sn__evbatch_t *)atomic_load_explicit(&b->link.next, memory_order_relaxed);
-        for (unsigned i = 0; i < b->n; i++)
-            resend(sched, p, g->to, b->nodes[i]);
-        sn__block_free(b);
+    for (sn__evnode_t *e = g->first, *next; e; e = next) {
+        next = e == g->last ? NULL : (sn__evnode_t *)atomic_load_explicit(&e->link.next, memory_order_relaxed);
+        sn_payload_t *msg = e->data;
+        uint64_t tag = e->tag;
+        if (e->bare)
+            free(e); /* a shared payload's node: msg is our reference */
+        send_one(sched, p, g->to, tag, &msg);
     }
 }
 
-/* Pushes each group: one message as it is, more in their batches. */
 static void flush_groups(sn__worker_t *w, sn__proc_t *p)
 {
     for (uint32_t i = 0; i < w->ngroups; i++) {
         sn__sendgroup_t *g = &w->groups[i];
-        if (g->n == 0)
-            continue;
-        sn__mpsc_node_t *first = g->n == 1 ? &g->one->link : &g->first->link;
-        sn__mpsc_node_t *last = g->n == 1 ? &g->one->link : &g->last->link;
-        if (sn__post_chain(w->sched, g->to, first, last, g->n) != 0)
+        if (g->n > 0 && sn__post_chain(w->sched, g->to, g->first, g->last, g->n) != 0)
             ungroup(w->sched, p, g);
     }
     if (w->ngroups)
@@ -146,34 +128,8 @@ static sn__sendgroup_t *group_of(sn__worker_t *w, sn_pid_t to)
         return NULL;
     sn__sendgroup_t *g = &w->groups[w->ngroups++];
     w->gslot[k] = (uint8_t)w->ngroups;
-    *g = (sn__sendgroup_t){to, NULL, NULL, NULL, 0};
+    *g = (sn__sendgroup_t){to, NULL, NULL, 0};
     return g;
-}
-
-/* Puts e, the second message of group g or a later one, in its last
- * batch (a new one when that is full; the first takes the group's first
- * message too); false if memory runs out (g unchanged). The batches are
- * built as the messages come: no second pass over the nodes. */
-static bool add_to_batch(sn__sendgroup_t *g, sn__evnode_t *e)
-{
-    sn__evbatch_t *b = g->last;
-    if (g->n == 1 || b->n == SN__BATCH_MAX) {
-        sn__evbatch_t *nb = sn__block_alloc();
-        if (!nb)
-            return false;
-        nb->type = SN__EV_BATCH;
-        nb->n = nb->taken = 0;
-        atomic_store_explicit(&nb->link.next, NULL, memory_order_relaxed);
-        if (g->n == 1) {
-            nb->nodes[nb->n++] = g->one;
-            g->first = nb;
-        } else {
-            atomic_store_explicit(&b->link.next, &nb->link, memory_order_relaxed);
-        }
-        g->last = b = nb;
-    }
-    b->nodes[b->n++] = e;
-    return true;
 }
 
 /* Adds one send yield to its receiver's group; false if it cannot join
@@ -194,15 +150,14 @@ static bool group_send(sn__worker_t *w, sn__proc_t *p, sn_yield_t *y)
     sn__evnode_t *e = sn__evnode_make(SN_EV_MESSAGE, 0, y->tag, p->pid, y->data, false);
     if (!e)
         return false; /* (a new group stays empty: flush_groups skips it) */
-    if (g->n > 0 && !add_to_batch(g, e)) {
-        if (e->bare)
-            free(e); /* (the payload is still the yield's) */
-        return false;
-    }
-    if (g->n == 0)
-        g->one = e;
-    g->n++;
     y->data = NULL;
+    atomic_store_explicit(&e->link.next, NULL, memory_order_relaxed);
+    if (g->last)
+        atomic_store_explicit(&g->last->link.next, &e->link, memory_order_relaxed);
+    else
+        g->first = e;
+    g->last = e;
+    g->n++;
     return true;
 }
 

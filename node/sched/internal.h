@@ -39,30 +39,6 @@ typedef struct sn__evnode {
     sn_payload_t *data;
 } sn__evnode_t;
 
-/* A batch of message nodes queued as one element (dispatch.c's grouped
- * sends): its consumer reaches it with one dependent load and prefetches
- * all its nodes at once, where a chain of nodes costs one dependent cache
- * miss per node (each written by the producer on another core). Its type
- * byte is where an event node's is, so a queued element says which it is.
- * A small block (sn__block_alloc). The nodes' own links are unused.
- * Immutable once pushed but for `taken`, which only the consumer writes
- * while the batch is still in the queue (sn__proc_pop: a producer may
- * store into its `link` meanwhile, a different field). */
-#define SN__EV_BATCH 0xff
-#define SN__BATCH_MAX 14
-typedef struct sn__evbatch {
-    sn__mpsc_node_t link;
-    uint8_t type;  /* SN__EV_BATCH */
-    uint8_t n;     /* nodes[0, n), in the order sent */
-    uint8_t taken; /* nodes the consumer has taken */
-    sn__evnode_t *nodes[SN__BATCH_MAX];
-} sn__evbatch_t;
-/* A block of SN__SMALL_BLOCK bytes from the payloads' magazines (payload.c);
- * NULL on out-of-memory. Any thread may free it. */
-#define SN__SMALL_BLOCK 128
-void *sn__block_alloc(void);
-void sn__block_free(void *b);
-
 /* The event node that lives in front of payload p. */
 sn__evnode_t *sn__payload_node(sn_payload_t *p);
 /* A node for an event: p's own node, or a bare one when p is NULL or
@@ -233,14 +209,12 @@ typedef struct sn__wstats {
 #define SN__PCACHE_MAX 4096
 
 /* Coalesced sends (dispatch.c): one receiver's messages of a run of send
- * yields, in the order sent: the one node while there is one, then
- * batches (struct sn__evbatch, below). Owner-only scratch of a worker. */
+ * yields, chained in the order sent. Owner-only scratch of a worker. */
 #define SN__SEND_GROUPS 64  /* receivers grouped at once (then flushed) */
 #define SN__GROUP_SLOTS 128 /* their hash index: a power of 2, > SN__SEND_GROUPS */
 typedef struct sn__sendgroup {
     sn_pid_t to;
-    struct sn__evnode *one;           /* the first message */
-    struct sn__evbatch *first, *last; /* when n > 1: all of them, chained */
+    struct sn__evnode *first, *last;
     size_t n;
 } sn__sendgroup_t;
 
@@ -449,14 +423,13 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
  * (SN_ENOPROC: not here; SN__SETTLING: it must go through the relay;
  * SN_ENOMEM): the caller then sends them one by one. */
 int sn__post_local_many(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msgs, size_t n);
-/* Pushes a chain holding n messages (first..last: event nodes or batches
- * of them, linked through link.next, built by the caller and seen by
- * nobody else) to a local
+/* Pushes a chain of n message nodes (first..last, linked through
+ * link.next, built by the caller and seen by nobody else) to a local
  * process with one exchange and one wake. Returns 0 (the chain is the
  * receiver's now) or, with nothing pushed and the chain still the
  * caller's, SN_ENOPROC (not here) or SN__SETTLING (it must go through the
  * relay: the caller then sends each message on its own, in order). */
-int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__mpsc_node_t *first, sn__mpsc_node_t *last, size_t n);
+int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *first, sn__evnode_t *last, size_t n);
 /* Posts an event to `to`, local or (messages only) remote. On failure the
  * payload goes back in *data when data != NULL. */
 int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
@@ -478,10 +451,6 @@ typedef struct sn__spawn_args {
 /* Creates, inits and schedules a process. On failure *reason may get a
  * text payload (caller owns): sn__spawn_refusal's words. */
 int sn__spawn(sn_sched_t *sched, const sn__spawn_args_t *a, sn_pid_t *pid_out, sn_payload_t **reason);
-/* The next event queued for p, batches taken apart (worker.c); NULL when
- * none is linked. Only whoever owns p: its running worker, or the code
- * that ends or moves it once no producer can reach it. */
-sn__evnode_t *sn__proc_pop(sn__proc_t *p);
 /* Runs one process (worker.c). */
 void sn__run(sn__worker_t *w, sn__proc_t *p);
 /* Dispatches the yields of a finished step (dispatch.c). */

@@ -268,8 +268,9 @@ int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_eve
     p->monitors = NULL;
     /* every push so far was made under this lock and is linked; later
      * producers miss the process and find the forwarding entry */
-    sn__evnode_t *e;
-    while ((e = sn__proc_pop(p))) {
+    sn__mpsc_node_t *node_;
+    while ((node_ = sn__mpsc_pop(&p->q))) {
+        sn__evnode_t *e = (sn__evnode_t *)node_;
         if (*nevents == cap) {
             cap = cap ? cap * 2 : 16;
             sn_event_t *more;

@@ -67,15 +67,6 @@ sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q)
     return NULL;
 }
 
-sn__mpsc_node_t *sn__mpsc_peek(sn__mpsc_t *q)
-{
-    sn__mpsc_node_t *tail = q->tail;
-    if (tail != &q->stub)
-        return tail; /* (acquired when it became the tail) */
-    /* acquire: as in pop, we see the node initialised */
-    return atomic_load_explicit(&tail->next, memory_order_acquire);
-}
-
 bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q)
 {
     sn__mpsc_node_t *tail = q->tail;

@@ -33,10 +33,6 @@ void sn__mpsc_push(sn__mpsc_t *q, sn__mpsc_node_t *n);
 void sn__mpsc_push_chain(sn__mpsc_t *q, sn__mpsc_node_t *first, sn__mpsc_node_t *last);
 /* Consumer only. NULL when empty or when the next node is still in flight. */
 sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q);
-/* Consumer only. The node the next pop returns, left in the queue, or
- * NULL when none is linked. (A pop may still return NULL for it while it
- * is the last linked node and a later push is in flight.) */
-sn__mpsc_node_t *sn__mpsc_peek(sn__mpsc_t *q);
 /* Consumer only. False only if the queue is certainly empty. */
 bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q);
 /* Consumer only. True if a fully linked node is ready to pop... almost:

@@ -197,18 +197,6 @@ static void block_free(void *b, size_t size)
 #endif
 }
 
-_Static_assert(sizeof(sn__evbatch_t) <= SMALL_BLOCK && SMALL_BLOCK == SN__SMALL_BLOCK, "a batch is a small block");
-
-void *sn__block_alloc(void)
-{
-    return block_alloc(SMALL_BLOCK);
-}
-
-void sn__block_free(void *b)
-{
-    block_free(b, SMALL_BLOCK);
-}
-
 static size_t block_size(size_t len)
 {
     return PREFIX + sizeof(sn_payload_t) + len + 1;

@@ -124,7 +124,7 @@ int sn__post_local_many(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t 
             first = e;
         last = e;
     }
-    int rc = sn__post_chain(sched, to, &first->link, &last->link, n);
+    int rc = sn__post_chain(sched, to, first, last, n);
     if (rc != 0) {
         unchain(first);
         return rc;
@@ -134,7 +134,7 @@ int sn__post_local_many(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t 
     return 0;
 }
 
-int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__mpsc_node_t *first, sn__mpsc_node_t *last, size_t n)
+int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *first, sn__evnode_t *last, size_t n)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
     sn__shard_lock(s);
@@ -145,7 +145,7 @@ int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__mpsc_node_t *first, sn__m
     }
     /* as sn__post_local: alive under the lock; messages raise no wakeups */
     SN__STAT_ADD(p->pushed, (uint32_t)n); /* a display count; we hold the shard lock */
-    sn__mpsc_push_chain(&p->q, first, last);
+    sn__mpsc_push_chain(&p->q, &first->link, &last->link);
     bool woke = sn__wake(p, SN_EV_MESSAGE);
     sn__shard_unlock(s);
     if (woke)
@@ -580,8 +580,9 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     /* No producer can reach it now, and every push made under the lock is
      * fully linked: drain what is left. Messages go back to their senders
      * as noproc errors, with the payload. */
-    sn__evnode_t *e;
-    while ((e = sn__proc_pop(p))) {
+    sn__mpsc_node_t *node;
+    while ((node = sn__mpsc_pop(&p->q))) {
+        sn__evnode_t *e = (sn__evnode_t *)node;
         if (e->type == SN_EV_MESSAGE && !sn_pid_is_none(e->from) && e->data) {
             sn_payload_t *data = e->data;
             sn_pid_t from = e->from;

@@ -353,33 +353,6 @@ void *sn__worker_main(void *arg)
 
 /* ---------------------------------------------------------- running one */
 
-/* A batch stays in the queue until all its nodes are taken, so that the
- * queue's own checks (empty or not, linked or not) count what is left of
- * it; the last one taken, it is popped and freed (or, if a push behind it
- * is still in flight, on a later call: taken == n then means "skip"). */
-sn__evnode_t *sn__proc_pop(sn__proc_t *p)
-{
-    sn__evnode_t *e = (sn__evnode_t *)sn__mpsc_peek(&p->q);
-    if (!e || e->type != SN__EV_BATCH)
-        return e ? (sn__evnode_t *)sn__mpsc_pop(&p->q) : NULL;
-    sn__evbatch_t *b = (sn__evbatch_t *)e;
-    if (b->taken == b->n) { /* taken before; its pop had to wait */
-        if (!sn__mpsc_pop(&p->q))
-            return NULL;
-        sn__block_free(b);
-        return sn__proc_pop(p);
-    }
-    if (b->taken == 0)
-        for (unsigned i = 0; i < b->n; i++) { /* all their misses at once, not one after another */
-            __builtin_prefetch(b->nodes[i]);
-            __builtin_prefetch((char *)b->nodes[i] + 63); /* a small payload's bytes, on the next line or not */
-        }
-    e = b->nodes[b->taken++];
-    if (b->taken == b->n && sn__mpsc_pop(&p->q))
-        sn__block_free(b);
-    return e;
-}
-
 /* Is an event that wakes a process sleeping on `target` queued (or being
  * queued: nodes still in flight count as yes; the caller comes round
  * again)? For Blocked, the count of queued wakeup events answers in O(1)
@@ -459,8 +432,8 @@ static size_t drain(sn__worker_t *w, sn__proc_t *p, uint32_t need)
     while (n < DRAIN_MAX || !have) {
         if (n == w->events_cap && !grow_events(w))
             break; /* out of memory: step with what we have */
-        sn__evnode_t *e = sn__proc_pop(p);
-        if (!e) {
+        sn__mpsc_node_t *node = sn__mpsc_pop(&p->q);
+        if (!node) {
             bool coming = need == SN__BLOCKED ? atomic_load_explicit(&p->wakeups, memory_order_seq_cst) > 0
                                               : sn__mpsc_maybe_nonempty(&p->q);
             if (have || !coming)
@@ -471,6 +444,7 @@ static size_t drain(sn__worker_t *w, sn__proc_t *p, uint32_t need)
                 sched_yield();
             continue;
         }
+        sn__evnode_t *e = (sn__evnode_t *)node;
         w->events[n] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
         if (e->type == SN_EV_YIELD_COMPLETE && e->counted && p->pending > 0)
             p->pending--;
