@@ -14,7 +14,7 @@
 
 #include "internal.h"
 
-#define PREFIX ((sizeof(sn__evnode_t) + 15) & ~(size_t)15)
+#define PREFIX SN__PAYLOAD_PREFIX
 
 /* Small payloads (most messages) come from per-thread magazines of
  * fixed-size blocks (Bonwick's magazine layer): a message is allocated by
@@ -294,11 +294,6 @@ int sn_payload_get_pid(const sn_payload_t *p, sn_pid_t *out)
         return SN_EINVAL;
     memcpy(out, p->data, sizeof *out);
     return 0;
-}
-
-sn__evnode_t *sn__payload_node(sn_payload_t *p)
-{
-    return (sn__evnode_t *)(void *)((unsigned char *)p - PREFIX);
 }
 
 /* ------------------------------------------------------ shared payloads
