@@ -9,6 +9,7 @@
  */
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -47,6 +48,135 @@ static void send_one(sn_sched_t *sched, sn__proc_t *p, sn_pid_t to, uint64_t tag
 static void do_send(sn_sched_t *sched, sn__proc_t *p, sn_yield_t *y)
 {
     send_one(sched, p, y->target, y->tag, &y->data);
+}
+
+/* ------------------------------------------------------ coalesced sends
+ * A run of consecutive send yields goes out grouped by receiver: each
+ * local receiver's messages of the run, in the order sent, as one chain
+ * pushed with one exchange, under one shard lock, with one wake (instead
+ * of a lock, a push and a wake per message).
+ *
+ * Order: what is promised is per sender and receiver (guarantees.md), and
+ * that holds: a group holds every message of the run to its receiver, in
+ * yield order; a message that cannot join a group (a remote receiver, an
+ * empty payload we cannot allocate, a node we cannot allocate, a full
+ * table) flushes every group first (remote receivers never have a group,
+ * so they need no flush), so nothing to a receiver overtakes what was
+ * sent to it before. A group that cannot be pushed (its receiver is not
+ * here, is settling or has diverted messages: sn__post_chain) goes message
+ * by message as do_send would send each, in order, so each comes back as
+ * its own error event with its payload, or takes the relay path. Across
+ * receivers the run's messages go out in receiver order (first seen
+ * first), which nothing promises either way. */
+
+static size_t gslot_of(sn_pid_t to)
+{
+    uint64_t h = (to.serial ^ ((uint64_t)to.node << 40)) * UINT64_C(0x9e3779b97f4a7c15);
+    return (size_t)(h >> 57) & (SN__GROUP_SLOTS - 1);
+}
+
+/* One group that sn__post_chain refused: each message on its own. */
+static void ungroup(sn_sched_t *sched, sn__proc_t *p, sn__sendgroup_t *g)
+{
+    for (sn__evnode_t *e = g->first, *next; e; e = next) {
+        next = e == g->last ? NULL : (sn__evnode_t *)atomic_load_explicit(&e->link.next, memory_order_relaxed);
+        sn_payload_t *msg = e->data;
+        uint64_t tag = e->tag;
+        if (e->bare)
+            free(e); /* a shared payload's node: msg is our reference */
+        send_one(sched, p, g->to, tag, &msg);
+    }
+}
+
+static void flush_groups(sn__worker_t *w, sn__proc_t *p)
+{
+    for (uint32_t i = 0; i < w->ngroups; i++) {
+        sn__sendgroup_t *g = &w->groups[i];
+        if (g->n > 0 && sn__post_chain(w->sched, g->to, g->first, g->last, g->n) != 0)
+            ungroup(w->sched, p, g);
+    }
+    if (w->ngroups)
+        memset(w->gslot, 0, sizeof w->gslot);
+    w->ngroups = 0;
+}
+
+/* The group of `to` (NULL: none yet), and in *slot where its index is or
+ * would go. */
+static sn__sendgroup_t *find_group(sn__worker_t *w, sn_pid_t to, size_t *slot)
+{
+    size_t k = gslot_of(to);
+    for (;; k = (k + 1) & (SN__GROUP_SLOTS - 1)) {
+        uint8_t gi = w->gslot[k];
+        if (!gi)
+            break;
+        if (sn_pid_eq(w->groups[gi - 1].to, to))
+            return &w->groups[gi - 1];
+    }
+    *slot = k;
+    return NULL;
+}
+
+/* The group of `to`, a new one if need be (NULL: the table is full). The
+ * index never fills: it has twice the slots of the table. */
+static sn__sendgroup_t *group_of(sn__worker_t *w, sn_pid_t to)
+{
+    size_t k = 0;
+    sn__sendgroup_t *found = find_group(w, to, &k);
+    if (found)
+        return found;
+    if (w->ngroups == SN__SEND_GROUPS)
+        return NULL;
+    sn__sendgroup_t *g = &w->groups[w->ngroups++];
+    w->gslot[k] = (uint8_t)w->ngroups;
+    *g = (sn__sendgroup_t){to, NULL, NULL, 0};
+    return g;
+}
+
+/* Adds one send yield to its receiver's group; false if it cannot join
+ * one (the caller flushes and sends it on its own). */
+static bool group_send(sn__worker_t *w, sn__proc_t *p, sn_yield_t *y)
+{
+    sn_sched_t *sched = w->sched;
+    bool local = y->target.node == sched->node_id || atomic_load_explicit(&sched->migrated_in, memory_order_relaxed);
+    if (!local)
+        return false;
+    if (!y->data && !(y->data = sn_payload_new(SN_CT_BYTES, NULL, 0)))
+        return false;
+    sn__sendgroup_t *g =
+        w->ngroups && sn_pid_eq(w->groups[w->glast].to, y->target) ? &w->groups[w->glast] : group_of(w, y->target);
+    if (!g)
+        return false;
+    w->glast = (uint32_t)(g - w->groups);
+    sn__evnode_t *e = sn__evnode_make(SN_EV_MESSAGE, 0, y->tag, p->pid, y->data, false);
+    if (!e)
+        return false; /* (a new group stays empty: flush_groups skips it) */
+    y->data = NULL;
+    atomic_store_explicit(&e->link.next, NULL, memory_order_relaxed);
+    if (g->last)
+        atomic_store_explicit(&g->last->link.next, &e->link, memory_order_relaxed);
+    else
+        g->first = e;
+    g->last = e;
+    g->n++;
+    return true;
+}
+
+/* The send yields from index i on while they last; returns the index past them. */
+static uint32_t send_run(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out, uint32_t i)
+{
+    for (; i < out->nyields; i++) {
+        sn_yield_t *y = sn__out_at(out, i);
+        if (y->cmd != SN__CMD_SEND)
+            break;
+        if (!group_send(w, p, y)) {
+            size_t slot;
+            if (find_group(w, y->target, &slot))
+                flush_groups(w, p); /* whatever went before to it goes first */
+            do_send(w->sched, p, y);
+        }
+    }
+    flush_groups(w, p);
+    return i;
 }
 
 /* sn_out_send_many: the batch in one push when the receiver is here and
@@ -144,7 +274,7 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
 {
     sn_sched_t *sched = w->sched;
     for (uint32_t i = 0; i < out->nyields; i++) {
-        sn_yield_t *y = sn_out_at(out, i);
+        sn_yield_t *y = sn__out_at(out, i);
         uint32_t cmd = y->cmd;
         if (cmd == 0) {
             int id = sn_command_id(sched, y->name);
@@ -152,6 +282,10 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
         }
         switch (cmd) {
         case SN__CMD_SEND:
+            if (i + 1 < out->nyields && sn__out_at(out, i + 1)->cmd == SN__CMD_SEND) {
+                i = send_run(w, p, out, i) - 1; /* (their payloads are all taken) */
+                continue;
+            }
             do_send(sched, p, y);
             break;
         case SN__CMD_SEND_MANY:

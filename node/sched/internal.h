@@ -39,8 +39,13 @@ typedef struct sn__evnode {
     sn_payload_t *data;
 } sn__evnode_t;
 
-/* The event node that lives in front of payload p. */
-sn__evnode_t *sn__payload_node(sn_payload_t *p);
+/* The event node that lives in front of payload p (payload.c puts it
+ * there, 16-aligned). Inline: every send and every drop asks. */
+#define SN__PAYLOAD_PREFIX ((sizeof(sn__evnode_t) + 15) & ~(size_t)15)
+static inline sn__evnode_t *sn__payload_node(sn_payload_t *p)
+{
+    return (sn__evnode_t *)(void *)((unsigned char *)p - SN__PAYLOAD_PREFIX);
+}
 /* A node for an event: p's own node, or a bare one when p is NULL or
  * shared. NULL on out-of-memory (p is then untouched). */
 sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p, bool counted);
@@ -208,6 +213,16 @@ typedef struct sn__wstats {
 #define SN__PCACHE_CLASSES 8
 #define SN__PCACHE_MAX 4096
 
+/* Coalesced sends (dispatch.c): one receiver's messages of a run of send
+ * yields, chained in the order sent. Owner-only scratch of a worker. */
+#define SN__SEND_GROUPS 64  /* receivers grouped at once (then flushed) */
+#define SN__GROUP_SLOTS 128 /* their hash index: a power of 2, > SN__SEND_GROUPS */
+typedef struct sn__sendgroup {
+    sn_pid_t to;
+    struct sn__evnode *first, *last;
+    size_t n;
+} sn__sendgroup_t;
+
 typedef struct sn__worker {
     /* touched by thieves */
     alignas(64) sn__deque_t deque;
@@ -234,7 +249,10 @@ typedef struct sn__worker {
     sn_event_t *events;               /* step input buffer */
     size_t events_cap;
     sn_step_out_t out;
-    void *pcache[SN__PCACHE_CLASSES]; /* freed process blocks by size class */
+    sn__sendgroup_t groups[SN__SEND_GROUPS]; /* coalesced sends (dispatch.c) */
+    uint8_t gslot[SN__GROUP_SLOTS];          /* 1 + index into groups; 0: free */
+    uint32_t ngroups, glast;                 /* glast: the group used last (valid while ngroups > 0) */
+    void *pcache[SN__PCACHE_CLASSES];        /* freed process blocks by size class */
     uint32_t pcache_n[SN__PCACHE_CLASSES];
     pthread_t thread;
     /* owner-written, read by stats */
@@ -410,6 +428,13 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
  * (SN_ENOPROC: not here; SN__SETTLING: it must go through the relay;
  * SN_ENOMEM): the caller then sends them one by one. */
 int sn__post_local_many(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msgs, size_t n);
+/* Pushes a chain of n message nodes (first..last, linked through
+ * link.next, built by the caller and seen by nobody else) to a local
+ * process with one exchange and one wake. Returns 0 (the chain is the
+ * receiver's now) or, with nothing pushed and the chain still the
+ * caller's, SN_ENOPROC (not here) or SN__SETTLING (it must go through the
+ * relay: the caller then sends each message on its own, in order). */
+int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *first, sn__evnode_t *last, size_t n);
 /* Posts an event to `to`, local or (messages only) remote. On failure the
  * payload goes back in *data when data != NULL. */
 int sn__deliver(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uint64_t tag, sn_pid_t from,
@@ -475,6 +500,11 @@ sn_payload_t *sn__kill_reason_take(sn__proc_t *p);
 void sn__kill_report(sn_sched_t *sched, sn__proc_t *p, int error, const sn_payload_t *result);
 
 /* out.c */
+/* sn_out_at, inline for the dispatch loop */
+static inline sn_yield_t *sn__out_at(sn_step_out_t *out, uint32_t i)
+{
+    return i < SN_OUT_INLINE_YIELDS ? &out->inline_yields[i] : &out->overflow[i - SN_OUT_INLINE_YIELDS];
+}
 void sn__out_reset(sn_step_out_t *out);
 void sn__out_fini(sn_step_out_t *out);
 

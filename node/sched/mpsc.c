@@ -49,6 +49,9 @@ sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q)
     }
     if (next) {
         q->tail = next;
+        /* the next pop reads it: a producer on another core wrote it, so
+         * start its line coming while the caller handles this one */
+        __builtin_prefetch(next);
         return tail;
     }
     /* tail is the last linked node: pop it only if no push is in flight */

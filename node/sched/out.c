@@ -37,13 +37,14 @@ void sn__out_fini(sn_step_out_t *out)
 
 sn_yield_t *sn_out_at(sn_step_out_t *out, uint32_t i)
 {
-    return i < SN_OUT_INLINE_YIELDS ? &out->inline_yields[i] : &out->overflow[i - SN_OUT_INLINE_YIELDS];
+    return sn__out_at(out, i);
 }
 
-sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uint64_t tag)
+/* The slot for the next yield (not yet counted), or NULL. */
+static sn_yield_t *next_slot(sn_step_out_t *out)
 {
     uint32_t i = out->nyields;
-    if (i >= SN_OUT_INLINE_YIELDS) {
+    if (i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap) {
         size_t cap = out->cap; /* (a uint32_t in the public struct) */
         sn_yield_t *y = sn__grow(out->overflow, &cap, i - SN_OUT_INLINE_YIELDS, sizeof *y, 8, UINT32_MAX);
         if (!y)
@@ -51,22 +52,26 @@ sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uin
         out->overflow = y;
         out->cap = (uint32_t)cap;
     }
-    sn_yield_t *y = sn_out_at(out, i);
-    memset(y, 0, sizeof *y);
-    y->cmd = cmd;
-    y->name = name;
-    y->tag = tag;
-    out->nyields = i + 1;
+    return sn__out_at(out, i);
+}
+
+sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uint64_t tag)
+{
+    sn_yield_t *y = next_slot(out);
+    if (!y)
+        return NULL;
+    *y = (sn_yield_t){.cmd = cmd, .name = name, .tag = tag};
+    out->nyields++;
     return y;
 }
 
 int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msg)
 {
-    sn_yield_t *y = sn_out_yield(out, SN__CMD_SEND, "send", tag);
+    sn_yield_t *y = next_slot(out);
     if (!y)
         return SN_ENOMEM;
-    y->target = to;
-    y->data = msg ? sn_take(msg) : NULL;
+    *y = (sn_yield_t){.cmd = SN__CMD_SEND, .name = "send", .tag = tag, .target = to, .data = msg ? sn_take(msg) : NULL};
+    out->nyields++;
     return 0;
 }
 

@@ -14,30 +14,77 @@
 
 #include "internal.h"
 
-#define PREFIX ((sizeof(sn__evnode_t) + 15) & ~(size_t)15)
+#define PREFIX SN__PAYLOAD_PREFIX
 
-/* Small payloads (most messages) come from a per-thread cache of
- * fixed-size blocks: a message is allocated by its sender and freed by
- * its receiver, often on another worker, and malloc's arena locks are then
- * the bottleneck. Each thread keeps what it frees (up to CACHE_MAX blocks)
- * and returns the lot to malloc when it exits. */
+/* Small payloads (most messages) come from per-thread magazines of
+ * fixed-size blocks (Bonwick's magazine layer): a message is allocated by
+ * its sender and freed by its receiver, often on another worker, and
+ * malloc's arena locks (and its cross-thread frees) are then the
+ * bottleneck. A magazine is an array of up to MAG free blocks. A thread
+ * keeps two: `cur`, which it allocates from and frees into, and `prev`,
+ * empty or full. A thread that frees more than it allocates (a receiver)
+ * hands full magazines to the depot and gets empty ones back; one that
+ * allocates more (a sender) swaps its empty one for a full one: one lock
+ * per MAG messages each way, none per message. An array, not a list
+ * through the blocks, so taking a block reads no block (the one the
+ * receiver freed last is in the other core's cache) and the next one can
+ * be prefetched.
+ *
+ * Invariants: a magazine's slots [0, n) hold blocks no one else
+ * references. `cur` and `prev` are thread-private (no atomics); the depot
+ * is guarded by depot_mu, which also orders a block's last use by the
+ * thread that gave it up before its next use by the one that takes it.
+ * depot_full_n mirrors the count of full magazines (stored under
+ * depot_mu, read relaxed as a hint, so a thread whose magazines are empty
+ * does not lock the depot to find it empty). A thread that exits frees
+ * its magazines and their blocks; the depot keeps at most DEPOT_MAX
+ * magazines of each kind (the rest go back to malloc).
+ *
+ * Under AddressSanitizer there are no magazines: every block comes from
+ * malloc and goes back to free, so a use after free is still caught. */
 #define SMALL_BLOCK 128
-#define CACHE_MAX 4096
+#define MAG 255
+#define DEPOT_MAX 256 /* 8 MB of blocks at most: a burst of messages in flight needs no malloc */
 
-static _Thread_local void *cache_head;
-static _Thread_local unsigned cache_n;
+#if defined(__SANITIZE_ADDRESS__)
+#define SN_NO_MAGAZINES 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SN_NO_MAGAZINES 1
+#endif
+#endif
+
+#ifndef SN_NO_MAGAZINES
+typedef struct mag {
+    size_t n;
+    void *b[MAG];
+} mag_t;
+
+static _Thread_local mag_t *cur, *prev;
+static _Thread_local bool registered; /* cache_key is set: our exit frees them */
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t depot_mu = PTHREAD_MUTEX_INITIALIZER;
+static mag_t *depot_full[DEPOT_MAX], *depot_empty[DEPOT_MAX]; /* guarded by depot_mu */
+static size_t depot_nempty;                                   /* guarded by depot_mu */
+static _Atomic size_t depot_full_n;
+
+static void mag_free(mag_t *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++)
+        free(m->b[i]);
+    free(m);
+}
 
 static void cache_drain(void *unused)
 {
     (void)unused;
-    while (cache_head) {
-        void *b = cache_head;
-        cache_head = *(void **)b;
-        free(b);
-    }
-    cache_n = 0;
+    mag_free(cur);
+    mag_free(prev);
+    cur = prev = NULL;
+    registered = false;
 }
 
 static void cache_setup(void)
@@ -45,33 +92,109 @@ static void cache_setup(void)
     (void)pthread_key_create(&cache_key, cache_drain);
 }
 
+/* Swaps cur (empty or NULL) for a full magazine of the depot; false if none. */
+static bool depot_take(void)
+{
+    if (atomic_load_explicit(&depot_full_n, memory_order_relaxed) == 0)
+        return false;
+    mag_t *spare = NULL;
+    pthread_mutex_lock(&depot_mu);
+    size_t n = atomic_load_explicit(&depot_full_n, memory_order_relaxed);
+    if (n > 0) {
+        if (cur && depot_nempty < DEPOT_MAX)
+            depot_empty[depot_nempty++] = cur;
+        else
+            spare = cur;
+        cur = depot_full[n - 1];
+        atomic_store_explicit(&depot_full_n, n - 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&depot_mu);
+    free(spare);
+    return n > 0;
+}
+
+/* Hands a full magazine to the depot; returns an empty one (from the
+ * depot, this one emptied when the depot is full, or NULL). */
+static mag_t *depot_give(mag_t *full)
+{
+    mag_t *empty = NULL;
+    pthread_mutex_lock(&depot_mu);
+    size_t n = atomic_load_explicit(&depot_full_n, memory_order_relaxed);
+    if (n < DEPOT_MAX) {
+        depot_full[n] = full;
+        atomic_store_explicit(&depot_full_n, n + 1, memory_order_relaxed);
+        full = NULL;
+        if (depot_nempty > 0)
+            empty = depot_empty[--depot_nempty];
+    }
+    pthread_mutex_unlock(&depot_mu);
+    if (full) { /* the depot is full: its blocks go back to malloc */
+        for (size_t i = 0; i < full->n; i++)
+            free(full->b[i]);
+        full->n = 0;
+        return full;
+    }
+    return empty;
+}
+
+/* Makes room in cur for one block (cur is full or NULL); false if none. */
+static bool make_room(void)
+{
+    if (!registered) { /* make sure this thread's exit frees its magazines */
+        pthread_once(&cache_once, cache_setup);
+        (void)pthread_setspecific(cache_key, (void *)1);
+        registered = true;
+    }
+    if (prev && prev->n == 0) {
+        mag_t *t = cur;
+        cur = prev;
+        prev = t;
+        return true;
+    }
+    mag_t *empty = prev ? depot_give(prev) : NULL;
+    prev = cur;
+    cur = empty ? empty : malloc(sizeof *cur);
+    if (cur)
+        cur->n = 0;
+    return cur != NULL;
+}
+#endif
+
 static void *block_alloc(size_t size)
 {
+#ifndef SN_NO_MAGAZINES
     if (size > SMALL_BLOCK)
         return malloc(size);
-    if (cache_head) {
-        void *b = cache_head;
-        cache_head = *(void **)b;
-        cache_n--;
-        return b;
+    if (!cur || cur->n == 0) {
+        if (prev && prev->n > 0) {
+            mag_t *t = cur;
+            cur = prev;
+            prev = t;
+        } else if (!depot_take()) {
+            return malloc(SMALL_BLOCK);
+        }
     }
-    return malloc(SMALL_BLOCK);
+    void *b = cur->b[--cur->n];
+    if (cur->n > 0) /* the next one, for writing: it may be in another core's cache */
+        __builtin_prefetch(cur->b[cur->n - 1], 1);
+    return b;
+#else
+    return malloc(size);
+#endif
 }
 
 static void block_free(void *b, size_t size)
 {
-    if (size > SMALL_BLOCK || cache_n >= CACHE_MAX) {
+#ifndef SN_NO_MAGAZINES
+    if (size > SMALL_BLOCK || ((!cur || cur->n == MAG) && !make_room())) {
         free(b);
         return;
     }
-    if (cache_n == 0) {
-        /* make sure this thread's exit drains its cache */
-        pthread_once(&cache_once, cache_setup);
-        (void)pthread_setspecific(cache_key, (void *)1);
-    }
-    *(void **)b = cache_head;
-    cache_head = b;
-    cache_n++;
+    cur->b[cur->n++] = b;
+#else
+    (void)size;
+    free(b);
+#endif
 }
 
 static size_t block_size(size_t len)
@@ -94,10 +217,9 @@ const char *sn_strerror(int err)
     }
 }
 
-sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len)
+/* A payload of len bytes, not yet written (but for its terminating 0). */
+static inline sn_payload_t *payload_alloc(uint32_t ctype, size_t len)
 {
-    if (len > UINT32_MAX - 1)
-        return NULL;
     unsigned char *base = block_alloc(block_size(len));
     if (!base)
         return NULL;
@@ -105,11 +227,21 @@ sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len)
     sn_payload_t *p = (sn_payload_t *)(base + PREFIX);
     p->ctype = ctype;
     p->len = (uint32_t)len;
+    p->data[len] = 0;
+    return p;
+}
+
+sn_payload_t *sn_payload_new(uint32_t ctype, const void *bytes, size_t len)
+{
+    if (len > UINT32_MAX - 1)
+        return NULL;
+    sn_payload_t *p = payload_alloc(ctype, len);
+    if (!p)
+        return NULL;
     if (bytes)
         memcpy(p->data, bytes, len);
     else
         memset(p->data, 0, len);
-    p->data[len] = 0;
     return p;
 }
 
@@ -137,7 +269,10 @@ sn_payload_t *sn_payload_printf(uint32_t ctype, const char *fmt, ...)
 
 sn_payload_t *sn_payload_u64(uint64_t value)
 {
-    return sn_payload_new(SN_CT_U64, &value, sizeof value);
+    sn_payload_t *p = payload_alloc(SN_CT_U64, sizeof value);
+    if (p)
+        memcpy(p->data, &value, sizeof value); /* (a constant size: one store) */
+    return p;
 }
 
 sn_payload_t *sn_payload_pid(sn_pid_t pid)
@@ -159,11 +294,6 @@ int sn_payload_get_pid(const sn_payload_t *p, sn_pid_t *out)
         return SN_EINVAL;
     memcpy(out, p->data, sizeof *out);
     return 0;
-}
-
-sn__evnode_t *sn__payload_node(sn_payload_t *p)
-{
-    return (sn__evnode_t *)(void *)((unsigned char *)p - PREFIX);
 }
 
 /* ------------------------------------------------------ shared payloads

@@ -124,22 +124,32 @@ int sn__post_local_many(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t 
             first = e;
         last = e;
     }
+    int rc = sn__post_chain(sched, to, first, last, n);
+    if (rc != 0) {
+        unchain(first);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        msgs[i] = NULL;
+    return 0;
+}
+
+int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *first, sn__evnode_t *last, size_t n)
+{
     sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
     sn__shard_lock(s);
     sn__proc_t *p = sn__shard_find(s, to);
     if (!p || p->settling || p->diverted) { /* not here, or behind the network path: one by one */
         sn__shard_unlock(s);
-        unchain(first);
         return p ? SN__SETTLING : SN_ENOPROC;
     }
     /* as sn__post_local: alive under the lock; messages raise no wakeups */
+    SN__STAT_ADD(p->pushed, (uint32_t)n); /* a display count; we hold the shard lock */
     sn__mpsc_push_chain(&p->q, &first->link, &last->link);
     bool woke = sn__wake(p, SN_EV_MESSAGE);
     sn__shard_unlock(s);
     if (woke)
         sn__schedule(sched, p, true);
-    for (size_t i = 0; i < n; i++)
-        msgs[i] = NULL;
     sn__worker_t *w = sn__self_worker(sched);
     if (w)
         SN__STAT_ADD(w->st.messages, n);
@@ -194,7 +204,7 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
         if (!n)
             return SN_ENOMEM;
         rc = sn__post_local(sched, to, n, !inbound);
-        if (rc != 0 && !payload)
+        if (rc != 0 && n->bare) /* (no payload, or a shared one's node: the payload goes back) */
             free(n);
     }
     if (rc == SN__SETTLING && hk) { /* behind what we sent it through the network: the relay delivers it here */
@@ -575,9 +585,11 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
         sn__evnode_t *e = (sn__evnode_t *)node;
         if (e->type == SN_EV_MESSAGE && !sn_pid_is_none(e->from) && e->data) {
             sn_payload_t *data = e->data;
+            sn_pid_t from = e->from;
+            uint64_t tag = e->tag;
             if (e->bare) /* a shared payload's node */
                 free(e);
-            if (sn__deliver(sched, e->from, SN_EV_YIELD_COMPLETE, SN_ENOPROC, e->tag, p->pid, &data, false) != 0)
+            if (sn__deliver(sched, from, SN_EV_YIELD_COMPLETE, SN_ENOPROC, tag, p->pid, &data, false) != 0)
                 sn_payload_destroy(&data);
         } else {
             sn__evnode_free(e);

@@ -537,9 +537,16 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         sn_payload_destroy(&out->result);
         p->wait_status = 0;
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
-        /* to the back of the global queue: a long job must not starve others */
+        /* To the back of the global queue: a long job must not starve
+         * others. No parked worker is woken for it (as Go's Gosched wakes
+         * no P): we are awake and look at the global queue before we
+         * park, so it runs here after what we hold, or on a worker that
+         * is searching. Waking one for each slice sent a producer that
+         * slices its sends (schedbench count) to the other worker at every
+         * slice, away from its consumer and the messages in its cache,
+         * with a futex wake each time. Parallel work still spreads: what
+         * a step wakes or spawns notifies (sn__schedule). */
         to_global(sched, p);
-        sn__notify(sched);
         return;
     case SN_WAIT:
         sn_payload_destroy(&out->result);
