@@ -152,11 +152,23 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn__demonitor(r->sched, s->to, s->from, s->tag);
         sn_payload_destroy(&s->payload);
         return;
-    case SN_RELAY_RESULT: /* a child that ran elsewhere finished */
+    case SN_WIRE_AWAITED: /* a child spawned here moved on (awaited.c) */
+        sn__await_notice(r, s);
+        sn_payload_destroy(&s->payload);
+        return;
+    case SN_RELAY_RESULT:                    /* a child that ran elsewhere finished */
+        if (sn__await_outcome(r, s->from)) { /* its parent had nodedown for it: one outcome only */
+            sn_payload_destroy(&s->payload);
+            return;
+        }
         if (sn__send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
             sn_payload_destroy(&s->payload);
         return;
     case SN_RELAY_CHILD_DOWN: /* a child spawned with a monitor ended elsewhere: no watch record here */
+        if (sn__await_outcome(r, s->from)) {
+            sn_payload_destroy(&s->payload);
+            return;
+        }
         if (sn__send_child_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
             sn_payload_destroy(&s->payload);
         return;

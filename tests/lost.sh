@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# lost.sh - awaited children lost with a node that dies (docs/guarantees.md,
+# SN_YIELD_AWAIT / SN_YIELD_MONITOR): a parent on node 1 spawns children
+# (half with SN_YIELD_AWAIT, half with SN_YIELD_MONITOR) of many CPU steps;
+# nodes 2 and 3 steal some (and from each other); node 3 is killed with
+# kill -9 while children it holds still run. Every child gets exactly one
+# outcome at the parent: its result, or nodedown for each one that was on
+# node 3 (as many as node 1 says it reported for node 3), none missing,
+# none twice (the parent waits a while after the last to see a second).
+# Node 3 restarts between rounds (a new run). Then a freeze: node 3 stopped
+# with SIGSTOP until node 1 declares it down, then resumed: its children's
+# results, come after all, are dropped (still one outcome each).
+# Args: $1 schednode, $2 plugins dir. SN_LOST_ROUNDS (default 1) kill rounds.
+set -u
+SN=$1 PLUG=$2
+. "$(dirname "$0")/lib.sh"
+ROUNDS=${SN_LOST_ROUNDS:-1}
+N=${SN_LOST_KIDS:-96}
+WORK="10 3" # steps, ms of CPU each
+
+declare -A port node_pid
+for n in 1 2 3; do port[$n]=$(free_port); done
+ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
+start() { # node-id seed-id
+  local n=$1 seed=$2
+  "$SN" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} --log-level debug \
+    --heartbeat-ms 100 --down-after-ms 800 --load "$PLUG/plugin_lost.so" >>"$dir/node$n.log" 2>&1 &
+  pids+=($!)
+  node_pid[$n]=$!
+  wait_for 100 grep -q "up: " "$dir/node$n.log" || { echo "node $n did not come up"; tail "$dir/node$n.log"; return 1; }
+}
+call() { timeout 120 "$SN" --timeout 100000 --insecure "$@"; }
+field() { sed -n "s/.*[ (]$1[= ]\([0-9]*\).*/\1/p" <<<" $2"; }
+# how many children node 1 reported as nodedown for node 3 (its log), in all
+reported() { grep -o "node 3 is down: [0-9]* awaited" "$dir/node1.log" | awk '{s += $5} END {print s + 0}'; }
+stolen_by_3() { grep -q "processes from node [12] run here now" "$dir/node3.log" &&
+  ! grep -q "steal [0-9]*: 0 processes" <(tail -1 "$dir/node3.log"); }
+up_view() { call status --json --connect "$(ep 1)" 2>/dev/null | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
+all_up() { [ "$(up_view)" = "[1,2,3]" ]; }
+
+start 1 "" && start 2 1 && start 3 1 || { bad "three nodes"; echo "$pass passed, $fail failed"; exit 1; }
+wait_for 100 all_up || bad "the view did not converge: $(up_view)"
+
+# checks one parent's result ($1) against what node 1 reported ($2: before)
+check() {
+  local out=$1 before=$2 what=$3 n normal nd missing twice other on3 rep
+  n=$(field n "$out") normal=$(field normal "$out") nd=$(field nodedown "$out")
+  missing=$(field missing "$out") twice=$(field twice "$out") other=$(field other "$out")
+  rep=$(($(reported) - before))
+  if [ "$n" = "$N" ] && [ "$missing" = 0 ] && [ "$twice" = 0 ] && [ "$other" = 0 ] &&
+    [ "$((normal + nd))" = "$N" ]; then
+    ok "$what: every child had exactly one outcome: $out"
+  else
+    bad "$what: $out"
+  fi
+  [ "$nd" -gt 0 ] && [ "$(field await "$out")" -gt 0 ] && [ "$(field monitor "$out")" -gt 0 ] &&
+    ok "$what: nodedown for $nd children (both kinds), as many as node 1 reported for node 3 ($rep)" ||
+    bad "$what: nodedown $nd (node 1 reported $rep for node 3): $out"
+  [ "$nd" = "$rep" ] || bad "$what: node 1 reported $rep for node 3, the parent got $nd"
+}
+
+# one round: a parent on node 1, node 3 killed once it holds children
+for round in $(seq "$ROUNDS"); do
+  before=$(reported)
+  : >"$dir/out"
+  call call --connect "$(ep 1)" lpar run "$N $WORK 60000" >"$dir/out" 2>&1 &
+  job=$!
+  if wait_for 300 stolen_by_3; then
+    sleep 0.2
+    kill -9 "${node_pid[3]}"
+    wait "${node_pid[3]}" 2>/dev/null
+  else
+    bad "round $round: node 3 stole nothing"
+    kill -9 "${node_pid[3]}"
+  fi
+  wait_for 600 bash -c "! kill -0 $job 2>/dev/null" || bad "round $round: the parent did not finish"
+  wait "$job"
+  check "$(cat "$dir/out")" "$before" "kill -9, round $round"
+  kill -0 "${node_pid[1]}" && kill -0 "${node_pid[2]}" || bad "a node died: $(tail -5 "$dir"/node[12].log)"
+  : >"$dir/node3.log" # the next run's log
+  start 3 1 || { bad "node 3 restarts"; break; }
+  wait_for 100 all_up || bad "round $round: node 3 did not rejoin: $(up_view)"
+done
+
+# a freeze: node 3 stopped until node 1 declares it down, then resumed
+before=$(reported)
+dropped0=$(grep -c "after its parent had nodedown: dropped" "$dir/node1.log")
+# (the parent waits up to 20 s after its last outcome: for the late results)
+call call --connect "$(ep 1)" lpar run "$N $WORK 60000 20000" >"$dir/out" 2>&1 &
+job=$!
+wait_for 300 stolen_by_3 || bad "freeze: node 3 stole nothing"
+sleep 0.2
+kill -STOP "${node_pid[3]}"
+down_seen() { [ "$(reported)" -gt "$before" ]; }
+wait_for 150 down_seen || bad "freeze: node 1 did not report node 3's children"
+sleep 0.3
+kill -CONT "${node_pid[3]}"
+# node 3's children run on and end: their results reach node 1 while the
+# parent still waits, and are dropped there (the parent had nodedown)
+late() { [ "$(grep -c "after its parent had nodedown: dropped" "$dir/node1.log")" -gt "$dropped0" ]; }
+wait_for 600 late && ok "freeze: node 1 dropped results that came after their nodedown" ||
+  bad "freeze: no result came from node 3 after the freeze"
+# all of them (as many as node 1 reported for node 3, less those that
+# ended before the freeze: they had no chance to), then the parent's verdict
+all_late() { [ "$(($(grep -c "after its parent had nodedown: dropped" "$dir/node1.log") - dropped0))" -ge "$(($(reported) - before))" ]; }
+wait_for 300 all_late || echo "     (not all of node 3's children ended in time)"
+par=$(call ps --json --node 1 --connect "$(ep 1)" | jq -r '.processes[] | select(.type == "lpar") | .pid')
+call send --connect "$(ep 1)" "$par" end >/dev/null || bad "freeze: cannot end the parent $par"
+wait_for 300 bash -c "! kill -0 $job 2>/dev/null" || bad "freeze: the parent did not finish"
+wait "$job"
+check "$(cat "$dir/out")" "$before" "freeze"
+all_up_again() { [ "$(up_view)" = "[1,2,3]" ]; }
+wait_for 150 all_up_again && ok "node 3 is up again after the freeze" || echo "     (node 3: $(up_view))"
+
+[ -n "${SN_LOST_KEEP:-}" ] && cp -r "$dir" "$SN_LOST_KEEP"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
