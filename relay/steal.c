@@ -362,8 +362,11 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
                           .type_version = w->type_version,
                           .state = w->state,
                           .moves = w->moves};
-        if (m.awaited && sn__await_fired(r, m.pid))
+        if (m.awaited && sn__await_fired(r, m.pid)) {
             m.awaited = 0; /* back on its parent's node, which had nodedown for it: its end reports nothing */
+            SNLOG_DEBUG(r, "child %" PRIu32 ".%" PRIu64 " came back after its parent had nodedown: unawaited now",
+                        m.pid.node, m.pid.serial);
+        }
         void *handle;
         install_t *in = sn__grow(s->inst, &s->capinst, s->ninst, sizeof *in, 64, 0);
         if (!in)
