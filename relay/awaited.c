@@ -139,10 +139,12 @@ static void fire(sn_relay_t *r, rec_t *x)
         sn__send_result(r->sched, x->parent, x->child, x->tag, SN_ENODEDOWN, &none);
 }
 
+/* (A node not known here yet, one that joined a moment ago, is not down:
+ * its going down, once we know it, fires the record.) */
 static bool holder_down(sn_relay_t *r, uint32_t node)
 {
     peer_t *p = sn__relay_find_peer(r, node);
-    return !p || atomic_load_explicit(&p->down, memory_order_relaxed);
+    return p && atomic_load_explicit(&p->down, memory_order_relaxed);
 }
 
 /* Tells node `to` (not us) that child moved to `holder` by move `moves`. */
