@@ -42,6 +42,10 @@ static void catcher_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, s
 {
     out->status = SN_IDLE;
     for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_CANCEL) { /* (the teardown's shutdown) */
+            sn_out_done(out, NULL);
+            return;
+        }
         int k = atomic_load_explicit(&g.n, memory_order_relaxed);
         if (k >= MAX_GOT)
             return;
