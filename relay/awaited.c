@@ -17,7 +17,8 @@
  *   - it comes back to R (activated here): the record is dropped (its end
  *     is local from now on);
  *   - its RESULT or CHILD_DOWN reaches R's relay: the record is dropped;
- *   - the holder goes down (sn__await_peer_down): the parent gets its
+ *   - the holder goes down (sn__await_peer_down; or it is down already
+ *     when the news of the move comes): the parent gets its
  *     nodedown (the completion of the await, or the spawn's DOWN) and the
  *     record stays, *fired*, as a tombstone: the holder may only be frozen,
  *     and the child's real outcome, if it comes after all, is dropped here
@@ -31,7 +32,8 @@
  * on, or one that ended) gets nothing from here: R cannot tell whether
  * its DOWN already reached it elsewhere. A node that dies between handing
  * the child on and its notice reaching R gives nodedown for a child that
- * lives on.
+ * lives on. A migrant without await_node (from a node built before it)
+ * is not followed.
  *
  * Ownership: everything here belongs to the relay's I/O thread (steal.c,
  * inbound.c, peer.c call in from it); the table is private to this file.
