@@ -7,7 +7,10 @@
 # outcome at the parent: its result, or nodedown for each one that was on
 # node 3 (as many as node 1 says it reported for node 3), none missing,
 # none twice (the parent waits a while after the last to see a second).
-# Node 3 restarts between rounds (a new run). Then a freeze: node 3 stopped
+# Node 3 restarts between rounds (a new run). Then the second hop: node 3
+# joins only once node 2 has stolen, and takes children from node 1 and
+# node 2 (which tells node 1 where they went: AWAITED); killed as before.
+# Then a freeze: node 3 stopped
 # with SIGSTOP until node 1 declares it down, then resumed: its children's
 # results, come after all, are dropped (still one outcome each).
 # Args: $1 schednode, $2 plugins dir. SN_LOST_ROUNDS (default 1) kill rounds.
@@ -80,6 +83,33 @@ for round in $(seq "$ROUNDS"); do
   start 3 1 || { bad "node 3 restarts"; break; }
   wait_for 100 all_up || bad "round $round: node 3 did not rejoin: $(up_view)"
 done
+
+# the second hop: node 3 leaves; a parent's children spread to node 2
+# first, then node 3 (a new run) joins and steals from nodes 1 and 2 (the
+# same load: either); those node 2 passes on, node 2 reports to node 1
+# (AWAITED). node 3 is killed as before.
+kill -TERM "${node_pid[3]}"
+wait "${node_pid[3]}" 2>/dev/null
+: >"$dir/node3.log"
+before=$(reported)
+took2() { grep -c "processes from node 1 run here now" "$dir/node2.log"; }
+t0=$(took2)
+call call --connect "$(ep 1)" lpar run "$N $WORK 60000" >"$dir/out" 2>&1 &
+job=$!
+stole2() { [ "$(took2)" -gt "$t0" ]; }
+wait_for 300 stole2 || bad "second hop: node 2 stole nothing"
+start 3 1 || bad "node 3 restarts"
+wait_for 300 stolen_by_3 || bad "second hop: node 3 stole nothing"
+sleep 0.2
+kill -9 "${node_pid[3]}"
+wait "${node_pid[3]}" 2>/dev/null
+via2=$(grep -o "[0-9]* processes from node 2 run here now" "$dir/node3.log" | awk '{s += $1} END {print s + 0}')
+wait_for 600 bash -c "! kill -0 $job 2>/dev/null" || bad "second hop: the parent did not finish"
+wait "$job"
+check "$(cat "$dir/out")" "$before" "second hop ($via2 of node 3's children came through node 2)"
+: >"$dir/node3.log"
+start 3 1 || bad "node 3 restarts"
+wait_for 100 all_up || bad "node 3 did not rejoin: $(up_view)"
 
 # a freeze: node 3 stopped until node 1 declares it down, then resumed
 before=$(reported)
