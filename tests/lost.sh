@@ -2,17 +2,18 @@
 # lost.sh - awaited children lost with a node that dies (docs/guarantees.md,
 # SN_YIELD_AWAIT / SN_YIELD_MONITOR): a parent on node 1 spawns children
 # (half with SN_YIELD_AWAIT, half with SN_YIELD_MONITOR) of many CPU steps;
-# nodes 2 and 3 steal some (and from each other); node 3 is killed with
-# kill -9 while children it holds still run. Every child gets exactly one
+# nodes 2 and 3 steal some; node 3 is killed with kill -9 while children
+# it holds still run. Every child gets exactly one
 # outcome at the parent: its result, or nodedown for each one that was on
 # node 3 (as many as node 1 says it reported for node 3), none missing,
 # none twice (the parent waits a while after the last to see a second).
-# Node 3 restarts between rounds (a new run). Then the second hop: node 3
-# joins only once node 2 has stolen, and takes children from node 1 and
-# node 2 (which tells node 1 where they went: AWAITED); killed as before.
-# Then a freeze: node 3 stopped
-# with SIGSTOP until node 1 declares it down, then resumed: its children's
-# results, come after all, are dropped (still one outcome each).
+# Node 3 restarts between rounds (a new run). Then the second hop: node 3,
+# a steal partner of node 2 only, joins once node 2 has stolen and takes
+# children from it (node 2 tells node 1 where they went: AWAITED); killed
+# as before. Then a freeze: node 3 stopped with SIGSTOP until node 1
+# declares it down, then resumed: its children live on, and their results,
+# come after all, are dropped (or, stolen back by node 1, they run
+# unawaited): still one outcome each.
 # Args: $1 schednode, $2 plugins dir. SN_LOST_ROUNDS (default 1) kill rounds.
 set -u
 SN=$1 PLUG=$2
