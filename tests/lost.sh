@@ -15,6 +15,7 @@
 # come after all, are dropped (or, stolen back by node 1, they run
 # unawaited): still one outcome each.
 # Args: $1 schednode, $2 plugins dir. SN_LOST_ROUNDS (default 1) kill rounds.
+# shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
 SN=$1 PLUG=$2
 . "$(dirname "$0")/lib.sh"
@@ -49,7 +50,7 @@ wait_for 100 all_up || bad "the view did not converge: $(up_view)"
 
 # checks one parent's result ($1) against what node 1 reported ($2: before)
 check() {
-  local out=$1 before=$2 what=$3 n normal nd missing twice other on3 rep
+  local out=$1 before=$2 what=$3 n normal nd missing twice other rep
   n=$(field n "$out") normal=$(field normal "$out") nd=$(field nodedown "$out")
   missing=$(field missing "$out") twice=$(field twice "$out") other=$(field other "$out")
   rep=$(($(reported) - before))
