@@ -61,7 +61,8 @@ static const struct {
                   {SN_WIRE_FLUSHED, SCHEDNODE__SEND_KIND__FLUSHED},
                   {SN_RELAY_GONE, SCHEDNODE__SEND_KIND__GONE},
                   {SN_WIRE_WATCHED, SCHEDNODE__SEND_KIND__WATCHED},
-                  {SN_RELAY_CHILD_DOWN, SCHEDNODE__SEND_KIND__CHILD_DOWN}};
+                  {SN_RELAY_CHILD_DOWN, SCHEDNODE__SEND_KIND__CHILD_DOWN},
+                  {SN_WIRE_AWAITED, SCHEDNODE__SEND_KIND__AWAITED}};
 
 static int wire_kind(int ours)
 {
@@ -740,6 +741,7 @@ int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id
         o->mg.await_down = m[i].awaited == 2;
         o->mg.fresh = m[i].fresh != 0;
         o->mg.await_tag = m[i].await_tag;
+        o->mg.await_node = m[i].await_node;
         o->mg.moves = m[i].moves;
         ptrs[i] = &o->mg;
     }
@@ -1144,6 +1146,7 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
             w->awaited = m->awaited ? (m->await_down ? 2 : 1) : 0;
             w->fresh = m->fresh;
             w->await_tag = m->await_tag;
+            w->await_node = m->await_node;
             w->type_version = m->type_version;
             w->moves = m->moves;
             w->state = sn_payload_new(m->state->ctype, m->state->data.data, m->state->data.len);

@@ -62,7 +62,13 @@ typedef struct sn_wire_send {
 
 /* The relay's location updates (Send.Kind REDIRECT, FLUSH, FLUSHED; see
  * relay/locate.c). They never reach the scheduler. */
-enum { SN_WIRE_REDIRECT = 110, SN_WIRE_FLUSH = 111, SN_WIRE_FLUSHED = 112, SN_WIRE_WATCHED = 113 };
+enum {
+    SN_WIRE_REDIRECT = 110,
+    SN_WIRE_FLUSH = 111,
+    SN_WIRE_FLUSHED = 112,
+    SN_WIRE_WATCHED = 113,
+    SN_WIRE_AWAITED = 114 /* relay/awaited.c */
+};
 
 /* Client operations (ClientRequest.Op). */
 enum {
@@ -130,6 +136,7 @@ typedef struct sn_wire_migrant {
     int awaited; /* sn_migrant_t's: 0, 1 (the completion), 2 (a DOWN) */
     int fresh;   /* not stepped yet */
     uint64_t await_tag;
+    uint32_t await_node; /* sn_migrant_t's */
     char type[64];
     uint32_t type_version;
     sn_payload_t *state; /* decoding: owned by the frame; encoding: borrowed */

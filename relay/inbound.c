@@ -105,6 +105,19 @@ static int message_here(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
     return rc;
 }
 
+/* The result (RESULT) or DOWN (CHILD_DOWN) of child s->from for its
+ * parent s->to, which gets it unless it had nodedown for it already
+ * (awaited.c: one outcome per child). */
+static void child_outcome(sn_relay_t *r, sn_wire_send_t *s)
+{
+    int rc = sn__await_outcome(r, s->from) ? -1
+             : s->kind == SN_RELAY_RESULT
+                 ? sn__send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload)
+                 : sn__send_child_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload);
+    if (rc != 0)
+        sn_payload_destroy(&s->payload);
+}
+
 static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
     int rc = 0;
@@ -163,13 +176,13 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn__demonitor(r->sched, s->to, s->from, s->tag);
         sn_payload_destroy(&s->payload);
         return;
-    case SN_RELAY_RESULT: /* a child that ran elsewhere finished */
-        if (sn__send_result(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
-            sn_payload_destroy(&s->payload);
+    case SN_WIRE_AWAITED: /* a child spawned here moved on (awaited.c) */
+        sn__await_notice(r, s);
+        sn_payload_destroy(&s->payload);
         return;
-    case SN_RELAY_CHILD_DOWN: /* a child spawned with a monitor ended elsewhere: no watch record here */
-        if (sn__send_child_down(r->sched, s->to, s->from, s->tag, s->error, &s->payload) != 0)
-            sn_payload_destroy(&s->payload);
+    case SN_RELAY_RESULT:     /* a child that ran elsewhere finished */
+    case SN_RELAY_CHILD_DOWN: /* (spawned with a monitor: no watch record here) */
+        child_outcome(r, s);
         return;
     }
     if (rc == 0)

@@ -319,6 +319,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     zcert_destroy(&r->cert);
     sn__steal_fini(r);
     sn__loc_fini(r);
+    sn__await_fini(r);
     sn__manage_fini(r);
     sn__members_fini(r);
     free(r->errs);

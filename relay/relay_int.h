@@ -186,9 +186,10 @@ struct sn_relay {
     uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
     sn_wire_type_t *types;      /* our process types, for the view */
     size_t ntypes;
-    struct sn_steal *steal; /* steal.c's state (I/O thread) */
-    struct sn_locs *locs;   /* locate.c's state (I/O thread) */
-    struct sn_ends *ends;   /* manage.c: ends of killed processes (any thread: its own lock) */
+    struct sn_steal *steal;   /* steal.c's state (I/O thread) */
+    struct sn_locs *locs;     /* locate.c's state (I/O thread) */
+    struct sn_awaits *awaits; /* awaited.c's state (I/O thread; NULL until a record) */
+    struct sn_ends *ends;     /* manage.c: ends of killed processes (any thread: its own lock) */
     /* Send ids (sn_wire_send_t.id): the next one a send from here gets
      * (any thread: relay_deliver; relaxed, only uniqueness matters), and
      * the errors returned to senders here, by id (I/O thread; relay.c,
@@ -519,6 +520,23 @@ void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone);
 /* node is up again (the same run): flushes waiting on it start again. */
 void sn__loc_peer_up(sn_relay_t *r, uint32_t node);
 void sn__loc_tick(sn_relay_t *r, uint64_t now);
+
+/* awaited.c: where this node's awaited children are (I/O thread only) */
+/* m was handed to node taker (the steal committed): record it (spawned
+ * here) or tell the node it was spawned on (AWAITED). */
+void sn__await_departed(sn_relay_t *r, const sn_migrant_t *m, uint32_t taker);
+/* An AWAITED notice (s) from another node: the record moves. */
+void sn__await_notice(sn_relay_t *r, const sn_wire_send_t *s);
+/* child runs here now: its record goes. */
+void sn__await_arrived(sn_relay_t *r, sn_pid_t child);
+/* Did child's parent get nodedown for it already? (it comes back: unawaited) */
+bool sn__await_fired(sn_relay_t *r, sn_pid_t child);
+/* child's RESULT or CHILD_DOWN reached this node: its record goes; true
+ * if the parent had its nodedown already (the outcome is dropped). */
+bool sn__await_outcome(sn_relay_t *r, sn_pid_t child);
+/* node is down (gone: its run ended): parents of children there hear. */
+void sn__await_peer_down(sn_relay_t *r, uint32_t node, bool gone);
+void sn__await_fini(sn_relay_t *r);
 
 /* steal.c (I/O thread only, but for the hook) */
 int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg);

@@ -239,6 +239,7 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
                                    .awaited = m[i].awaited,
                                    .fresh = m[i].fresh,
                                    .await_tag = m[i].await_tag,
+                                   .await_node = m[i].await_node,
                                    .type_version = m[i].type_version,
                                    .state = m[i].state,
                                    .moves = m[i].moves};
@@ -309,6 +310,7 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         }
         done[ndone++] = o->m[i].pid;
         sn__loc_departed(r, o->m[i].pid, t->node, o->m[i].moves);
+        sn__await_departed(r, &o->m[i], t->node); /* (before the commit goes: its parent's node follows it) */
         if (nfw + nev > capfw) {
             capfw = (nfw + nev) * 2;
             sn_wire_send_t *more;
@@ -355,10 +357,16 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
                           .awaited = (uint8_t)w->awaited,
                           .fresh = (uint8_t)w->fresh,
                           .await_tag = w->await_tag,
+                          .await_node = w->await_node,
                           .type = w->type,
                           .type_version = w->type_version,
                           .state = w->state,
                           .moves = w->moves};
+        if (m.awaited && sn__await_fired(r, m.pid)) {
+            m.awaited = 0; /* back on its parent's node, which had nodedown for it: its end reports nothing */
+            SNLOG_DEBUG(r, "child %" PRIu32 ".%" PRIu64 " came back after its parent had nodedown: unawaited now",
+                        m.pid.node, m.pid.serial);
+        }
         void *handle;
         install_t *in = sn__grow(s->inst, &s->capinst, s->ninst, sizeof *in, 64, 0);
         if (!in)
@@ -418,6 +426,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
                     ev[nev++] = (sn_event_t){(sn_event_type_t)f->sends[k].kind, f->sends[k].error, f->sends[k].tag,
                                              f->sends[k].from, sn_take(&f->sends[k].payload)};
             /* settling (no arrived list: no memory) until sn__loc_arrived below */
+            sn__await_arrived(r, in->pid); /* (before it can run: its end is local to its parent now) */
             if (ev && sn__migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {
                 if (arrived)
                     arrived[activated] = *in;

@@ -140,6 +140,7 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
         free(p->ctl[i].buf);
     p->nctl = 0;
     sn__steal_peer_gone(r, p);
+    sn__await_peer_down(r, p->node, gone);
     sn__loc_peer_down(r, p->node, gone);
 }
 
@@ -343,6 +344,7 @@ void fake_node_destroy(fake_node_t **self_p)
     free(r->peers);
     sn__steal_fini(r);
     sn__loc_fini(r);
+    sn__await_fini(r);
     sn__members_fini(r);
     free(r->types);
     sn_sched_destroy(&r->sched);

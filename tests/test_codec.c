@@ -307,6 +307,7 @@ static void roundtrip_migrant_await_modes(void **unused)
                                     .awaited = i,
                                     .fresh = i == 2,
                                     .await_tag = 70 + (uint64_t)i,
+                                    .await_node = i ? 3 : 0,
                                     .type_version = 1,
                                     .state = state,
                                     .moves = 1};
@@ -323,6 +324,7 @@ static void roundtrip_migrant_await_modes(void **unused)
         assert_int_equal(f.migrants[i].awaited, i);
         assert_int_equal(f.migrants[i].fresh, i == 2);
         assert_int_equal(f.migrants[i].await_tag, 70 + (uint64_t)i);
+        assert_int_equal(f.migrants[i].await_node, i ? 3 : 0); /* (the node keeping where it is) */
     }
     sn_frame_clear(&f);
     free(buf);

@@ -254,7 +254,9 @@ typedef enum sn_status {
  * for SN_WAIT. */
 #define SN_YIELD_NOREPLY 0x1u
 /* spawn: complete when the child finishes, with its result or error
- * (default: at once, with the child's PID as an SN_CT_PID payload). */
+ * (default: at once, with the child's PID as an SN_CT_PID payload); with
+ * SN_ENODEDOWN (`from` the child) if it moved to a node that went down
+ * (see SN_YIELD_MONITOR). */
 #define SN_YIELD_AWAIT 0x2u
 /* spawn: complete at once with the child's PID (as without flags), and
  * when the child ends, deliver SN_EV_DOWN to the spawner: `tag` the
@@ -270,10 +272,11 @@ typedef enum sn_status {
  * SN_IDLE). With SN_YIELD_NOREPLY: no PID completion, only the DOWN (and a
  * refused spawn's error). Not with SN_YIELD_AWAIT (SN_EINVAL). The child
  * can still move between nodes; its DOWN finds the spawner wherever it is.
- * Not covered: a child lost with a node that crashed after it moved there
- * sends no DOWN (as an awaited child sends no result); to hear of that,
- * also sn_out_monitor it (a DOWN with SN_ENODEDOWN; a monitored process
- * stays on its node). */
+ * A child lost with a node that went down after it moved there gives the
+ * DOWN with SN_ENODEDOWN (and an awaited child completes the await with
+ * it): exactly one outcome; a node only frozen may still run the child,
+ * whose result is then dropped. Needs the spawner on the node that spawned
+ * the child when that node goes down (docs/guarantees.md). */
 #define SN_YIELD_MONITOR 0x4u
 
 /* A command for a handler, emitted by a step. Built-in commands: "send",

@@ -84,6 +84,7 @@ struct sn_ctx {
     sn_sched_t *sched;
     struct sn__waiter *cb; /* C result callback (sn_spawn), or NULL */
     uint64_t await_tag;    /* parent's spawn tag when awaited (SN__AWAIT_*) */
+    uint32_t await_node;   /* awaited: the node it was spawned on (its relay keeps where it is) */
     /* CAS by producers (wake) and the owning worker */
     _Atomic uint32_t state;
     /* SN__KILL_* bits, set by sn__sched_kill under the shard lock: ASKED

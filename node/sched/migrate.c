@@ -53,6 +53,7 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
                         .awaited = p->awaited,
                         .fresh = !p->stepped,
                         .await_tag = p->await_tag,
+                        .await_node = p->await_node,
                         .type = p->type->name,
                         .type_version = p->type->version,
                         .state = state,
@@ -324,6 +325,7 @@ int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     p->awaited = m->awaited;
     p->stepped = !m->fresh;
     p->await_tag = m->await_tag;
+    p->await_node = m->await_node;
     p->moves = m->moves;
     atomic_init(&p->state, SN__MIGRATING);
     atomic_init(&p->wakeups, 0);

@@ -490,6 +490,7 @@ static sn__proc_t *make(sn_sched_t *sched, const sn_type_t *t, const sn__spawn_a
     p->cb = a->cb;
     p->awaited = a->awaited;
     p->await_tag = a->await_tag;
+    p->await_node = a->awaited ? sched->node_id : 0;
     atomic_init(&p->state, SN__INIT);
     atomic_init(&p->wakeups, 0);
     sn__mpsc_init(&p->q);

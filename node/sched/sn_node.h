@@ -179,7 +179,9 @@ typedef struct sn_migrant {
     uint8_t awaited; /* how the parent awaits its result (with await_tag): 0 not, 1 as the
                         spawn's completion, 2 as a DOWN (SN_YIELD_MONITOR) */
     uint64_t await_tag;
-    const char *type; /* the type's registered name */
+    uint32_t await_node; /* awaited: the node it was spawned on, which keeps its parent's record of
+                            where it is (relay/awaited.c; 0: not known) */
+    const char *type;    /* the type's registered name */
     uint32_t type_version;
     sn_payload_t *state; /* marshal() output; owned by the migrant */
     void *handle;        /* the frozen process on the old owner */
