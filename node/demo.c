@@ -426,9 +426,12 @@ static const sn_type_t msink_type = {"msink",    1,    sizeof(msink_t),  msink_i
  * (awaited, or with "monitor" spawned with SN_YIELD_MONITOR: their results
  * come as DOWNs, also from the nodes they were stolen by), and finishes
  * when all are back with "N done: A on node X, B on node Y, ..." (each
- * result is counted once: a spin lost or run twice shows). */
+ * result is counted once: a spin lost or run twice shows). A spin whose
+ * node went down while it ran there comes back as nodedown (relay/
+ * awaited.c): counted as "(K lost with their node)"; with a deadline, what
+ * has not come back by then is "(K missing)". */
 typedef struct spread {
-    uint64_t n, ms, back, started;
+    uint64_t n, ms, back, started, lost;
     struct ran_on {
         uint32_t node;  /* a node the children ran on (in the order they first reported) */
         uint64_t count; /* how many ran there */
@@ -501,6 +504,14 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
         }
         if (ev[i].type != (s->monitor ? SN_EV_DOWN : SN_EV_YIELD_COMPLETE) && !ev[i].error)
             continue;
+        if (ev[i].error == SN_ENODEDOWN && ev[i].tag >= 1 && ev[i].tag <= s->n) { /* lost with its node */
+            if (s->seen[ev[i].tag - 1]++) {
+                sn_out_fail(out, SN_EINVAL, "child %" PRIu64 " finished twice (nodedown after a result)", ev[i].tag);
+                return;
+            }
+            s->lost++;
+            continue;
+        }
         if (ev[i].error || sn_payload_get_u64(ev[i].data, &node) != 0) {
             sn_out_fail(out, ev[i].error ? ev[i].error : SN_EINVAL, "spin %" PRIu64 " failed: %s", ev[i].tag,
                         sn_strerror(ev[i].error));
@@ -520,7 +531,7 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
         out->status = SN_CONTINUE;
         return;
     }
-    if (s->back < s->n && !s->timed_out)
+    if (s->back + s->lost < s->n && !s->timed_out)
         return;
     char *text = NULL;
     size_t len = 0;
@@ -530,8 +541,10 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
         return;
     }
     fprintf(f, "%" PRIu64 " done:", s->back);
-    if (s->back < s->n)
-        fprintf(f, " (%" PRIu64 " missing)", s->n - s->back);
+    if (s->lost)
+        fprintf(f, " (%" PRIu64 " lost with their node)", s->lost);
+    if (s->back + s->lost < s->n)
+        fprintf(f, " (%" PRIu64 " missing)", s->n - s->back - s->lost);
     for (size_t k = 0; k < s->non; k++)
         fprintf(f, "%s %" PRIu64 " on node %" PRIu32, k ? "," : "", s->on[k].count, s->on[k].node);
     bool ok = fclose(f) == 0;

@@ -41,8 +41,9 @@ run_case() { # step crashing-node(A|B)
     wait "$b" 2>/dev/null
     given=$(grep -o "[0-9]* committed to node 2" "$dir/a.log" | awk '{s += $1} END {print s + 0}')
     missing=$(grep -o "([0-9]* missing)" <<<"$out" | tr -dc 0-9)
-    if grep -q "done:" <<<"$out" && ! grep -q "twice" <<<"$out" && [ "${missing:-0}" -le "$given" ]; then
-      ok "thief dies after '$step': nothing ran twice; ${missing:-0} missing, all of them handed to the thief ($given)"
+    lost=$(grep -o "([0-9]* lost with their node)" <<<"$out" | tr -dc 0-9)
+    if grep -q "done:" <<<"$out" && ! grep -q "twice" <<<"$out" && [ $((${missing:-0} + ${lost:-0})) -le "$given" ]; then
+      ok "thief dies after '$step': nothing ran twice; ${lost:-0} lost with it, ${missing:-0} missing, all of them handed to the thief ($given)"
     else
       bad "thief dies after '$step': $out (given $given)"
     fi
