@@ -123,8 +123,15 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
     sn__worker_t *w = sn__self_worker(sched);
     if (w) {
         if (to_next) {
-            /* acq_rel: a thief that exchanges it out sees the process */
-            p = atomic_exchange_explicit(&w->next, p, memory_order_acq_rel);
+            /* Only the owner fills the slot (thieves only empty it), so an
+             * empty slot takes a plain release store, no locked
+             * instruction: a thief that exchanges it out acquires it. A
+             * full one is exchanged (a thief may empty it meanwhile). */
+            if (!atomic_load_explicit(&w->next, memory_order_relaxed))
+                atomic_store_explicit(&w->next, p, memory_order_release), p = NULL;
+            else
+                /* acq_rel: a thief that exchanges it out sees the process */
+                p = atomic_exchange_explicit(&w->next, p, memory_order_acq_rel);
             atomic_store_explicit(&w->fills, atomic_load_explicit(&w->fills, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
             if (!p)
