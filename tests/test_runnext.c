@@ -2,7 +2,8 @@
  * process woken into a worker's run-next slot runs exactly once per wake
  * (never twice, never concurrently, never lost), whether its owner runs it
  * or a thief takes it; and a thief does take it when the owner is stuck in
- * one long step. SN_RUNNEXT_ROUNDS sets the stress length (default 2000).
+ * one long step. The same for the yield slot, where a process that
+ * returned CONTINUE waits. SN_RUNNEXT_ROUNDS sets the stress length (default 2000).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -150,6 +151,60 @@ static void feeder_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
 
 static const sn_type_t feeder_type = {"feeder", 1, sizeof(feeder_t), feeder_init, feeder_step, NULL, NULL, NULL};
 
+/* ---------------------------------------- the yield slot (worker.c)
+ * A "yielder" returns CONTINUE, so it waits in its worker's yield slot;
+ * the message it sent first woke the "stall" into the same worker's
+ * run-next slot, which that worker runs first. The stall spins until the
+ * yielder has stepped again, which only a thief taking it from the yield
+ * slot can make happen, then answers; the yielder then starts the next
+ * round. */
+#define YIELD_ROUNDS 10
+static _Atomic long yielder_steps, stalls_freed;
+static sn_pid_t stall_pid;
+
+static void yielder_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    long *round = state; /* rounds begun */
+    bool answered = *round == 0;
+    for (size_t i = 0; i < n; i++)
+        answered |= ev[i].type == SN_EV_MESSAGE;
+    atomic_fetch_add(&yielder_steps, 1);
+    if (answered && ++*round > YIELD_ROUNDS) {
+        out->status = SN_DONE;
+        return;
+    }
+    if (answered) {
+        sn_payload_t *m = NULL;
+        sn_out_send(out, stall_pid, 0, &m);
+    }
+    out->status = SN_CONTINUE;
+}
+
+static void stall_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    out->status = SN_IDLE;
+    if (n == 0)
+        return;
+    long seen = atomic_load(&yielder_steps);
+    uint64_t end = now_ns() + 2000000000u;
+    while (atomic_load(&yielder_steps) == seen && now_ns() < end)
+        sn__cpu_relax();
+    if (atomic_load(&yielder_steps) != seen)
+        atomic_fetch_add(&stalls_freed, 1);
+    for (size_t i = 0; i < n; i++) {
+        sn_payload_t *m = NULL;
+        sn_out_send(out, ev[i].from, 0, &m);
+    }
+}
+
+static int plain_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    return 0;
+}
+
+static const sn_type_t yielder_type = {"yielder", 1, sizeof(long), plain_init, yielder_step, NULL, NULL, NULL};
+static const sn_type_t stall_type = {"stall", 1, sizeof(long), plain_init, stall_step, NULL, NULL, NULL};
+
 static sn_sched_t *start(int workers)
 {
     sn_sched_t *sched = sn_sched_new(&(sn_sched_config_t){1, workers, 1});
@@ -157,6 +212,8 @@ static sn_sched_t *start(int workers)
     assert_int_equal(sn_type_register(sched, &sink_type), 0);
     assert_int_equal(sn_type_register(sched, &feeder_type), 0);
     assert_true(sn_command_register(sched, "hold", hold, NULL) > 0);
+    assert_int_equal(sn_type_register(sched, &yielder_type), 0);
+    assert_int_equal(sn_type_register(sched, &stall_type), 0);
     for (long i = 0; i < SINKS; i++) {
         sn_payload_t *in = sn_payload_u64((uint64_t)i);
         atomic_store(&sent_to[i], 0);
@@ -190,6 +247,21 @@ static void guard_lets_thief_take(void **st)
     sn_payload_destroy(&res);
     check_delivered();
     assert_int_equal(atomic_load(&stolen_holds), 20);
+    sn_sched_destroy(&sched);
+}
+
+/* A process in the yield slot of a worker stuck in one long step is taken
+ * by the other worker (the guard bounds the wait), round after round. */
+static void yield_slot_taken(void **st)
+{
+    (void)st;
+    sn_sched_t *sched = start(2);
+    atomic_store(&stalls_freed, 0);
+    assert_int_equal(sn_spawn(sched, "stall", "stall", NULL, NULL, NULL, &stall_pid), 0);
+    sn_payload_t *res = NULL;
+    assert_int_equal(sn_call(sched, "yielder", "yield", NULL, 60000, &res), 0);
+    sn_payload_destroy(&res);
+    assert_int_equal(atomic_load(&stalls_freed), YIELD_ROUNDS);
     sn_sched_destroy(&sched);
 }
 
@@ -231,6 +303,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(guard_lets_thief_take),
+        cmocka_unit_test(yield_slot_taken),
         cmocka_unit_test(exactly_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -232,6 +232,12 @@ typedef struct sn__worker {
      * each fill; thieves read it to tell one process held there from a
      * stream of them (the steal guard, worker.c) */
     _Atomic uint32_t fills;
+    /* the yield slot: the process that this worker's last CONTINUE put
+     * back (worker.c). Like run-next: filled by the owner only, emptied by
+     * an exchange (the owner's, or a thief's under the same guard), and
+     * yfills counts its fills for that guard */
+    _Atomic(sn__proc_t *) yielded;
+    _Atomic uint32_t yfills;
     /* owner-private */
     alignas(64) sn_sched_t *sched;
     int index;
@@ -243,6 +249,12 @@ typedef struct sn__worker {
     struct sn__worker *watch;
     uint32_t watch_fills;
     bool watching;
+    bool watch_yielded; /* the slot watched is the victim's yield slot, not its run-next */
+    /* the lazy wake (worker.c): we queued work on our deque and woke nobody
+     * for it yet; since when, and a pick counter for the clock reads */
+    bool wake_owed;
+    uint32_t owed_tick;
+    uint64_t owed_ns;
     bool wake_sleepers; /* left park() while others slept untimed: wake them on finding work */
     uint64_t watch_ns;
     uint64_t rng;

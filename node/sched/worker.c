@@ -1,10 +1,31 @@
 /* worker.c - the worker loop: find work, run it, park when there is none.
  *
  * Work finding, in order: the run-next slot, the local deque (LIFO), the
- * global queue (one item plus a batch of up to 16 into the deque), half of
- * a random victim's deque, a victim's run-next slot (guarded, below), then
- * the relay's remote-work hook. Spinning is adaptive: rounds 0-3 spin
- * tight, 4-15 sched_yield(), then the worker parks.
+ * global queue (one item plus a batch of up to 16 into the deque), the
+ * yield slot (below), half of a random victim's deque, a victim's run-next
+ * or yield slot (guarded, below), then the relay's remote-work hook.
+ * Spinning is adaptive: rounds 0-3 spin tight, 4-15 sched_yield(), then
+ * the worker parks.
+ *
+ * The yield slot: a process that returns CONTINUE goes back into its
+ * worker's yield slot, which the worker looks at after its deque and the
+ * global queue (so a long job does not starve others, as Tokio's
+ * yield_now defers to the back of the local queue), and which a thief
+ * takes only under the run-next guard. A producer that slices its sends
+ * stays on its worker, with what it woke, instead of being picked up from
+ * the global queue by whichever worker searched first, with its consumers
+ * following it to the other core (schedbench fjthrput and count).
+ *
+ * The lazy wake: work a worker queues on its own deque wakes no parked
+ * worker at once. The owner will often run it within microseconds (a
+ * producer's consumers), and a futex wake, a steal and the messages
+ * crossing to the other core cost more than that (schedbench fjthrput
+ * woke the other worker about 6,000 times a round, one slice in two, and
+ * ran 45 % slower than on one worker). The owner wakes one once the
+ * oldest of it has waited WAKE_AFTER_NS (checked as it picks work), so a
+ * real backlog still spreads within that. A worker awake and searching
+ * steals at once, as before; an owner stuck in a long step with work
+ * queued is found by the others' timed park (PARK_RECHECK_NS).
  *
  * The run-next steal guard (as Go's runqsteal leaves runnext alone for a
  * few microseconds, and Tokio's LIFO slot is not stolen): a process woken
@@ -52,6 +73,8 @@
 #define PARK_RECHECK_NS 10000000 /* a parked worker looks again while others run */
 #define NEXT_STREAK 32           /* run-next picks in a row before the queues get a turn */
 #define GLOBAL_EVERY 61          /* every this many picks, the global queue goes first */
+#define WAKE_AFTER_NS 50000      /* the lazy wake: queued work waits this long for its owner */
+#define WAKE_CHECK 8             /* the owner reads the clock for it every this many picks */
 
 static _Thread_local sn__worker_t *tls_worker;
 static _Thread_local bool tls_running; /* in sn__run: see sn__worker_running */
@@ -138,7 +161,10 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
                 return;
         }
         if (sn__deque_push(&w->deque, p) == 0) {
-            sn__notify(sched);
+            if (!w->wake_owed) { /* the lazy wake (top of this file) */
+                w->wake_owed = true;
+                w->owed_ns = sn__now_ns();
+            }
             load_news(sched, sn__deque_size(&w->deque));
             return;
         }
@@ -170,26 +196,38 @@ static sn__proc_t *from_global(sn__worker_t *w)
     return items[0];
 }
 
+static _Atomic(sn__proc_t *) *slot_of(sn__worker_t *v, bool yielded)
+{
+    return yielded ? &v->yielded : &v->next;
+}
+
+static _Atomic uint32_t *fills_of(sn__worker_t *v, bool yielded)
+{
+    return yielded ? &v->yfills : &v->fills;
+}
+
 /* Does the watched slot still hold the fill we first saw there? */
 static bool watch_holds(sn__worker_t *w)
 {
     sn__worker_t *v = w->watch;
-    return w->watching && atomic_load_explicit(&v->fills, memory_order_relaxed) == w->watch_fills &&
-           atomic_load_explicit(&v->next, memory_order_relaxed);
+    return w->watching && atomic_load_explicit(fills_of(v, w->watch_yielded), memory_order_relaxed) == w->watch_fills &&
+           atomic_load_explicit(slot_of(v, w->watch_yielded), memory_order_relaxed);
 }
 
-/* The guard: v's run-next process once we have seen it there, the same
- * fill, for NEXT_GUARD_NS; else NULL (and we watch the slot). The slot is
- * only ever emptied by an exchange, so a process leaves it exactly once:
- * to its owner or to one thief. */
-static sn__proc_t *steal_next(sn__worker_t *w, sn__worker_t *v)
+/* The guard: the process in v's run-next slot (or its yield slot) once
+ * we have seen it there, the same fill, for NEXT_GUARD_NS; else NULL (and
+ * we watch the slot). A slot is only ever emptied by an exchange, so a
+ * process leaves it exactly once: to its owner or to one thief. */
+static sn__proc_t *steal_next(sn__worker_t *w, sn__worker_t *v, bool yielded)
 {
-    if (!atomic_load_explicit(&v->next, memory_order_relaxed))
+    _Atomic(sn__proc_t *) *slot = slot_of(v, yielded);
+    if (!atomic_load_explicit(slot, memory_order_relaxed))
         return NULL;
     uint64_t now = sn__now_ns();
-    if (w->watch != v || !watch_holds(w)) {
+    if (w->watch != v || w->watch_yielded != yielded || !watch_holds(w)) {
         w->watch = v;
-        w->watch_fills = atomic_load_explicit(&v->fills, memory_order_relaxed);
+        w->watch_yielded = yielded;
+        w->watch_fills = atomic_load_explicit(fills_of(v, yielded), memory_order_relaxed);
         w->watching = true;
         w->watch_ns = now;
         return NULL;
@@ -197,9 +235,9 @@ static sn__proc_t *steal_next(sn__worker_t *w, sn__worker_t *v)
     if (now - w->watch_ns < NEXT_GUARD_NS)
         return NULL;
     w->watching = false;
-    /* acq_rel: we see the process as its waker left it (release side:
-     * sn__schedule's exchange) */
-    return atomic_exchange_explicit(&v->next, NULL, memory_order_acq_rel);
+    /* acq_rel: we see the process as its owner left it (release side: the
+     * owner's store or exchange into the slot) */
+    return atomic_exchange_explicit(slot, NULL, memory_order_acq_rel);
 }
 
 static sn__proc_t *steal(sn__worker_t *w, int spins)
@@ -221,9 +259,9 @@ static sn__proc_t *steal(sn__worker_t *w, int spins)
             return p;
         }
     }
-    for (int i = 0; spins >= STEAL_NEXT_AFTER && i < nw; i++) {
-        sn__worker_t *v = &sched->workers[(start + i) % nw];
-        sn__proc_t *p = v == w ? NULL : steal_next(w, v);
+    for (int i = 0; spins >= STEAL_NEXT_AFTER && i < 2 * nw; i++) { /* each victim's two slots */
+        sn__worker_t *v = &sched->workers[(start + i / 2) % nw];
+        sn__proc_t *p = v == w ? NULL : steal_next(w, v, i & 1);
         if (p) {
             SN__STAT_ADD(w->st.steals, 1);
             SN__STAT_ADD(w->st.stolen, 1);
@@ -244,9 +282,30 @@ static sn__proc_t *take_next(sn__worker_t *w)
  * slot; after NEXT_STREAK such picks the deque and global queue go first,
  * and every GLOBAL_EVERY picks the global queue does, so nothing Ready
  * waits behind a chatty pair. */
+/* The lazy wake (top of this file): the wake we owe for work queued on
+ * our deque, once the oldest of it has waited WAKE_AFTER_NS. Then the next
+ * push starts the clock again, so a backlog that lasts keeps asking for
+ * help (sn__notify wakes nobody when a worker is searching already). */
+static void pay_wake(sn__worker_t *w)
+{
+    if (!w->wake_owed || (++w->owed_tick % WAKE_CHECK) != 0 || sn__now_ns() - w->owed_ns < WAKE_AFTER_NS)
+        return;
+    w->wake_owed = false;
+    sn__notify(w->sched);
+}
+
+/* Takes the process in our yield slot, if any. acq_rel: as take_next. */
+static sn__proc_t *take_yielded(sn__worker_t *w)
+{
+    if (!atomic_load_explicit(&w->yielded, memory_order_relaxed))
+        return NULL;
+    return atomic_exchange_explicit(&w->yielded, NULL, memory_order_acq_rel);
+}
+
 static sn__proc_t *find_work(sn__worker_t *w, int spins)
 {
     sn__proc_t *p;
+    pay_wake(w);
     if (++w->picks % GLOBAL_EVERY == 0 && (p = from_global(w)))
         return p;
     if (w->streak < NEXT_STREAK) {
@@ -258,9 +317,12 @@ static sn__proc_t *find_work(sn__worker_t *w, int spins)
     w->streak = 0;
     if ((p = sn__deque_pop(&w->deque)))
         return p;
+    w->wake_owed = false; /* we ran all we had queued ourselves */
     if ((p = from_global(w)))
         return p;
     if ((p = take_next(w)))
+        return p;
+    if ((p = take_yielded(w)))
         return p;
     if ((p = steal(w, spins)))
         return p;
@@ -544,16 +606,19 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         sn_payload_destroy(&out->result);
         p->wait_status = 0;
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
-        /* To the back of the global queue: a long job must not starve
-         * others. No parked worker is woken for it (as Go's Gosched wakes
-         * no P): we are awake and look at the global queue before we
-         * park, so it runs here after what we hold, or on a worker that
-         * is searching. Waking one for each slice sent a producer that
-         * slices its sends (schedbench count) to the other worker at every
-         * slice, away from its consumer and the messages in its cache,
-         * with a futex wake each time. Parallel work still spreads: what
-         * a step wakes or spawns notifies (sn__schedule). */
-        to_global(sched, p);
+        /* To our yield slot (top of this file): it runs here after what
+         * we and the global queue hold. A process already there goes to
+         * the back of the global queue: two long jobs take turns with
+         * everything else. No parked worker is woken for it (as Go's
+         * Gosched wakes no P): we are awake and will run it. Waking one
+         * for each slice sent a producer that slices its sends to the
+         * other worker at every slice, away from its consumers and the
+         * messages in its cache, with a futex wake each time. */
+        p = atomic_exchange_explicit(&w->yielded, p, memory_order_acq_rel);
+        atomic_store_explicit(&w->yfills, atomic_load_explicit(&w->yfills, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        if (p)
+            to_global(sched, p);
         return;
     case SN_WAIT:
         sn_payload_destroy(&out->result);
