@@ -280,6 +280,14 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
             int id = sn_command_id(sched, y->name);
             cmd = id > 0 ? (uint32_t)id : 0;
         }
+        /* a process the sends wake may be handed straight to this worker
+         * (worker.c, the hand-off); anything else may run for long (a
+         * command, a child's init), so what was handed is put where
+         * thieves see it first */
+        if (cmd == SN__CMD_SEND || cmd == SN__CMD_SEND_MANY)
+            w->handing = true;
+        else
+            sn__handoff_flush(w);
         switch (cmd) {
         case SN__CMD_SEND:
             if (i + 1 < out->nyields && sn__out_at(out, i + 1)->cmd == SN__CMD_SEND) {
@@ -312,5 +320,6 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
         }
         sn_payload_destroy(&y->data);
     }
+    w->handing = false;
     out->nyields = 0;
 }

@@ -144,6 +144,10 @@ static void load_news(sn_sched_t *sched, int64_t queued)
 void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
 {
     sn__worker_t *w = sn__self_worker(sched);
+    if (w && to_next && w->handing && !w->handoff && w->streak < NEXT_STREAK) {
+        w->handoff = p; /* see sn__handoff_flush */
+        return;
+    }
     if (w) {
         if (to_next) {
             /* Only the owner fills the slot (thieves only empty it), so an
@@ -302,10 +306,29 @@ static sn__proc_t *take_yielded(sn__worker_t *w)
     return atomic_exchange_explicit(&w->yielded, NULL, memory_order_acq_rel);
 }
 
+void sn__handoff_flush(sn__worker_t *w)
+{
+    sn__proc_t *p = w->handoff;
+    w->handing = false;
+    if (p) {
+        w->handoff = NULL;
+        sn__schedule(w->sched, p, true);
+    }
+}
+
 static sn__proc_t *find_work(sn__worker_t *w, int spins)
 {
     sn__proc_t *p;
     pay_wake(w);
+    if ((p = w->handoff)) { /* it runs now, as from the run-next slot, if fairness lets it */
+        w->handoff = NULL;
+        if (w->streak < NEXT_STREAK && (w->picks + 1) % GLOBAL_EVERY != 0) {
+            w->picks++;
+            w->streak++;
+            return p;
+        }
+        sn__schedule(w->sched, p, true);
+    }
     if (++w->picks % GLOBAL_EVERY == 0 && (p = from_global(w)))
         return p;
     if (w->streak < NEXT_STREAK) {
