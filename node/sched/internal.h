@@ -234,7 +234,7 @@ typedef struct sn__worker {
     _Atomic uint32_t fills;
     /* the yield slot: the process that this worker's last CONTINUE put
      * back (worker.c). Like run-next: filled by the owner only, emptied by
-     * an exchange (the owner's, or a thief's under the same guard), and
+     * an exchange (the owner's, or a thief's under the guard, shorter), and
      * yfills counts its fills for that guard */
     _Atomic(sn__proc_t *) yielded;
     _Atomic uint32_t yfills;

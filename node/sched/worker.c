@@ -2,8 +2,9 @@
  *
  * Work finding, in order: the run-next slot, the local deque (LIFO), the
  * global queue (one item plus a batch of up to 16 into the deque), the
- * yield slot (below), half of a random victim's deque, a victim's run-next
- * or yield slot (guarded, below), then the relay's remote-work hook.
+ * yield slot (below), half of a random victim's deque or else its yield
+ * slot (guarded), a victim's run-next slot (guarded, below), then the
+ * relay's remote-work hook.
  * Spinning is adaptive: rounds 0-3 spin tight, 4-15 sched_yield(), then
  * the worker parks.
  *
@@ -11,19 +12,24 @@
  * worker's yield slot, which the worker looks at after its deque and the
  * global queue (so a long job does not starve others, as Tokio's
  * yield_now defers to the back of the local queue), and which a thief
- * takes only under the run-next guard. A producer that slices its sends
+ * takes only once it has seen it there for YIELD_GUARD_NS (the run-next
+ * guard, shorter: a spawner that slices its spawns, schedbench fjcreate,
+ * must not wait long on a worker busy with its children while the other
+ * one is idle). A producer that slices its sends
  * stays on its worker, with what it woke, instead of being picked up from
  * the global queue by whichever worker searched first, with its consumers
  * following it to the other core (schedbench fjthrput and count).
  *
- * The lazy wake: work a worker queues on its own deque wakes no parked
- * worker at once. The owner will often run it within microseconds (a
- * producer's consumers), and a futex wake, a steal and the messages
- * crossing to the other core cost more than that (schedbench fjthrput
- * woke the other worker about 6,000 times a round, one slice in two, and
- * ran 45 % slower than on one worker). The owner wakes one once the
- * oldest of it has waited WAKE_AFTER_NS (checked as it picks work), so a
- * real backlog still spreads within that. A worker awake and searching
+ * The lazy wake: a process woken by an event, queued on the waker's deque,
+ * wakes no parked worker at once. The owner will often run it within
+ * microseconds (a producer's consumers), and a futex wake, a steal and the
+ * messages crossing to the other core cost more than that (schedbench
+ * fjthrput woke the other worker about 6,000 times a round, one slice in
+ * two, and ran 45 % slower than on one worker). The owner wakes one once
+ * the oldest of it has waited WAKE_AFTER_NS (checked as it picks work), so
+ * a real backlog still spreads within that. New processes (spawns) wake a
+ * helper at once, as before: a fan-out is work to share (schedbench spawn
+ * ran at half speed when they waited too). A worker awake and searching
  * steals at once, as before; an owner stuck in a long step with work
  * queued is found by the others' timed park (PARK_RECHECK_NS).
  *
@@ -70,6 +76,7 @@
 #define SPIN_YIELD 16
 #define STEAL_NEXT_AFTER 8       /* spin rounds before a thief looks at run-next slots */
 #define NEXT_GUARD_NS 100000     /* and it takes one it has seen held this long */
+#define YIELD_GUARD_NS 20000     /* the same for a yield slot, looked at in every search */
 #define PARK_RECHECK_NS 10000000 /* a parked worker looks again while others run */
 #define NEXT_STREAK 32           /* run-next picks in a row before the queues get a turn */
 #define GLOBAL_EVERY 61          /* every this many picks, the global queue goes first */
@@ -165,7 +172,9 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
                 return;
         }
         if (sn__deque_push(&w->deque, p) == 0) {
-            if (!w->wake_owed) { /* the lazy wake (top of this file) */
+            if (!to_next) {
+                sn__notify(sched);      /* new work (a spawn): a helper at once */
+            } else if (!w->wake_owed) { /* a woken process: the lazy wake (top of this file) */
                 w->wake_owed = true;
                 w->owed_ns = sn__now_ns();
             }
@@ -236,7 +245,7 @@ static sn__proc_t *steal_next(sn__worker_t *w, sn__worker_t *v, bool yielded)
         w->watch_ns = now;
         return NULL;
     }
-    if (now - w->watch_ns < NEXT_GUARD_NS)
+    if (now - w->watch_ns < (yielded ? YIELD_GUARD_NS : NEXT_GUARD_NS))
         return NULL;
     w->watching = false;
     /* acq_rel: we see the process as its owner left it (release side: the
@@ -257,15 +266,17 @@ static sn__proc_t *steal(sn__worker_t *w, int spins)
             continue;
         int moved = 0;
         sn__proc_t *p = sn__deque_steal_half_into(&v->deque, &w->deque, &moved);
+        if (!p && (p = steal_next(w, v, true))) /* its yield slot: a shorter guard */
+            moved = 1;
         if (p) {
             SN__STAT_ADD(w->st.steals, 1);
             SN__STAT_ADD(w->st.stolen, (uint64_t)moved);
             return p;
         }
     }
-    for (int i = 0; spins >= STEAL_NEXT_AFTER && i < 2 * nw; i++) { /* each victim's two slots */
-        sn__worker_t *v = &sched->workers[(start + i / 2) % nw];
-        sn__proc_t *p = v == w ? NULL : steal_next(w, v, i & 1);
+    for (int i = 0; spins >= STEAL_NEXT_AFTER && i < nw; i++) {
+        sn__worker_t *v = &sched->workers[(start + i) % nw];
+        sn__proc_t *p = v == w ? NULL : steal_next(w, v, false);
         if (p) {
             SN__STAT_ADD(w->st.steals, 1);
             SN__STAT_ADD(w->st.stolen, 1);
