@@ -6,10 +6,12 @@
  *
  * A message's kind rides in its send tag (ev.tag of a MESSAGE is the
  * sender's tag); messages with nothing to say carry a NULL payload.
- * Bulk sends are sliced into CONTINUE steps of SLICE yields (today's API;
- * a bulk-send helper would replace the slicing in fjthrput, count,
- * fjcreate and pipeline), and big's neighbour table is one array shared by
- * pointer (a shared read-only payload would carry it instead).
+ * A bulk producer (fjthrput, count, fjcreate, pipeline) slices its work
+ * into CONTINUE steps of SLICE yields, so that it does not hold its worker
+ * until it is done. Its sends are single sends, as the Go peers send one
+ * value at a time (sn_out_send_many would make one of count's slices one
+ * yield). big's neighbour table is one array shared by pointer, as the Go
+ * peer shares its slice.
  */
 #include <inttypes.h>
 #include <stdbool.h>
