@@ -63,23 +63,37 @@ static void add_flows(json_object *a, uint32_t from, const sn_wire_flow_t *f, si
  * carries its own counts with each peer), a short wait each, the first
  * FLOWS_MAX_NODES members up only. A member that does not answer in time
  * is left out (the page then lacks its arrows, nothing else). */
-static void others_flows(json_object *a, const sn_wire_reply_t *mine, const sn_security_t *security)
+/* Asks each other member that is up in `mine` (a status reply: row 0 is
+ * the node itself), the first FLOWS_MAX_NODES of them with a short wait
+ * each, with `op`, and hands each answer to fn (rep NULL: no answer, or
+ * an error). What the flows and the process table share. */
+typedef void (*member_fn)(void *arg, uint32_t node, const sn_wire_reply_t *rep);
+
+static void each_member(const sn_wire_reply_t *mine, const sn_security_t *security, int op, member_fn fn, void *arg)
 {
     size_t asked = 0;
-    for (size_t i = 1; i < mine->nrows && asked < FLOWS_MAX_NODES; i++) { /* (row 0: the node itself) */
+    for (size_t i = 1; i < mine->nrows && asked < FLOWS_MAX_NODES; i++) {
         const sn_wire_stats_t *row = &mine->rows[i];
         if (row->state != SN_MEMBER_UP || !row->endpoint[0])
             continue;
         asked++;
-        sn_wire_request_t req = {.id = 2, .op = SN_OP_STATUS};
+        sn_wire_request_t req = {.id = 2, .op = op};
         sn_wire_reply_t rep;
         char err[256];
-        if (sn_client_call(row->endpoint, security, &req, FLOWS_TIMEOUT_MS, &rep, err, sizeof err) != 0)
+        if (sn_client_call(row->endpoint, security, &req, FLOWS_TIMEOUT_MS, &rep, err, sizeof err) != 0) {
+            fn(arg, row->node, NULL);
             continue;
-        if (rep.error == 0 && rep.nrows > 0 && rep.rows[0].node == row->node)
-            add_flows(a, row->node, rep.flows, rep.nflows);
+        }
+        fn(arg, row->node, rep.error == 0 ? &rep : NULL);
         sn_client_reply_clear(&rep);
     }
+}
+
+/* each_member's callback for the flows: a member's own counts. */
+static void member_flows(void *arg, uint32_t node, const sn_wire_reply_t *rep)
+{
+    if (rep && rep->nrows > 0 && rep->rows[0].node == node)
+        add_flows(arg, node, rep->flows, rep->nflows);
 }
 
 /* The relay's endpoint as a client dials it: a wildcard host is this host. */
@@ -141,7 +155,7 @@ char *sn_dashboard_status(sn_sched_t *sched, sn_relay_t *relay, const sn_securit
     json_object *flows = json_object_new_array();
     json_object_object_add(o, "flows", flows);
     add_flows(flows, sn_sched_node_id(sched), rep.flows, rep.nflows);
-    others_flows(flows, &rep, security);
+    each_member(&rep, security, SN_OP_STATUS, member_flows, flows);
     sn_client_reply_clear(&rep);
     json_object_object_add(o, "peers", peers_json(relay));
     return finish(o);
@@ -176,9 +190,20 @@ static void add_procs(procs_t *t, uint32_t node, const sn_proc_row_t *rows, size
     }
 }
 
-/* The other members' processes: `ps` to each member up (as for the flows:
- * the first FLOWS_MAX_NODES, a short wait each); one that does not answer
- * is named in "unanswered". */
+/* each_member's callback for the process table: a member's processes, or
+ * its name in "unanswered". */
+static void member_procs(void *arg, uint32_t node, const sn_wire_reply_t *rep)
+{
+    procs_t *t = arg;
+    if (rep)
+        add_procs(t, node, rep->procs, rep->nprocs, rep->total, rep->by_state);
+    else
+        json_object_array_add(t->unanswered, json_object_new_uint64(node));
+}
+
+/* The other members' processes: `ps` to each member up, as for the flows.
+ * (The member list comes from this node's status, over the client socket
+ * like the status page's.) */
 static void others_procs(procs_t *t, sn_relay_t *relay, const sn_security_t *security)
 {
     char ep[SN_WIRE_ENDPOINT_MAX + 16], err[256];
@@ -187,24 +212,7 @@ static void others_procs(procs_t *t, sn_relay_t *relay, const sn_security_t *sec
     sn_wire_reply_t st;
     if (sn_client_call(ep, security, &req, STATUS_TIMEOUT_MS, &st, err, sizeof err) != 0)
         return;
-    size_t asked = 0;
-    for (size_t i = 1; i < st.nrows && asked < FLOWS_MAX_NODES; i++) { /* (row 0: the node itself) */
-        const sn_wire_stats_t *row = &st.rows[i];
-        if (row->state != SN_MEMBER_UP || !row->endpoint[0])
-            continue;
-        asked++;
-        sn_wire_request_t q = {.id = 4, .op = SN_OP_PS};
-        sn_wire_reply_t rep;
-        if (sn_client_call(row->endpoint, security, &q, FLOWS_TIMEOUT_MS, &rep, err, sizeof err) != 0) {
-            json_object_array_add(t->unanswered, json_object_new_uint64(row->node));
-            continue;
-        }
-        if (rep.error == 0)
-            add_procs(t, row->node, rep.procs, rep.nprocs, rep.total, rep.by_state);
-        else
-            json_object_array_add(t->unanswered, json_object_new_uint64(row->node));
-        sn_client_reply_clear(&rep);
-    }
+    each_member(&st, security, SN_OP_PS, member_procs, t);
     sn_client_reply_clear(&st);
 }
 

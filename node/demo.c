@@ -504,22 +504,20 @@ static void spread_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
         }
         if (ev[i].type != (s->monitor ? SN_EV_DOWN : SN_EV_YIELD_COMPLETE) && !ev[i].error)
             continue;
-        if (ev[i].error == SN_ENODEDOWN && ev[i].tag >= 1 && ev[i].tag <= s->n) { /* lost with its node */
-            if (s->seen[ev[i].tag - 1]++) {
-                sn_out_fail(out, SN_EINVAL, "child %" PRIu64 " finished twice (nodedown after a result)", ev[i].tag);
-                return;
-            }
-            s->lost++;
-            continue;
-        }
-        if (ev[i].error || sn_payload_get_u64(ev[i].data, &node) != 0) {
+        bool lost = ev[i].error == SN_ENODEDOWN && ev[i].tag >= 1 && ev[i].tag <= s->n; /* with its node */
+        if (!lost && (ev[i].error || sn_payload_get_u64(ev[i].data, &node) != 0)) {
             sn_out_fail(out, ev[i].error ? ev[i].error : SN_EINVAL, "spin %" PRIu64 " failed: %s", ev[i].tag,
                         sn_strerror(ev[i].error));
             return;
         }
         if (ev[i].tag < 1 || ev[i].tag > s->n || s->seen[ev[i].tag - 1]++) {
-            sn_out_fail(out, SN_EINVAL, "child %" PRIu64 " finished twice (or is unknown)", ev[i].tag);
+            sn_out_fail(out, SN_EINVAL, "child %" PRIu64 " finished twice (or is unknown)%s", ev[i].tag,
+                        lost ? ": nodedown after a result" : "");
             return;
+        }
+        if (lost) {
+            s->lost++;
+            continue;
         }
         s->back++;
         if (spread_count(s, (uint32_t)node) != 0) {
