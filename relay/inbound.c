@@ -450,6 +450,7 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
         }
         if (r->hop_trace)
             r->hop_recv_ns = sn__hop_now();
+        sn__sched_host(r->sched); /* see below */
         bool ok = true;
         if (router) {
             ok = zmq_msg_more(&id) && zmq_msg_recv(&body, sock, ZMQ_DONTWAIT) >= 0;
@@ -480,6 +481,12 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
             sn__relay_inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0, from_seed);
         zmq_msg_close(&id);
         zmq_msg_close(&body);
+        /* A process the frame woke while no worker was awake to take it
+         * runs here and now, as the scheduler's guest (node/sched/guest.c):
+         * no futex wake-up of a parked worker on the way, and what it sends
+         * goes out from here (route.c: relay_flush). Bounded (a few runs,
+         * tens of microseconds); the next frame waits that long. */
+        sn__sched_run_guest(r->sched);
     }
     return true;
 }

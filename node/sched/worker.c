@@ -121,7 +121,9 @@ static void load_news(sn_sched_t *sched, int64_t queued)
 void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
 {
     sn__worker_t *w = sn__self_worker(sched);
-    if (w) {
+    if ((!w || w == sched->guest) && sn__guest_keep(sched, w, p, to_next))
+        return; /* the relay's I/O thread runs it itself (guest.c) */
+    if (w && w != sched->guest) {
         if (to_next) {
             /* acq_rel: a thief that exchanges it out sees the process */
             p = atomic_exchange_explicit(&w->next, p, memory_order_acq_rel);
@@ -366,6 +368,19 @@ void *sn__worker_main(void *arg)
     set_spinning(w, false);
     tls_worker = NULL;
     return NULL;
+}
+
+void sn__run_as(sn__worker_t *w, sn__proc_t *p)
+{
+    /* For the run this thread is w (sn__self_worker, sn__worker_running),
+     * and it ends as a worker's run does (the relay's flush). */
+    sn__worker_t *was = tls_worker;
+    tls_worker = w;
+    tls_running = true;
+    sn__run(w, p);
+    tls_running = false;
+    run_ended(w->sched);
+    tls_worker = was;
 }
 
 /* ---------------------------------------------------------- running one */
