@@ -14,6 +14,7 @@
 #include "relay_int.h"
 
 #define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
+#define GUEST_SENDS 16    /* a batch of at most this many sends may wake a process run here (read_socket) */
 
 /* --------------------------------------------------------- I/O side */
 
@@ -373,6 +374,8 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         return;
     }
     uint64_t msgs = 0, sent_ns = f->sent_us * 1000u, now = sent_ns ? realtime_ns() : 0;
+    if (f->nsends <= GUEST_SENDS) /* (see sn__relay_read_socket) */
+        sn__sched_host(r->sched);
     for (size_t i = 0; i < f->nsends; i++) {
         msgs += sn__relay_for_process(f->sends[i].kind);
         uint64_t waited_ns = (uint64_t)f->sends[i].waited_us * 1000u;
@@ -450,7 +453,6 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
         }
         if (r->hop_trace)
             r->hop_recv_ns = sn__hop_now();
-        sn__sched_host(r->sched); /* see below */
         bool ok = true;
         if (router) {
             ok = zmq_msg_more(&id) && zmq_msg_recv(&body, sock, ZMQ_DONTWAIT) >= 0;
@@ -481,11 +483,14 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
             sn__relay_inbound_frame(r, zmq_msg_data(&body), zmq_msg_size(&body), NULL, 0, from_seed);
         zmq_msg_close(&id);
         zmq_msg_close(&body);
-        /* A process the frame woke while no worker was awake to take it
-         * runs here and now, as the scheduler's guest (node/sched/guest.c):
-         * no futex wake-up of a parked worker on the way, and what it sends
-         * goes out from here (route.c: relay_flush). Bounded (a few runs,
-         * tens of microseconds); the next frame waits that long. */
+        /* A process that a batch of a few sends (sends_in) woke while no
+         * worker ran one runs here and now, as the scheduler's guest
+         * (node/sched/guest.c): no hand-off to a worker on the way (a futex
+         * wake-up if it was parked), and what it sends goes out from here
+         * (route.c: relay_flush). Bounded (a few runs, tens of
+         * microseconds); the next frame waits that long. A bigger batch is
+         * bulk traffic: its processes go to the workers, which run them
+         * while this thread reads on. */
         sn__sched_run_guest(r->sched);
     }
     return true;
