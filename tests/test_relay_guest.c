@@ -204,6 +204,8 @@ static void fwd_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_st
     for (size_t i = 0; i < n; i++)
         if (ev[i].type == SN_EV_MESSAGE && unrelay(ev[i].data, &to, &v))
             sn_out_send(out, to, 0, &(sn_payload_t *){sn_payload_u64(v)});
+        else if (ev[i].type == SN_EV_CANCEL) /* (shutdown) */
+            out->status = SN_DONE;
 }
 
 /* spawn's children: spawned with [pid][v], they answer v and end. */
@@ -294,6 +296,20 @@ static void two_nodes(node_t *n1, node_t *n2)
     node_start(n1, 1, p1, 2, p2);
 }
 
+/* Both nodes' workers asleep (a worker thread just made may take a while
+ * to start on a loaded machine; until then it counts as running one). */
+static void settle(node_t *n1, node_t *n2)
+{
+    for (int i = 0; i < 5000; i++) {
+        sn_stats_t a, b;
+        sn_sched_stats(n1->sched, &a);
+        sn_sched_stats(n2->sched, &b);
+        if ((int)a.idle_workers == sn_sched_workers(n1->sched) && (int)b.idle_workers == sn_sched_workers(n2->sched))
+            return;
+        usleep(1000);
+    }
+}
+
 static uint64_t rounds_of(int mode)
 {
     const char *env = getenv("SN_GUEST_ROUNDS");
@@ -348,6 +364,7 @@ static void test_round_trips(void **unused)
         uint64_t g1 = sn__sched_guest_runs(n1.sched), g2 = sn__sched_guest_runs(n2.sched);
         call_t c = {.sched = n1.sched, .server = server_on(&n2, mode), .rounds = rounds_of(mode)};
         c.per = mode == BURST_ ? BURST : 1;
+        settle(&n1, &n2);
         run_client(&c);
         if (c.rc != 0)
             fail_msg("%s: %s %s", modes[mode], sn_strerror(c.rc), c.why);
@@ -355,9 +372,11 @@ static void test_round_trips(void **unused)
         g2 = sn__sched_guest_runs(n2.sched) - g2;
         printf("# %s: %llu round trips; run on the I/O thread: node 1 %llu, node 2 %llu\n", modes[mode],
                (unsigned long long)c.rounds, (unsigned long long)g1, (unsigned long long)g2);
-        if (mode == ECHO && (g1 == 0 || g2 == 0))
-            fail_msg("echo: no process ran on an I/O thread (node 1 %llu, node 2 %llu)", (unsigned long long)g1,
-                     (unsigned long long)g2);
+        /* (most do, but a run preempted for long makes the I/O thread let
+         * a few chances go: guest.c) */
+        if (mode == ECHO && (g1 == 0 || g2 == 0 || g1 + g2 < c.rounds / 4))
+            fail_msg("echo: too few runs on the I/O threads (node 1 %llu, node 2 %llu of %llu round trips)",
+                     (unsigned long long)g1, (unsigned long long)g2, (unsigned long long)c.rounds);
     }
     node_stop(&n1);
     node_stop(&n2);
