@@ -32,9 +32,11 @@
  *   process goes to the global queue), or shutdown waits for the run to
  *   end before it force-closes what is left (the release on the way out
  *   pairs with its acquire).
- * - A long step delays the node's I/O by its length: after a run that took
- *   longer than GUEST_NS, the guest lets the next GUEST_SKIP chances go to
- *   the workers.
+ * - A long step delays the node's I/O by its length. A step cannot be cut
+ *   short, but runs take at most 1/GUEST_SHARE of the I/O thread's time
+ *   over time (guest_credit): after a long one the workers take everything
+ *   until it is paid back (4 ms of quiet after a 1 ms step), so the I/O
+ *   thread keeps the time its heartbeats and probes need.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -42,16 +44,19 @@
 
 #include "internal.h"
 
-#define GUEST_RUNS 4         /* processes run per frame, at most */
-#define GUEST_NS 50000       /* and for this long, at most (then the rest goes to the workers) */
-#define GUEST_LONG_NS 200000 /* a run this long (a heavy step, or this thread preempted) */
-#define GUEST_SKIP 32        /* makes the guest let this many chances go */
-#define GUEST_EVENTS 128     /* the step input buffer, as a worker's (it grows) */
+#define GUEST_RUNS 4           /* processes run per frame, at most */
+#define GUEST_NS 50000         /* and for this long, at most (then the rest goes to the workers) */
+#define GUEST_SHARE 4          /* runs take at most 1/GUEST_SHARE of the I/O thread's time, over time */
+#define GUEST_CREDIT_NS 200000 /* run time saved up, at most */
+#define GUEST_EVENTS 128       /* the step input buffer, as a worker's (it grows) */
 
 typedef struct sn__guest {
     sn__worker_t w; /* first: sched->guest points here */
     _Atomic int active, stop;
-    uint32_t skip;         /* the I/O thread: chances left to let go */
+    /* the I/O thread's: run time it may still spend (ns; below 0 after a
+     * long step) and when that was last topped up (see guest_credit) */
+    int64_t credit_ns;
+    uint64_t credit_at;
     _Atomic uint64_t runs; /* processes run here (owner-only counter) */
 } sn__guest_t;
 
@@ -80,6 +85,8 @@ int sn__guest_init(sn_sched_t *sched)
         return SN_ENOMEM;
     }
     atomic_init(&g->w.next, NULL);
+    g->credit_ns = GUEST_CREDIT_NS;
+    g->credit_at = sn__now_ns();
     sched->guest = &g->w;
     return 0;
 }
@@ -94,6 +101,21 @@ void sn__guest_fini(sn_sched_t *sched)
     sn__pcache_fini(&g->w);
     free(g);
     sched->guest = NULL;
+}
+
+/* Has the I/O thread run time left for a run? A token bucket: runs spend
+ * what they take, time tops it up at 1/GUEST_SHARE of its pace, up to
+ * GUEST_CREDIT_NS. A long step (or a slow build: sanitizers) overdraws it,
+ * and the workers take everything until it is paid back. */
+static bool guest_credit(sn__guest_t *g)
+{
+    if (g->credit_ns > 0)
+        return true;
+    uint64_t now = sn__now_ns();
+    int64_t add = (int64_t)((now - g->credit_at) / GUEST_SHARE);
+    g->credit_at = now;
+    g->credit_ns = g->credit_ns + add < GUEST_CREDIT_NS ? g->credit_ns + add : GUEST_CREDIT_NS;
+    return g->credit_ns > 0;
 }
 
 void sn__sched_host(sn_sched_t *sched)
@@ -114,10 +136,8 @@ bool sn__guest_keep(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, bool to_n
     }
     if (tls_host != sched || atomic_load_explicit(&g->w.next, memory_order_relaxed))
         return false;
-    if (g->skip) {
-        g->skip--;
+    if (!guest_credit(g))
         return false;
-    }
     /* Only while no worker runs a process (each is searching or parked):
      * then the frame's process would wait for a futex wake-up, or for a
      * searching worker to see it in the global queue, whose sends then
@@ -154,8 +174,7 @@ void sn__sched_run_guest(sn_sched_t *sched)
         sn__run_as(&g->w, p);
         SN__STAT_ADD(g->runs, 1);
         uint64_t t1 = sn__now_ns();
-        if (t1 - t >= GUEST_LONG_NS)
-            g->skip = GUEST_SKIP;
+        g->credit_ns -= (int64_t)(t1 - t);
         t = t1;
     }
     /* A run that returned CONTINUE queued its process globally without a
