@@ -14,6 +14,7 @@
 #include "relay_int.h"
 
 #define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
+#define GUEST_SENDS 16    /* a batch of at most this many sends may wake a process run here (sends_in) */
 
 /* --------------------------------------------------------- I/O side */
 
@@ -373,6 +374,18 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         return;
     }
     uint64_t msgs = 0, sent_ns = f->sent_us * 1000u, now = sent_ns ? realtime_ns() : 0;
+    /* A process a batch of a few sends wakes while no worker runs one runs
+     * on this thread once the batch is handed over, as the scheduler's
+     * guest (node/sched/guest.c): no hand-off to a worker on the way (a
+     * futex wake-up if it was parked), and what it sends goes out from
+     * here (route.c: relay_flush). Bounded (a few runs, tens of
+     * microseconds); the next frame waits that long. A bigger batch is
+     * bulk traffic: its processes go to the workers, which run them while
+     * this thread reads on. Only the I/O thread hosts (tests that hand
+     * frames in on their own thread, as fuzz_relay, never do). */
+    bool host = f->nsends <= GUEST_SENDS && sn__relay_on_io_thread(r);
+    if (host)
+        sn__sched_host(r->sched);
     for (size_t i = 0; i < f->nsends; i++) {
         msgs += sn__relay_for_process(f->sends[i].kind);
         uint64_t waited_ns = (uint64_t)f->sends[i].waited_us * 1000u;
@@ -384,6 +397,8 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         sn__add(&p->m_msgs_in, msgs);
     if (f->seq && ident && p) /* acknowledged soon */
         sn__relay_ack_later(r, p, f->seq, ident, ident_len);
+    if (host)
+        sn__sched_run_guest(r->sched);
 }
 
 void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,

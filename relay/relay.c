@@ -324,9 +324,19 @@ static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
     return false;
 }
 
+/* The relay whose I/O thread this is (NULL on every other thread): that
+ * thread holds io_mu whenever it is not in epoll_wait (relay_int.h). */
+static _Thread_local sn_relay_t *io_thread_of;
+
+bool sn__relay_on_io_thread(const sn_relay_t *r)
+{
+    return io_thread_of == r;
+}
+
 void sn__relay_actor(zsock_t *pipe, void *arg)
 {
     sn_relay_t *r = arg;
+    io_thread_of = r;
     r->actor_pipe = pipe;
     sn__relay_io_watch(r, pipe, SN_IO_PIPE, 0, true);
     zsock_signal(pipe, 0);
@@ -343,5 +353,6 @@ void sn__relay_actor(zsock_t *pipe, void *arg)
     /* release: everything this thread did happens-before what
      * sn_relay_destroy does after zactor_destroy (that hand-over goes
      * through a ZeroMQ pipe, which TSan cannot see; this it can) */
+    io_thread_of = NULL;
     atomic_store_explicit(&r->actor_done, 1, memory_order_release);
 }

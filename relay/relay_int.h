@@ -442,6 +442,8 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
  * in its table), and the seeds' sockets closed once joined. */
 enum { SN_IO_PIPE, SN_IO_EFD, SN_IO_ROUTER, SN_IO_ROUTER_MON, SN_IO_PEER, SN_IO_SEED, SN_IO_SEED_MON, SN_IO_UDP };
 void sn__relay_actor(zsock_t *pipe, void *arg);
+/* Is the calling thread r's I/O thread (which then holds io_mu)? */
+bool sn__relay_on_io_thread(const sn_relay_t *r);
 void sn__relay_io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bool on);
 void sn__relay_drop_seeds(sn_relay_t *r);
 

@@ -162,6 +162,14 @@ static void relay_flush(void *arg)
     held.n = 0;
     if (told)
         return;
+    if (sn__relay_on_io_thread(r)) {
+        /* the I/O thread itself, running a process as the scheduler's
+         * guest (inbound.c): it holds io_mu; the peers it sends on are
+         * looked at in its next turn, which it takes without sleeping */
+        if (sn__relay_drain(r))
+            sn__relay_poke(r);
+        return;
+    }
     if (pthread_mutex_trylock(&r->io_mu) == 0) {
         /* A drain may stop short of our items, at one another worker is
          * still linking in front of them: that worker tells (its own

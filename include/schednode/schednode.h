@@ -384,8 +384,11 @@ typedef struct sn_type {
      * SN_ENOMETHOD for an unknown method fails the spawn with that error. */
     int (*init)(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input);
     /* Advance with `n` events; write status, result and yields to `out`.
-     * Events' data belong to the runtime unless taken. Called by one worker
-     * at a time, never concurrently for one process.
+     * Events' data belong to the runtime unless taken. Called by one thread
+     * at a time, never concurrently for one process: a worker, or now and
+     * then the node's relay I/O thread (a message from another node woke
+     * the process while no worker was running one); assume no particular
+     * thread.
      * THE FIRST STEP (right after init) always has n == 0, even if events
      * arrived before it ran (they come with the next step): it is where a
      * process starts its work (sends, spawns, timers). Later steps have
@@ -452,8 +455,9 @@ int sn_type_register(sn_sched_t *sched, const sn_type_t *type);
 const sn_type_t *sn_type_find(sn_sched_t *sched, const char *name);
 
 /* Called when a process finishes: status is SN_DONE or SN_FAIL; *result
- * follows the ownership rule. Runs on a worker thread (or the shutdown
- * caller): keep it short, never block. */
+ * follows the ownership rule. Runs on the thread that ran the process's
+ * last step (see step) or on the shutdown caller: keep it short, never
+ * block. */
 typedef void (*sn_result_fn)(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
                              void *arg);
 
@@ -490,8 +494,8 @@ typedef struct sn_request {
     sn_payload_t *data; /* handler owns it (the rule applies) */
 } sn_request_t;
 
-/* A command handler. Called on the worker that ran the step: it must not
- * block. It (or any thread it hands the request to) completes the yield
+/* A command handler. Called on the thread that ran the step (see step): it
+ * must not block. It (or any thread it hands the request to) completes the yield
  * exactly once with sn_complete_yield. */
 typedef void (*sn_command_fn)(sn_sched_t *sched, sn_request_t *req, void *arg);
 

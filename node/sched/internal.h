@@ -423,6 +423,8 @@ struct sn_sched {
     _Atomic size_t ncmds;
     void *retired; /* singly linked list of retired arrays (first word = next) */
     sn__plugin_handle_t *plugins;
+    /* the relay's I/O thread as a guest worker (guest.c); set at creation */
+    sn__worker_t *guest;
 };
 
 /* The worker the calling thread is, if it is one of sched's. */
@@ -485,7 +487,21 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out);
 void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t status, int error,
                   sn_payload_t **result);
 void *sn__worker_main(void *arg);
+/* Runs p as worker w on a thread that is not w's (worker.c; guest.c). */
+void sn__run_as(sn__worker_t *w, sn__proc_t *p);
 void sn__notify(sn_sched_t *sched);
+
+/* guest.c: the relay's I/O thread as a guest worker (see there). init
+ * makes sched->guest (0 or SN_ENOMEM); keep is sn__schedule's question on
+ * a thread that is no worker (w NULL) or the guest (w): does the guest
+ * take p (true) or does it go where it would have gone? quiesce: no run
+ * starts from now on, and none is in progress when it returns
+ * (shutdown). stats adds the guest's counters. */
+int sn__guest_init(sn_sched_t *sched);
+void sn__guest_fini(sn_sched_t *sched);
+bool sn__guest_keep(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, bool to_next);
+void sn__guest_quiesce(sn_sched_t *sched);
+void sn__guest_stats(sn_sched_t *sched, sn_stats_t *out);
 void sn__wake_all(sn_sched_t *sched);
 
 /* registry.c */

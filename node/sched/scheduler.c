@@ -802,6 +802,7 @@ void sn_sched_stats(sn_sched_t *sched, sn_stats_t *out)
         out->noproc += ld(&st->noproc);
         out->remote_out += ld(&st->remote_out);
     }
+    sn__guest_stats(sched, out);
     out->spawned += ld(&sched->ext_spawned);
     out->completed += ld(&sched->ext_completed);
     out->messages += ld(&sched->ext_messages);
@@ -834,6 +835,8 @@ void sn__sched_step_hist(sn_sched_t *sched, uint64_t *counts, uint64_t *sum_ns)
 {
     for (int i = 0; i < sched->nworkers; i++)
         sn__hist_read(&sched->workers[i].step_hist, counts, sum_ns);
+    if (sched->guest)
+        sn__hist_read(&sched->guest->step_hist, counts, sum_ns);
 }
 
 static uint64_t live_count(sn_sched_t *sched)
@@ -897,7 +900,7 @@ sn_sched_t *sn_sched_new(const sn_sched_config_t *config)
             goto fail; /* nothing started yet: fini below copes with partial */
         atomic_init(&w->next, NULL);
     }
-    if (sn__timer_start(sched) != 0)
+    if (sn__guest_init(sched) != 0 || sn__timer_start(sched) != 0)
         goto fail;
     for (int i = 0; i < cfg.workers; i++) {
         if (pthread_create(&sched->workers[i].thread, NULL, sn__worker_main, &sched->workers[i]) != 0) {
@@ -912,6 +915,7 @@ sn_sched_t *sn_sched_new(const sn_sched_config_t *config)
     }
     return sched;
 fail:
+    sn__guest_fini(sched);
     sn__timer_fini(sched);
     if (sched->workers) {
         for (int i = 0; i < cfg.workers; i++) {
@@ -990,6 +994,7 @@ int sn_sched_shutdown(sn_sched_t *sched, int timeout_ms)
     sn__wake_all(sched);
     for (int i = 0; i < sched->nworkers; i++)
         pthread_join(sched->workers[i].thread, NULL);
+    sn__guest_quiesce(sched); /* and the relay's I/O thread runs none from now on */
     sn__timer_stop(sched);
 
     /* 4. Force-close the rest; awaiters learn they were killed. */
@@ -1021,6 +1026,7 @@ void sn_sched_destroy(sn_sched_t **self_p)
         sn__pcache_fini(w);
     }
     free(sched->workers);
+    sn__guest_fini(sched);
     sn__gqueue_fini(&sched->global);
     sn__ptable_fini(&sched->table);
     sn__registry_fini(sched);

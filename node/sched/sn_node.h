@@ -56,6 +56,16 @@ typedef struct sn_relay_hooks {
  * `flush` is called on this thread when the run ends. */
 bool sn__worker_running(void);
 
+/* The relay's I/O thread as the scheduler's guest worker (guest.c): host
+ * before it hands a frame's sends to the scheduler, run_guest after (on
+ * the same thread, holding nothing a worker waits for): a process the
+ * frame woke while no worker was awake runs there and then, a bounded
+ * while, instead of waking a parked worker. guest_runs: processes run so
+ * (relaxed; for tests and benchmarks). */
+void sn__sched_host(sn_sched_t *sched);
+void sn__sched_run_guest(sn_sched_t *sched);
+uint64_t sn__sched_guest_runs(sn_sched_t *sched);
+
 /* Sets the relay hook (before traffic starts). */
 void sn__sched_set_relay(sn_sched_t *sched, const sn_relay_hooks_t *relay);
 

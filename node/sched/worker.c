@@ -151,6 +151,10 @@ static void load_news(sn_sched_t *sched, int64_t queued)
 void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
 {
     sn__worker_t *w = sn__self_worker(sched);
+    if ((!w || w == sched->guest) && sn__guest_keep(sched, w, p, to_next))
+        return; /* the relay's I/O thread runs it itself (guest.c) */
+    if (w == sched->guest)
+        w = NULL; /* (the guest has no queues of its own: the global queue) */
     if (w && to_next && w->handing && !w->handoff && w->streak < NEXT_STREAK) {
         w->handoff = p; /* see sn__handoff_flush */
         return;
@@ -471,6 +475,19 @@ void *sn__worker_main(void *arg)
     return NULL;
 }
 
+void sn__run_as(sn__worker_t *w, sn__proc_t *p)
+{
+    /* For the run this thread is w (sn__self_worker, sn__worker_running),
+     * and it ends as a worker's run does (the relay's flush). */
+    sn__worker_t *was = tls_worker;
+    tls_worker = w;
+    tls_running = true;
+    sn__run(w, p);
+    tls_running = false;
+    run_ended(w->sched);
+    tls_worker = was;
+}
+
 /* ---------------------------------------------------------- running one */
 
 /* Is an event that wakes a process sleeping on `target` queued (or being
@@ -648,6 +665,10 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
          * for each slice sent a producer that slices its sends to the
          * other worker at every slice, away from its consumers and the
          * messages in its cache, with a futex wake each time. */
+        if (w == sched->guest) { /* no yield slot there: guest.c tells a worker */
+            to_global(sched, p);
+            return;
+        }
         p = atomic_exchange_explicit(&w->yielded, p, memory_order_acq_rel);
         atomic_store_explicit(&w->yfills, atomic_load_explicit(&w->yfills, memory_order_relaxed) + 1,
                               memory_order_relaxed);
