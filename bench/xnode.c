@@ -33,6 +33,7 @@
 #include "hops.h"
 #include "relay.h"
 #include "schednode/schednode.h"
+#include "../tests/free_port.h"
 #include "sn_node.h"
 
 #define MSG_BYTES 64
@@ -48,20 +49,6 @@ static double now_s(void)
 }
 
 /* A free TCP port on 127.0.0.1 (bound by the kernel, then released). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* The path of a program built next to schedbench. */
 static void sibling(const char *name, char *out, size_t len)
 {

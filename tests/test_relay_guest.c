@@ -30,6 +30,7 @@
 #include "relay.h"
 #include "schednode/schednode.h"
 #include "sn_node.h"
+#include "twonodes.h"
 
 #define BURST 3        /* answers per message of a burst server */
 #define SLOW_NS 300000 /* a slow server's long step (past the guest's budget) */
@@ -240,62 +241,6 @@ static const sn_type_t types[] = {
     {.name = "gchild", .version = 1, .state_size = sizeof(child_t), .init = child_init, .step = child_step}};
 
 /* ------------------------------------------------------- the nodes */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
-typedef struct node {
-    sn_sched_t *sched;
-    sn_relay_t *relay;
-} node_t;
-
-static void node_start(node_t *nd, uint32_t id, int port, uint32_t peer_id, int peer_port)
-{
-    char listen[64], peer_ep[64], err[256] = "";
-    snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port);
-    snprintf(peer_ep, sizeof peer_ep, "tcp://127.0.0.1:%d", peer_port);
-    nd->sched = sn_sched_new(&(sn_sched_config_t){id, 2, 1});
-    assert_non_null(nd->sched);
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        assert_int_equal(sn_type_register(nd->sched, &types[i]), 0);
-    sn_peer_config_t peer = {peer_id, peer_ep};
-    sn_relay_config_t cfg = {.listen = listen,
-                             .peers = &peer,
-                             .npeers = 1,
-                             .first_serial = 1,
-                             .incarnation = (uint64_t)time(NULL),
-                             .heartbeat_ms = 5000,
-                             .down_after_ms = 120000};
-    nd->relay = sn_relay_new(nd->sched, &cfg, err, sizeof err);
-    if (!nd->relay)
-        fail_msg("relay: %s", err);
-}
-
-static void node_stop(node_t *nd)
-{
-    sn_sched_shutdown(nd->sched, 5000);
-    sn_relay_destroy(&nd->relay);
-    sn_sched_destroy(&nd->sched);
-}
-
-static void two_nodes(node_t *n1, node_t *n2)
-{
-    sn_relay_set_log_level(1); /* warnings and errors */
-    int p1 = free_port(), p2 = free_port();
-    node_start(n2, 2, p2, 1, p1);
-    node_start(n1, 1, p1, 2, p2);
-}
-
 /* Both nodes' workers asleep (a worker thread just made may take a while
  * to start on a loaded machine; until then it counts as running one). */
 static void settle(node_t *n1, node_t *n2)
@@ -359,7 +304,7 @@ static void test_round_trips(void **unused)
 {
     (void)unused;
     node_t n1, n2;
-    two_nodes(&n1, &n2);
+    two_nodes(&n1, &n2, types, sizeof types / sizeof types[0]);
     for (int mode = 0; mode < NMODES; mode++) {
         uint64_t g1 = sn__sched_guest_runs(n1.sched), g2 = sn__sched_guest_runs(n2.sched);
         call_t c = {.sched = n1.sched, .server = server_on(&n2, mode), .rounds = rounds_of(mode)};
@@ -389,7 +334,7 @@ static void test_stop_in_flight(void **unused)
 {
     (void)unused;
     node_t n1, n2;
-    two_nodes(&n1, &n2);
+    two_nodes(&n1, &n2, types, sizeof types / sizeof types[0]);
     call_t c = {.sched = n1.sched, .server = server_on(&n2, ECHO), .rounds = UINT64_MAX / 2, .per = 1};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, run_client, &c), 0);

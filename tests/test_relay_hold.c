@@ -24,6 +24,7 @@
 
 #include "relay.h"
 #include "schednode/schednode.h"
+#include "twonodes.h"
 
 #define CLIENTS 12
 
@@ -90,57 +91,9 @@ static void echo_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_s
             sn_out_send(out, ev[i].from, 0, &ev[i].data);
 }
 
-static const sn_type_t client_type = {
-    .name = "hclient", .version = 1, .state_size = sizeof(client_t), .init = client_init, .step = client_step};
-static const sn_type_t echo_type = {.name = "hecho", .version = 1, .init = echo_init, .step = echo_step};
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
-typedef struct node {
-    sn_sched_t *sched;
-    sn_relay_t *relay;
-} node_t;
-
-static void node_start(node_t *nd, uint32_t id, int port, uint32_t peer_id, int peer_port)
-{
-    char listen[64], peer_ep[64], err[256] = "";
-    snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port);
-    snprintf(peer_ep, sizeof peer_ep, "tcp://127.0.0.1:%d", peer_port);
-    nd->sched = sn_sched_new(&(sn_sched_config_t){id, 2, 1});
-    assert_non_null(nd->sched);
-    assert_int_equal(sn_type_register(nd->sched, &client_type), 0);
-    assert_int_equal(sn_type_register(nd->sched, &echo_type), 0);
-    sn_peer_config_t peer = {peer_id, peer_ep};
-    sn_relay_config_t cfg = {.listen = listen,
-                             .peers = &peer,
-                             .npeers = 1,
-                             .first_serial = 1,
-                             .incarnation = (uint64_t)time(NULL),
-                             .heartbeat_ms = 5000,
-                             .down_after_ms = 120000};
-    nd->relay = sn_relay_new(nd->sched, &cfg, err, sizeof err);
-    if (!nd->relay)
-        fail_msg("relay: %s", err);
-}
-
-static void node_stop(node_t *nd)
-{
-    sn_sched_shutdown(nd->sched, 5000);
-    sn_relay_destroy(&nd->relay);
-    sn_sched_destroy(&nd->sched);
-}
+static const sn_type_t types[] = {
+    {.name = "hclient", .version = 1, .state_size = sizeof(client_t), .init = client_init, .step = client_step},
+    {.name = "hecho", .version = 1, .init = echo_init, .step = echo_step}};
 
 typedef struct call {
     sn_sched_t *sched;
@@ -167,13 +120,10 @@ static void *run_client(void *arg)
 static void test_bursts_across_nodes(void **unused)
 {
     (void)unused;
-    sn_relay_set_log_level(1); /* warnings and errors */
     const char *env = getenv("SN_HOLD_ROUNDS");
     uint32_t rounds = env && atoi(env) > 0 ? (uint32_t)atoi(env) : 200;
-    int p1 = free_port(), p2 = free_port();
     node_t n1, n2;
-    node_start(&n2, 2, p2, 1, p1);
-    node_start(&n1, 1, p1, 2, p2);
+    two_nodes(&n1, &n2, types, sizeof types / sizeof types[0]);
     call_t calls[CLIENTS];
     pthread_t th[CLIENTS];
     for (int i = 0; i < CLIENTS; i++) {

@@ -612,6 +612,27 @@ static void step(sn__worker_t *w, sn__proc_t *p, size_t n, sn_step_out_t *out)
     SN__STAT_ADD(w->st.steps, 1);
 }
 
+/* A process that returned CONTINUE (Ready again) goes to our yield slot
+ * (top of this file): it runs here after what we and the global queue
+ * hold. A process already there goes to the back of the global queue: two
+ * long jobs take turns with everything else. No parked worker is woken
+ * for it (as Go's Gosched wakes no P): we are awake and will run it.
+ * Waking one for each slice sent a producer that slices its sends to the
+ * other worker at every slice, away from its consumers and the messages
+ * in its cache, with a futex wake each time. */
+static void yield_back(sn__worker_t *w, sn__proc_t *p)
+{
+    sn_sched_t *sched = w->sched;
+    if (w == sched->guest) { /* no yield slot there: guest.c tells a worker */
+        to_global(sched, p);
+        return;
+    }
+    p = atomic_exchange_explicit(&w->yielded, p, memory_order_acq_rel);
+    atomic_store_explicit(&w->yfills, atomic_load_explicit(&w->yfills, memory_order_relaxed) + 1, memory_order_relaxed);
+    if (p)
+        to_global(sched, p);
+}
+
 void sn__run(sn__worker_t *w, sn__proc_t *p)
 {
     sn_sched_t *sched = w->sched;
@@ -657,23 +678,7 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         sn_payload_destroy(&out->result);
         p->wait_status = 0;
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
-        /* To our yield slot (top of this file): it runs here after what
-         * we and the global queue hold. A process already there goes to
-         * the back of the global queue: two long jobs take turns with
-         * everything else. No parked worker is woken for it (as Go's
-         * Gosched wakes no P): we are awake and will run it. Waking one
-         * for each slice sent a producer that slices its sends to the
-         * other worker at every slice, away from its consumers and the
-         * messages in its cache, with a futex wake each time. */
-        if (w == sched->guest) { /* no yield slot there: guest.c tells a worker */
-            to_global(sched, p);
-            return;
-        }
-        p = atomic_exchange_explicit(&w->yielded, p, memory_order_acq_rel);
-        atomic_store_explicit(&w->yfills, atomic_load_explicit(&w->yfills, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
-        if (p)
-            to_global(sched, p);
+        yield_back(w, p);
         return;
     case SN_WAIT:
         sn_payload_destroy(&out->result);
