@@ -300,6 +300,7 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
             do_send_many(sched, p, y);
             break;
         case SN__CMD_SPAWN:
+            w->fanout = true; /* (worker.c: yield_back) */
             do_spawn(sched, p, y);
             break;
         case SN__CMD_SLEEP:

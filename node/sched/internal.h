@@ -254,6 +254,7 @@ typedef struct sn__worker {
      * for it yet; since when, and a pick counter for the clock reads */
     /* the hand-off (worker.c): a process the step's sends woke, to run
      * next, held here (unseen by thieves) while the sends are dispatched */
+    bool fanout; /* the step being run spawned (worker.c: yield_back) */
     bool handing;
     struct sn_ctx *handoff;
     bool wake_owed;
