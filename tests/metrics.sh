@@ -78,9 +78,13 @@ for m in schednode_processes_finished_total schednode_steps_total; do
 done
 for n in 1 2 3; do
   steps=$(value "${after[$n]}" schednode_steps_total) timed=$(value "${after[$n]}" schednode_step_duration_seconds_count)
-  # (one worker: it times steps 1, 17, 33, ...: one in 16)
-  gt "$steps" 0 && [ "$timed" = $(((steps + 15) / 16)) ] && ok "node $n: one step in 16 timed ($timed of $steps)" ||
-    bad "node $n: $steps steps, $timed timed"
+  # Two threads run steps: the one worker, and the relay's I/O thread (inline
+  # delivery, node/sched/guest.c). Each times its own steps 1, 17, 33, ...:
+  # with a and b steps, ceil(a/16) + ceil(b/16) of a + b, which is
+  # ceil((a+b)/16) or one more.
+  want=$(((steps + 15) / 16))
+  gt "$steps" 0 && { [ "$timed" = "$want" ] || [ "$timed" = $((want + 1)) ]; } &&
+    ok "node $n: one step in 16 timed ($timed of $steps)" || bad "node $n: $steps steps, $timed timed"
 done
 r13=$(value "$a" 'schednode_messages_received_total{peer="3"}') s31=$(value "${after[3]}" 'schednode_messages_sent_total{peer="1"}')
 gt "$r13" 1500 && gt "$s31" 1500 && ok "messages from node 3 to node 1: node 3 sent $s31, node 1 received $r13" ||
