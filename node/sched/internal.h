@@ -250,13 +250,13 @@ typedef struct sn__worker {
     uint32_t watch_fills;
     bool watching;
     bool watch_yielded; /* the slot watched is the victim's yield slot, not its run-next */
-    /* the lazy wake (worker.c): we queued work on our deque and woke nobody
-     * for it yet; since when, and a pick counter for the clock reads */
+    bool fanout;        /* the step being run spawned (worker.c: yield_back) */
     /* the hand-off (worker.c): a process the step's sends woke, to run
      * next, held here (unseen by thieves) while the sends are dispatched */
-    bool fanout; /* the step being run spawned (worker.c: yield_back) */
     bool handing;
     struct sn_ctx *handoff;
+    /* the lazy wake (worker.c): we queued work on our deque and woke nobody
+     * for it yet; since when, and a pick counter for the clock reads */
     bool wake_owed;
     uint32_t owed_tick;
     uint64_t owed_ns;
@@ -480,8 +480,7 @@ int sn__spawn(sn_sched_t *sched, const sn__spawn_args_t *a, sn_pid_t *pid_out, s
 void sn__run(sn__worker_t *w, sn__proc_t *p);
 /* The hand-off (worker.c): puts a process held for this worker to run
  * next into its run-next slot, where thieves see it, and stops holding. */
-struct sn__worker;
-void sn__handoff_flush(struct sn__worker *w);
+void sn__handoff_flush(sn__worker_t *w);
 /* Dispatches the yields of a finished step (dispatch.c). */
 void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out);
 /* Ends a process: out of the table, bounce leftovers, result, close, free. */

@@ -148,6 +148,14 @@ static void load_news(sn_sched_t *sched, int64_t queued)
         hk->h.loaded(hk->h.arg);
 }
 
+/* The owner filled one of its slots: a relaxed store by the only writer
+ * (thieves read the count to tell one process held there from a stream
+ * of them: the steal guard, below). */
+static void count_fill(_Atomic uint32_t *fills)
+{
+    atomic_store_explicit(fills, atomic_load_explicit(fills, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
 void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
 {
     sn__worker_t *w = sn__self_worker(sched);
@@ -170,8 +178,7 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
             else
                 /* acq_rel: a thief that exchanges it out sees the process */
                 p = atomic_exchange_explicit(&w->next, p, memory_order_acq_rel);
-            atomic_store_explicit(&w->fills, atomic_load_explicit(&w->fills, memory_order_relaxed) + 1,
-                                  memory_order_relaxed);
+            count_fill(&w->fills);
             if (!p)
                 return;
         }
@@ -297,10 +304,6 @@ static sn__proc_t *take_next(sn__worker_t *w)
     return atomic_exchange_explicit(&w->next, NULL, memory_order_acq_rel);
 }
 
-/* Fairness: two processes messaging each other keep refilling the run-next
- * slot; after NEXT_STREAK such picks the deque and global queue go first,
- * and every GLOBAL_EVERY picks the global queue does, so nothing Ready
- * waits behind a chatty pair. */
 /* The lazy wake (top of this file): the wake we owe for work queued on
  * our deque, once the oldest of it has waited WAKE_AFTER_NS. Then the next
  * push starts the clock again, so a backlog that lasts keeps asking for
@@ -331,6 +334,10 @@ void sn__handoff_flush(sn__worker_t *w)
     }
 }
 
+/* Fairness: two processes messaging each other keep refilling the run-next
+ * slot; after NEXT_STREAK such picks the deque and global queue go first,
+ * and every GLOBAL_EVERY picks the global queue does, so nothing Ready
+ * waits behind a chatty pair. */
 static sn__proc_t *find_work(sn__worker_t *w, int spins)
 {
     sn__proc_t *p;
@@ -632,7 +639,7 @@ static void yield_back(sn__worker_t *w, sn__proc_t *p)
         return;
     }
     p = atomic_exchange_explicit(&w->yielded, p, memory_order_acq_rel);
-    atomic_store_explicit(&w->yfills, atomic_load_explicit(&w->yfills, memory_order_relaxed) + 1, memory_order_relaxed);
+    count_fill(&w->yfills);
     if (p)
         to_global(sched, p);
 }
