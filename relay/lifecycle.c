@@ -310,6 +310,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
         zsock_destroy(&p->dealer);
     }
     free(r->peers);
+    sn__relay_bounce_fini(r);
     if (!had_actor)
         sn__relay_drop_seeds(r);
     sn_keys_unmonitor(r->router, &r->router_monitor);

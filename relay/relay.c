@@ -289,6 +289,8 @@ static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
      * send, or at the next tick (a heartbeat period at most). */
     t->more = sn__relay_drain(r);
     t->inflight = !t->more && sn__mpsc_maybe_nonempty(&r->outq);
+    if (r->bq_head < r->bq_n && sn__relay_bounce_some(r)) /* (peer.c: a slice a turn) */
+        t->more = true;
     if (r->router_look) {
         r->router_look = false;
         if (sn__relay_read_socket(r, zsock_resolve(r->router), true, NULL))

@@ -74,6 +74,16 @@ typedef struct watch {
     uint64_t tag;
 } watch_t;
 
+/* A frame or a send on its way back to its senders as an error (peer.c:
+ * the bounce queue). */
+typedef struct bounce {
+    void *buf; /* an encoded frame (sent, or refused by a full pipe), or NULL: */
+    size_t len;
+    item_t *it; /* a send not encoded */
+    int error;
+    uint32_t at;
+} bounce_t;
+
 typedef struct peer {
     uint32_t node;                 /* any thread: fixed once published */
     _Atomic int down;              /* any thread: down or left, sends bounce */
@@ -213,6 +223,10 @@ struct sn_relay {
     bool no_steal;                          /* stopped (shutting down) */
     pthread_mutex_t io_mu;                  /* see the top of this file */
     bool io_alive;                          /* under io_mu: the I/O thread runs its loop */
+    /* the bounce queue (peer.c), held by the holder of io_mu: entries
+     * [bq_head, bq_n) wait, oldest first */
+    bounce_t *bq;
+    size_t bq_head, bq_n, bq_cap;
     /* hop tracing (hops.h): SN_HOP_TRACE was set when this relay started;
      * when the frame being handled was read (I/O thread) */
     bool hop_trace;
@@ -305,6 +319,12 @@ void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node);
 /* Everything waiting for p goes back to its senders with `error`; gone:
  * p restarted or left (not just down), so what moved there is gone too. */
 void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone);
+/* it could not go on (to node `at`, if it got that far): back to its
+ * sender, behind whatever the bounce queue holds (peer.c), and freed */
+void sn__relay_bounce_item(sn_relay_t *r, item_t *it, int error, uint32_t at);
+/* A slice of the bounce queue (true: more waits); its end, at destroy. */
+bool sn__relay_bounce_some(sn_relay_t *r);
+void sn__relay_bounce_fini(sn_relay_t *r);
 /* sn_relay_new is sn__relay_create, then the I/O thread, then
  * sn__relay_install; tests/fuzz/fuzz_relay.c uses them without the thread
  * and plays it itself. sn__relay_create makes the relay's state (its
@@ -446,6 +466,17 @@ void sn__relay_actor(zsock_t *pipe, void *arg);
 bool sn__relay_on_io_thread(const sn_relay_t *r);
 void sn__relay_io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bool on);
 void sn__relay_drop_seeds(sn_relay_t *r);
+
+/* One turn of the I/O loop gives each kind of work (the outbound queue,
+ * one socket's frames) this long at most, then goes on to the rest (the
+ * probes over UDP, acks, the membership clock) and comes back without
+ * sleeping. Counts alone (DRAIN_BUDGET items, INBOUND_BUDGET frames) let
+ * one turn run 250-600 ms in a TSan build under a stream (faults.sh), and
+ * every probe waiting behind it went unanswered that long: long enough,
+ * at 3 nodes, for a busy node to be declared down. A clock read every
+ * SN_TURN_CHECK items, or every frame, costs well under 1 %. */
+#define SN_TURN_SLICE_NS 2000000u
+#define SN_TURN_CHECK 64
 
 /* High-water marks: messages (frames) queued per peer pipe. A frame holds
  * up to BATCH_MAX sends, so 1000 frames bound a pipe at a few million sends;

@@ -299,19 +299,28 @@ void sn__relay_bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_
 bool sn__relay_drain(sn_relay_t *r)
 {
     size_t done = 0;
+    bool more = false;
+    uint64_t until = 0; /* the end of this turn's slice (relay_int.h), from the first check */
     sn__mpsc_node_t *n;
-    while (done < DRAIN_BUDGET && (n = sn__mpsc_pop(&r->outq))) {
-        done++;
+    while (!more && (n = sn__mpsc_pop(&r->outq))) {
         item_t *it = (item_t *)n;
         if (it->kind == ITEM_REPLY) {
             reply_item_t *ri = (reply_item_t *)it;
             sn__relay_send_reply(r, ri->ident, ri->ident_len, &ri->rep);
             sn__relay_free_item(it);
-            continue;
+        } else {
+            if (r->hop_trace)
+                sn__hop_stamp(it->s.payload, 0); /* the relay thread picked it up */
+            sn__relay_route(r, it);
         }
-        if (r->hop_trace)
-            sn__hop_stamp(it->s.payload, 0); /* the relay thread picked it up */
-        sn__relay_route(r, it);
+        if (++done == DRAIN_BUDGET)
+            more = true;
+        else if (done % SN_TURN_CHECK == 0) {
+            uint64_t now = sn__relay_now_ns();
+            more = until && now >= until;
+            if (!until)
+                until = now + SN_TURN_SLICE_NS;
+        }
     }
     if (done) /* (the only writer: a load and a store) */
         atomic_store_explicit(&r->drained, atomic_load_explicit(&r->drained, memory_order_relaxed) + done,
@@ -322,7 +331,7 @@ bool sn__relay_drain(sn_relay_t *r)
         sn__relay_flush_peer(r, p);
     }
     r->nio_batch = 0;
-    return done == DRAIN_BUDGET;
+    return more;
 }
 
 /* A send that passed through too many nodes (MAX_HOPS): logged at most
@@ -363,10 +372,9 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     if (how == SN_LOC_DOWN) { /* its path goes through a node that is down: not another one (order) */
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* (bounce_local answers one passing on) */
             sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_ENODEDOWN, NULL);
-        sn__relay_bounce_local(r, &it->s, SN_ENODEDOWN, 0); /* (a FLUSH passing through never is: sn__loc_route) */
-        if (it->diverted)                                   /* (it will not be delivered here) */
+        if (it->diverted) /* (it will not be delivered here) */
             sn__migrate_diverted(r->sched, it->s.to);
-        sn__relay_free_item(it);
+        sn__relay_bounce_item(r, it, SN_ENODEDOWN, 0); /* (a FLUSH passing through never is: sn__loc_route) */
         return;
     }
     if (it->dest == r->node) { /* from a sender here, for a process that moved here */
@@ -383,8 +391,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node &&
             !sn__relay_unwatch(r, it->s.to, it->s.from, it->s.tag)) /* (a record: bounce_local answers) */
             sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
-        sn__relay_bounce_local(r, &it->s, SN_EUNREACHABLE, 0);
-        sn__relay_free_item(it);
+        sn__relay_bounce_item(r, it, SN_EUNREACHABLE, 0);
         return;
     }
     if (sn__relay_for_process(it->s.kind)) { /* to a process, over the network */
@@ -403,8 +410,7 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     if (err) {
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* the watcher learns at once */
             sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);
-        sn__relay_bounce_local(r, &it->s, err, it->dest);
-        sn__relay_free_item(it);
+        sn__relay_bounce_item(r, it, err, it->dest);
         return;
     }
     if ((it->s.kind == SN_RELAY_MONITOR || it->s.kind == SN_RELAY_DEMONITOR) &&
