@@ -83,7 +83,7 @@ static void ungroup(sn_sched_t *sched, sn__proc_t *p, sn__sendgroup_t *g)
         sn_payload_t *msg = e->data;
         uint64_t tag = e->tag;
         if (e->bare)
-            free(e); /* a shared payload's node: msg is our reference */
+            sn__evnode_free_bare(e); /* a shared payload's node: msg is our reference */
         send_one(sched, p, g->to, tag, &msg);
     }
 }

@@ -284,7 +284,7 @@ int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_eve
         }
         (*events)[(*nevents)++] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
         if (e->bare)
-            free(e);
+            sn__evnode_free_bare(e);
     }
     sn__shard_unlock(s);
     const sn__hooks_t *hk = atomic_load_explicit(&sched->relay, memory_order_acquire);

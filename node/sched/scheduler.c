@@ -100,7 +100,7 @@ static void unchain(sn__evnode_t *first)
     while (first) {
         sn__evnode_t *next = (sn__evnode_t *)atomic_load_explicit(&first->link.next, memory_order_relaxed);
         if (first->bare)
-            free(first);
+            sn__evnode_free_bare(first);
         first = next;
     }
 }
@@ -205,7 +205,7 @@ static int deliver_(sn_sched_t *sched, sn_pid_t to, uint8_t type, int error, uin
             return SN_ENOMEM;
         rc = sn__post_local(sched, to, n, !inbound);
         if (rc != 0 && n->bare) /* (no payload, or a shared one's node: the payload goes back) */
-            free(n);
+            sn__evnode_free_bare(n);
     }
     if (rc == SN__SETTLING && hk) { /* behind what we sent it through the network: the relay delivers it here */
         rc = hk->h.deliver(hk->h.arg, to, from, tag, type, error, sched->node_id, data);
@@ -589,7 +589,7 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
             sn_pid_t from = e->from;
             uint64_t tag = e->tag;
             if (e->bare) /* a shared payload's node */
-                free(e);
+                sn__evnode_free_bare(e);
             if (sn__deliver(sched, from, SN_EV_YIELD_COMPLETE, SN_ENOPROC, tag, p->pid, &data, false) != 0)
                 sn_payload_destroy(&data);
         } else {

@@ -597,7 +597,7 @@ static size_t drain(sn__worker_t *w, sn__proc_t *p, uint32_t need)
         if (need == SN__IDLE || !sn__message_class(e->type))
             have = true;
         if (e->bare)
-            free(e);
+            sn__evnode_free_bare(e);
         n++;
     }
     return n;
