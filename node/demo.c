@@ -221,11 +221,17 @@ static const sn_type_t oops_type = {"oops", 1, 0, oops_init, oops_step, NULL, NU
  * in order, acks the sender and finishes with a verdict; `xsource blast
  * "PID N [START]"` sends START..START+N-1 (START defaults to 0) to PID and
  * finishes with the ack (or fails with the error of a send that came
- * back): two sources can feed one sink in turn. */
+ * back): two sources can feed one sink in turn. `xsource blast-all` is
+ * blast that, when a send comes back, stops sending and waits for the
+ * rest: the relay returns a node's unconfirmed sends oldest first, so the
+ * last one sent comes back last; it fails with the range that came back
+ * and whether it came whole and in order (tests/faults.sh). */
 typedef struct xpeer {
     sn_pid_t target;
     uint64_t n, got, next;
     int sink, out_of_order;
+    int all;                          /* blast-all */
+    uint64_t nerr, err_first, err_at; /* sends come back: how many, the first's number, the last's */
 } xpeer_t;
 
 static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
@@ -241,7 +247,8 @@ static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
         x->n = n;
         return 0;
     }
-    if (strcmp(method, "blast") != 0)
+    x->all = strcmp(method, "blast-all") == 0;
+    if (strcmp(method, "blast") != 0 && !x->all)
         return SN_ENOMETHOD;
     if (sscanf(arg, "%32s %llu %llu", pid, &n, &start) < 2 || sn_pid_parse(pid, &x->target) != 0 ||
         start > UINT64_MAX - n)
@@ -249,6 +256,26 @@ static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
     x->next = start;
     x->n = start + n;
     return 0;
+}
+
+/* blast-all: one send came back; true once the last one sent did (the
+ * verdict is out). */
+static bool xblast_back(xpeer_t *x, const sn_event_t *ev, sn_step_out_t *out)
+{
+    if (x->nerr == 0) {
+        x->err_first = ev->tag;
+        x->n = x->next; /* no more sends */
+    } else if (ev->tag != x->err_at + 1) {
+        x->out_of_order = 1;
+    }
+    x->nerr++;
+    x->err_at = ev->tag;
+    if (ev->tag + 1 != x->next)
+        return false;
+    sn_out_fail(out, ev->error, "sends %" PRIu64 "-%" PRIu64 " came back (%" PRIu64 "): %s, %s", x->err_first, ev->tag,
+                x->nerr, sn_strerror(ev->error),
+                x->out_of_order || x->nerr != ev->tag - x->err_first + 1 ? "OUT OF ORDER" : "all, in order");
+    return true;
 }
 
 static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
@@ -267,6 +294,11 @@ static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
         if (ev[i].type == SN_EV_CANCEL) {
             sn_out_fail(out, SN_ECANCELED, "canceled");
             return;
+        }
+        if (ev[i].error && x->all) {
+            if (xblast_back(x, &ev[i], out))
+                return;
+            continue;
         }
         if (ev[i].error) {
             sn_out_fail(out, ev[i].error, "send %" PRIu64 " to %s failed: %s", ev[i].tag,

@@ -258,8 +258,8 @@ bool sn__relay_drain_here(sn_relay_t *r)
 {
     if (!r->io_alive)
         return true; /* (nobody sends: the poke is harmless) */
-    if (sn__relay_drain(r) || r->router_look || r->pipe_used)
-        return true;
+    if (sn__relay_drain(r) || r->router_look || r->pipe_used || r->bq_head < r->bq_n)
+        return true; /* (the bounce queue: a slice a turn, peer.c) */
     for (size_t i = 0; i < r->nio_look; i++) {
         peer_t *p = &r->peers[r->io_look[i]];
         if (p->pending || p->nctl || (p->dealer && (zsock_events(p->dealer) & ZMQ_POLLIN)))
