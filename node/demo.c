@@ -232,6 +232,8 @@ typedef struct xpeer {
     int sink, out_of_order;
     int all;                          /* blast-all */
     uint64_t nerr, err_first, err_at; /* sends come back: how many, the first's number, the last's */
+    uint64_t gap_from, gap_to;        /* the first break in their order: from one number to the next */
+    int err_code;                     /* the first one's error */
 } xpeer_t;
 
 static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
@@ -264,17 +266,26 @@ static bool xblast_back(xpeer_t *x, const sn_event_t *ev, sn_step_out_t *out)
 {
     if (x->nerr == 0) {
         x->err_first = ev->tag;
+        x->err_code = ev->error;
         x->n = x->next; /* no more sends */
-    } else if (ev->tag != x->err_at + 1) {
+    } else if (ev->tag != x->err_at + 1 && !x->out_of_order) {
         x->out_of_order = 1;
+        x->gap_from = x->err_at;
+        x->gap_to = ev->tag;
     }
     x->nerr++;
     x->err_at = ev->tag;
     if (ev->tag + 1 != x->next)
         return false;
-    sn_out_fail(out, ev->error, "sends %" PRIu64 "-%" PRIu64 " came back (%" PRIu64 "): %s, %s", x->err_first, ev->tag,
-                x->nerr, sn_strerror(ev->error),
-                x->out_of_order || x->nerr != ev->tag - x->err_first + 1 ? "OUT OF ORDER" : "all, in order");
+    if (x->out_of_order)
+        sn_out_fail(out, ev->error,
+                    "sends %" PRIu64 "-%" PRIu64 " came back (%" PRIu64 "): %s (the first: %s), NOT ALL OR OUT OF "
+                    "ORDER: after %" PRIu64 " came %" PRIu64,
+                    x->err_first, ev->tag, x->nerr, sn_strerror(ev->error), sn_strerror(x->err_code), x->gap_from,
+                    x->gap_to);
+    else
+        sn_out_fail(out, ev->error, "sends %" PRIu64 "-%" PRIu64 " came back (%" PRIu64 "): %s, all, in order",
+                    x->err_first, ev->tag, x->nerr, sn_strerror(ev->error));
     return true;
 }
 
