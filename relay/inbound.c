@@ -455,13 +455,8 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
 {
     uint64_t until = 0; /* the end of this socket's slice of the turn (relay_int.h) */
     for (int n = 0; n < INBOUND_BUDGET; n++) {
-        if (n) { /* (a frame holds up to BATCH_MAX sends: a clock read per frame is cheap) */
-            uint64_t now = sn__relay_now_ns();
-            if (!until)
-                until = now + SN_TURN_SLICE_NS;
-            else if (now >= until)
-                return true;
-        }
+        if (n && sn__relay_slice_over(&until)) /* (a frame holds up to BATCH_MAX sends: a clock read each is cheap) */
+            return true;
         zmq_msg_t id, body;
         zmq_msg_init(&id);
         zmq_msg_init(&body);

@@ -178,18 +178,6 @@ static uint32_t forget_instead(void *arg, sn_pid_t pid)
  * that bounces on its way out (route.c, sn__relay_bounce_item) joins the
  * end, so that a sender sees its errors in the order it sent. The queue
  * is the holder of io_mu's (the I/O thread, or a worker draining). */
-static bool bq_add(sn_relay_t *r, void *buf, size_t len, item_t *it, int error, uint32_t at)
-{
-    if (r->bq_head && r->bq_head == r->bq_n)
-        r->bq_head = r->bq_n = 0;
-    bounce_t *q = sn__grow(r->bq, &r->bq_cap, r->bq_n, sizeof *q, 64, 0);
-    if (!q)
-        return false;
-    r->bq = q;
-    r->bq[r->bq_n++] = (bounce_t){buf, len, it, error, at};
-    return true;
-}
-
 static void bounce_one(sn_relay_t *r, bounce_t *b)
 {
     if (b->buf) {
@@ -201,30 +189,39 @@ static void bounce_one(sn_relay_t *r, bounce_t *b)
     }
 }
 
-/* (out of memory for the queue: this one goes back now, out of its turn) */
-static void bq_frame(sn_relay_t *r, void *buf, size_t len, int error, uint32_t at)
+/* To the end of the queue (out of memory for it: back now, out of its
+ * turn). (sn__relay_bounce_some empties it to its start when done.) */
+static void bq_push(sn_relay_t *r, bounce_t b)
 {
-    if (!bq_add(r, buf, len, NULL, error, at))
-        bounce_one(r, &(bounce_t){buf, len, NULL, error, at});
+    bounce_t *q = sn__grow(r->bq, &r->bq_cap, r->bq_n, sizeof *q, 64, 0);
+    if (!q) {
+        bounce_one(r, &b);
+        return;
+    }
+    r->bq = q;
+    r->bq[r->bq_n++] = b;
 }
 
 void sn__relay_bounce_item(sn_relay_t *r, item_t *it, int error, uint32_t at)
 {
-    if (r->bq_head == r->bq_n || !bq_add(r, NULL, 0, it, error, at))
-        bounce_one(r, &(bounce_t){NULL, 0, it, error, at});
+    bounce_t b = {NULL, 0, it, error, at};
+    if (r->bq_head == r->bq_n)
+        bounce_one(r, &b); /* nothing waits: it need not either */
+    else
+        bq_push(r, b);
 }
 
 bool sn__relay_bounce_some(sn_relay_t *r)
 {
-    uint64_t until = sn__relay_now_ns() + SN_TURN_SLICE_NS;
+    uint64_t until = 0;
+    sn__relay_slice_over(&until); /* (it starts now) */
     size_t k = 0;
     while (r->bq_head < r->bq_n) {
         bounce_t b = r->bq[r->bq_head++]; /* (a copy: bounce_one may grow the queue, moving it) */
         bounce_one(r, &b);
-        if (++k % 16 == 0 || b.buf) { /* (a frame is up to BATCH_MAX sends; a send is one) */
-            if (sn__relay_now_ns() >= until)
-                break;
-        }
+        /* (a frame is up to BATCH_MAX sends; a send is one) */
+        if ((++k % 16 == 0 || b.buf) && sn__relay_slice_over(&until))
+            break;
     }
     if (r->bq_head == r->bq_n)
         r->bq_head = r->bq_n = 0;
@@ -254,15 +251,14 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
      * an unacknowledged send may have arrived before the peer died: the
      * error says the node went down, not that the message was lost */
     for (size_t i = 0; i < p->nunacked; i++)
-        bq_frame(r, p->unacked[i].buf, p->unacked[i].len, error, p->node);
+        bq_push(r, (bounce_t){p->unacked[i].buf, p->unacked[i].len, NULL, error, p->node});
     p->nunacked = 0;
     if (p->pending) {
-        bq_frame(r, p->pending, p->pending_len, error, p->node);
+        bq_push(r, (bounce_t){p->pending, p->pending_len, NULL, error, p->node});
         p->pending = NULL;
     }
     for (size_t i = 0; i < p->nbatch; i++)
-        if (!bq_add(r, NULL, 0, p->batch[i], error, p->node))
-            bounce_one(r, &(bounce_t){NULL, 0, p->batch[i], error, p->node});
+        bq_push(r, (bounce_t){NULL, 0, p->batch[i], error, p->node});
     p->nbatch = 0;
     p->bytes = 0;
     sn__relay_bounce_some(r);            /* (the first slice now) */

@@ -215,7 +215,8 @@ static bool wait_events(sn_relay_t *r, turn_t *t)
         next = snext;
     if (anext < next)
         next = anext;
-    long timeout = t->more || r->nio_look || r->nio_batch ? 0 : next > now ? (long)((next - now) / 1000000u) + 1 : 0;
+    bool busy = t->more || r->nio_look || r->nio_batch || r->bq_head < r->bq_n;
+    long timeout = busy ? 0 : next > now ? (long)((next - now) / 1000000u) + 1 : 0;
     if (t->inflight && timeout > 1)
         timeout = 1;
     struct epoll_event evs[64];
@@ -289,8 +290,8 @@ static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
      * send, or at the next tick (a heartbeat period at most). */
     t->more = sn__relay_drain(r);
     t->inflight = !t->more && sn__mpsc_maybe_nonempty(&r->outq);
-    if (r->bq_head < r->bq_n && sn__relay_bounce_some(r)) /* (peer.c: a slice a turn) */
-        t->more = true;
+    if (r->bq_head < r->bq_n) /* (peer.c: a slice a turn; wait_events does not sleep while any waits) */
+        sn__relay_bounce_some(r);
     if (r->router_look) {
         r->router_look = false;
         if (sn__relay_read_socket(r, zsock_resolve(r->router), true, NULL))

@@ -477,6 +477,17 @@ void sn__relay_drop_seeds(sn_relay_t *r);
  * SN_TURN_CHECK items, or every frame, costs well under 1 %. */
 #define SN_TURN_SLICE_NS 2000000u
 #define SN_TURN_CHECK 64
+/* Is this turn's slice of one kind of work over? *until is its end, 0
+ * until the first look, which starts it. */
+static inline bool sn__relay_slice_over(uint64_t *until)
+{
+    uint64_t now = sn__relay_now_ns();
+    if (!*until) {
+        *until = now + SN_TURN_SLICE_NS;
+        return false;
+    }
+    return now >= *until;
+}
 
 /* High-water marks: messages (frames) queued per peer pipe. A frame holds
  * up to BATCH_MAX sends, so 1000 frames bound a pipe at a few million sends;

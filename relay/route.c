@@ -320,14 +320,7 @@ bool sn__relay_drain(sn_relay_t *r)
                 sn__hop_stamp(it->s.payload, 0); /* the relay thread picked it up */
             sn__relay_route(r, it);
         }
-        if (++done == DRAIN_BUDGET)
-            more = true;
-        else if (done % SN_TURN_CHECK == 0) {
-            uint64_t now = sn__relay_now_ns();
-            more = until && now >= until;
-            if (!until)
-                until = now + SN_TURN_SLICE_NS;
-        }
+        more = ++done == DRAIN_BUDGET || (done % SN_TURN_CHECK == 0 && sn__relay_slice_over(&until));
     }
     if (done) /* (the only writer: a load and a store) */
         atomic_store_explicit(&r->drained, atomic_load_explicit(&r->drained, memory_order_relaxed) + done,
