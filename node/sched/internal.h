@@ -266,7 +266,8 @@ typedef struct sn__worker {
     /* the hand-off (worker.c): a process the step's sends woke, to run
      * next, held here (unseen by thieves) while the sends are dispatched */
     bool handing;
-    struct sn_ctx *handoff;
+    struct sn_ctx *handoff; /* RUNNING already (woken so: sn__hand_to), owned by us */
+    struct sn_ctx *handed;  /* the hand-off find_work returned, for sn__run */
     /* the lazy wake (worker.c): we queued work on our deque and woke nobody
      * for it yet; since when, and a pick counter for the clock reads */
     bool wake_owed;
@@ -448,9 +449,16 @@ sn__worker_t *sn__self_worker(sn_sched_t *sched);
  * when one is needed. */
 void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next);
 /* Producer side of the wake protocol: after pushing an event (shard lock
- * held), moves an IDLE/BLOCKED process to READY. Returns true when the
- * caller must sn__schedule it (after unlocking). */
-bool sn__wake(sn__proc_t *p, uint8_t event_type);
+ * held), moves an IDLE/BLOCKED process to `to`: READY, or RUNNING for a
+ * process that goes to the hand-off of the worker waking it (sn__hand_to).
+ * Returns true when the caller must sn__schedule it, or hand it over with
+ * sn__hand_over (after unlocking). */
+bool sn__wake(sn__proc_t *p, uint8_t event_type, uint32_t to);
+/* The calling worker, if a process its step's sends wake now would go to
+ * its hand-off (worker.c); NULL otherwise. */
+sn__worker_t *sn__hand_to(sn_sched_t *sched);
+/* Hands p, woken straight to RUNNING for w's hand-off (sn__hand_to), to w. */
+void sn__hand_over(sn__worker_t *w, sn__proc_t *p);
 /* Pushes an event to a local process (node must be built); on SN_ENOPROC
  * the node is left to the caller. */
 int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from_here);

@@ -15,7 +15,7 @@
 
 /* ------------------------------------------------------------- routing */
 
-bool sn__wake(sn__proc_t *p, uint8_t event_type)
+bool sn__wake(sn__proc_t *p, uint8_t event_type, uint32_t to)
 {
     /* seq_cst: the producer's load in the wake protocol's store-buffering
      * pair (go_to_sleep in worker.c); our push came just before */
@@ -25,8 +25,7 @@ bool sn__wake(sn__proc_t *p, uint8_t event_type)
         if (st == SN__IDLE || (st == SN__BLOCKED && !sn__message_class(event_type))) {
             /* acq_rel: we take the process out of its sleep, seeing the
              * writes of the step that put it there */
-            if (atomic_compare_exchange_weak_explicit(&p->state, &s, SN__READY, memory_order_seq_cst,
-                                                      memory_order_seq_cst)) {
+            if (atomic_compare_exchange_weak_explicit(&p->state, &s, to, memory_order_seq_cst, memory_order_seq_cst)) {
                 if (st == SN__BLOCKED)
                     atomic_fetch_sub_explicit(&p->sched->nblocked, 1, memory_order_relaxed);
                 return true;
@@ -86,9 +85,12 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
         atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_seq_cst);
     SN__STAT_ADD(p->pushed, 1); /* a display count; we hold the shard lock */
     sn__mpsc_push(&p->q, &node->link);
-    bool woke = sn__wake(p, type);
+    sn__worker_t *hw = sn__hand_to(sched);
+    bool woke = sn__wake(p, type, hw ? SN__RUNNING : SN__READY);
     sn__shard_unlock(s);
-    if (woke)
+    if (woke && hw)
+        sn__hand_over(hw, p);
+    else if (woke)
         sn__schedule(sched, p, true);
     return 0;
 }
@@ -146,9 +148,12 @@ int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *first, sn__evno
     /* as sn__post_local: alive under the lock; messages raise no wakeups */
     SN__STAT_ADD(p->pushed, (uint32_t)n); /* a display count; we hold the shard lock */
     sn__mpsc_push_chain(&p->q, &first->link, &last->link);
-    bool woke = sn__wake(p, SN_EV_MESSAGE);
+    sn__worker_t *hw = sn__hand_to(sched);
+    bool woke = sn__wake(p, SN_EV_MESSAGE, hw ? SN__RUNNING : SN__READY);
     sn__shard_unlock(s);
-    if (woke)
+    if (woke && hw)
+        sn__hand_over(hw, p);
+    else if (woke)
         sn__schedule(sched, p, true);
     sn__worker_t *w = sn__self_worker(sched);
     if (w)

@@ -163,10 +163,6 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
         return; /* the relay's I/O thread runs it itself (guest.c) */
     if (w == sched->guest)
         w = NULL; /* (the guest has no queues of its own: the global queue) */
-    if (w && to_next && w->handing && !w->handoff && w->streak < NEXT_STREAK) {
-        w->handoff = p; /* see sn__handoff_flush */
-        return;
-    }
     if (w) {
         if (to_next) {
             /* Only the owner fills the slot (thieves only empty it), so an
@@ -324,13 +320,46 @@ static sn__proc_t *take_yielded(sn__worker_t *w)
     return atomic_exchange_explicit(&w->yielded, NULL, memory_order_acq_rel);
 }
 
+/* The hand-off: a process that a step's sends wake (the first one, while
+ * the run-next fairness streak lasts) goes to its waker's hand-off, unseen
+ * by thieves, and runs next on this worker (find_work). The waker's wake
+ * CAS takes it from IDLE (or BLOCKED) straight to RUNNING, under the shard
+ * lock, so that its run needs no READY -> RUNNING CAS: one locked
+ * instruction less per message in a chain of processes (schedbench
+ * threadring, chameneos, pingpong). Invariants: a process in w->handoff is
+ * RUNNING and owned by w, as if w ran it (producers that push meanwhile see
+ * RUNNING and set SN__WAKE, which go_to_sleep handles as during a step);
+ * it leaves the hand-off only to be run by w (sn__run, via w->handed) or
+ * made READY by w with a plain release store (no one else writes the state
+ * of a RUNNING process but to set SN__WAKE, which READY makes moot: a Ready
+ * process drains its queue when it runs) and queued as any woken process
+ * (hand_back). */
+sn__worker_t *sn__hand_to(sn_sched_t *sched)
+{
+    sn__worker_t *w = sn__self_worker(sched);
+    return w && w != sched->guest && w->handing && !w->handoff && w->streak < NEXT_STREAK ? w : NULL;
+}
+
+void sn__hand_over(sn__worker_t *w, sn__proc_t *p)
+{
+    w->handoff = p;
+}
+
+/* A process in the hand-off that will not run next after all: READY, to
+ * the run-next slot (release: a thief that takes it sees its state). */
+static void hand_back(sn__worker_t *w, sn__proc_t *p)
+{
+    atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+    sn__schedule(w->sched, p, true);
+}
+
 void sn__handoff_flush(sn__worker_t *w)
 {
     sn__proc_t *p = w->handoff;
     w->handing = false;
     if (p) {
         w->handoff = NULL;
-        sn__schedule(w->sched, p, true);
+        hand_back(w, p);
     }
 }
 
@@ -347,9 +376,10 @@ static sn__proc_t *find_work(sn__worker_t *w, int spins)
         if (w->streak < NEXT_STREAK && (w->picks + 1) % GLOBAL_EVERY != 0) {
             w->picks++;
             w->streak++;
+            w->handed = p; /* (RUNNING already: sn__run) */
             return p;
         }
-        sn__schedule(w->sched, p, true);
+        hand_back(w, p);
     }
     if (++w->picks % GLOBAL_EVERY == 0 && (p = from_global(w)))
         return p;
@@ -478,6 +508,10 @@ void *sn__worker_main(void *arg)
         }
     }
     set_spinning(w, false);
+    if (w->handoff) { /* (stopping: READY again, as in a queue; the scheduler frees it) */
+        atomic_store_explicit(&w->handoff->state, SN__READY, memory_order_release);
+        w->handoff = NULL;
+    }
     tls_worker = NULL;
     return NULL;
 }
@@ -648,10 +682,13 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
 {
     sn_sched_t *sched = w->sched;
     uint32_t expect = SN__READY;
-    /* acquire: we see everything written before the process was made Ready */
-    if (!atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__RUNNING, memory_order_acquire,
-                                                 memory_order_relaxed))
+    if (p == w->handed) { /* from our hand-off: RUNNING since its wake, which we did */
+        w->handed = NULL;
+    } else if (!atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__RUNNING, memory_order_acquire,
+                                                        memory_order_relaxed)) {
+        /* acquire: we see everything written before the process was made Ready */
         abort(); /* invariant: a queued process is Ready and queued once */
+    }
     /* acquire: the reason stored before the flag (kill.c). Killed during
      * its last step, it is here again: the killer's CANCEL woke it */
     if (atomic_load_explicit(&p->killed, memory_order_acquire) & SN__KILL_FORCE) {
