@@ -62,7 +62,7 @@ extern _Atomic int64_t sn__shared_live;
 enum {
     SN__INIT = 0,     /* being created; not runnable yet */
     SN__READY = 1,    /* in exactly one run queue */
-    SN__RUNNING = 2,  /* owned by the worker running it */
+    SN__RUNNING = 2,  /* owned by the worker running it, or holding it in its hand-off (worker.c) */
     SN__IDLE = 3,     /* waiting for any event */
     SN__BLOCKED = 4,  /* waiting for a yield completion or cancel */
     SN__COMPLETE = 5, /* finished; out of the PID table */
