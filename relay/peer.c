@@ -211,7 +211,7 @@ void sn__relay_bounce_item(sn_relay_t *r, item_t *it, int error, uint32_t at)
         bq_push(r, b);
 }
 
-bool sn__relay_bounce_some(sn_relay_t *r)
+void sn__relay_bounce_some(sn_relay_t *r)
 {
     uint64_t until = 0;
     sn__relay_slice_over(&until); /* (it starts now) */
@@ -225,7 +225,6 @@ bool sn__relay_bounce_some(sn_relay_t *r)
     }
     if (r->bq_head == r->bq_n)
         r->bq_head = r->bq_n = 0;
-    return r->bq_head < r->bq_n;
 }
 
 void sn__relay_bounce_fini(sn_relay_t *r)

@@ -322,8 +322,9 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone);
 /* it could not go on (to node `at`, if it got that far): back to its
  * sender, behind whatever the bounce queue holds (peer.c), and freed */
 void sn__relay_bounce_item(sn_relay_t *r, item_t *it, int error, uint32_t at);
-/* A slice of the bounce queue (true: more waits); its end, at destroy. */
-bool sn__relay_bounce_some(sn_relay_t *r);
+/* A slice of the bounce queue (what is left waits for the next turn:
+ * r->bq_head < r->bq_n); its end, at destroy. */
+void sn__relay_bounce_some(sn_relay_t *r);
 void sn__relay_bounce_fini(sn_relay_t *r);
 /* sn_relay_new is sn__relay_create, then the I/O thread, then
  * sn__relay_install; tests/fuzz/fuzz_relay.c uses them without the thread

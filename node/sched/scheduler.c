@@ -66,6 +66,20 @@ static void count(sn_sched_t *sched, int which)
     }
 }
 
+/* After a push to p (shard s locked): the wake, then the unlock, then p to
+ * the hand-off of the worker waking it (woken straight to RUNNING:
+ * worker.c) or, woken to READY, to a run queue. */
+static void wake_unlock(sn_sched_t *sched, sn__shard_t *s, sn__proc_t *p, uint8_t type)
+{
+    sn__worker_t *hw = sn__hand_to(sched);
+    bool woke = sn__wake(p, type, hw ? SN__RUNNING : SN__READY);
+    sn__shard_unlock(s);
+    if (woke && hw)
+        sn__hand_over(hw, p);
+    else if (woke)
+        sn__schedule(sched, p, true);
+}
+
 int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from_here)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
@@ -85,13 +99,7 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
         atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_seq_cst);
     SN__STAT_ADD(p->pushed, 1); /* a display count; we hold the shard lock */
     sn__mpsc_push(&p->q, &node->link);
-    sn__worker_t *hw = sn__hand_to(sched);
-    bool woke = sn__wake(p, type, hw ? SN__RUNNING : SN__READY);
-    sn__shard_unlock(s);
-    if (woke && hw)
-        sn__hand_over(hw, p);
-    else if (woke)
-        sn__schedule(sched, p, true);
+    wake_unlock(sched, s, p, type);
     return 0;
 }
 
@@ -148,13 +156,7 @@ int sn__post_chain(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *first, sn__evno
     /* as sn__post_local: alive under the lock; messages raise no wakeups */
     SN__STAT_ADD(p->pushed, (uint32_t)n); /* a display count; we hold the shard lock */
     sn__mpsc_push_chain(&p->q, &first->link, &last->link);
-    sn__worker_t *hw = sn__hand_to(sched);
-    bool woke = sn__wake(p, SN_EV_MESSAGE, hw ? SN__RUNNING : SN__READY);
-    sn__shard_unlock(s);
-    if (woke && hw)
-        sn__hand_over(hw, p);
-    else if (woke)
-        sn__schedule(sched, p, true);
+    wake_unlock(sched, s, p, SN_EV_MESSAGE);
     sn__worker_t *w = sn__self_worker(sched);
     if (w)
         SN__STAT_ADD(w->st.messages, n);
