@@ -94,6 +94,7 @@ typedef struct root {
     uint32_t npid, got; /* PIDs in so far */
     int phase;
     uint64_t sent, recv, acc;
+    uint32_t at;        /* fjthrput: the member sent to next */
     sn_pid_t waiting;   /* chameneos: the one waiting at the mall */
     sn_payload_t *keep; /* chameneos: its request */
 } root_t;
@@ -463,10 +464,14 @@ static void fjt_root(root_t *s, sn_ctx_t *ctx, sn_event_t *ev, size_t n, sn_step
     }
     if (collect(s, ev, n, out, s->npid))
         return;
-    uint64_t total = s->a * s->npid;
-    for (int k = 0; k < SLICE && s->sent < total; k++, s->sent++)
-        send_u64(out, s->pid[s->sent % s->npid], K_MSG, s->sent / s->npid);
-    out->status = s->sent < total ? SN_CONTINUE : SN_IDLE;
+    /* message `sent` to each member in turn, as the Go peer's two loops
+     * (no division per message) */
+    for (int k = 0; k < SLICE && s->sent < s->a; k++) {
+        send_u64(out, s->pid[s->at], K_MSG, s->sent);
+        if (++s->at == s->npid)
+            s->at = 0, s->sent++;
+    }
+    out->status = s->sent < s->a ? SN_CONTINUE : SN_IDLE;
 }
 
 static int fjt_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
