@@ -80,7 +80,7 @@ static void ungroup(sn_sched_t *sched, sn__proc_t *p, sn__sendgroup_t *g)
 {
     for (sn__evnode_t *e = g->first, *next; e; e = next) {
         next = e == g->last ? NULL : (sn__evnode_t *)atomic_load_explicit(&e->link.next, memory_order_relaxed);
-        sn_payload_t *msg = e->data;
+        sn_payload_t *msg = sn__evnode_data(e);
         uint64_t tag = e->tag;
         if (e->bare)
             sn__evnode_free_bare(e); /* a shared payload's node: msg is our reference */
@@ -142,11 +142,10 @@ static bool group_send(sn__worker_t *w, sn__proc_t *p, sn_yield_t *y)
         return false;
     if (!y->data && !(y->data = sn_payload_new(SN_CT_BYTES, NULL, 0)))
         return false;
-    sn__sendgroup_t *g =
-        w->ngroups && sn_pid_eq(w->groups[w->glast].to, y->target) ? &w->groups[w->glast] : group_of(w, y->target);
+    sn__sendgroup_t *g = w->ngroups && sn_pid_eq(w->glast->to, y->target) ? w->glast : group_of(w, y->target);
     if (!g)
         return false;
-    w->glast = (uint32_t)(g - w->groups);
+    w->glast = g;
     sn__evnode_t *e = sn__evnode_make(SN_EV_MESSAGE, 0, y->tag, p->pid, y->data, false);
     if (!e)
         return false; /* (a new group stays empty: flush_groups skips it) */

@@ -21,12 +21,15 @@
  * in front of it (see payload.c), so sending a payload allocates nothing
  * more; events without a payload, and events carrying a shared payload
  * (whose own node is never queued: it may be in many queues at once),
- * allocate a bare node. */
+ * allocate a bare node (sn__barenode_t: the node and a payload pointer).
+ * 40 bytes, no pointer to its payload (sn__evnode_data finds it): a u64
+ * message (node, payload header, 8 bytes and the terminating NUL, 57
+ * bytes) fits one cache line of its 64-aligned block. */
 typedef struct sn__evnode {
     sn__mpsc_node_t link;
     uint8_t type;    /* sn_event_type_t */
     uint8_t counted; /* completes a yield counted in proc->pending */
-    uint8_t bare;    /* not inside a payload: free on drain */
+    uint8_t bare;    /* a sn__barenode_t, not inside a payload: free on drain */
     uint8_t shared;  /* in front of a shared payload (sn_payload_share): never queued */
     union {
         int error; /* a queued node: the event's error */
@@ -36,19 +39,52 @@ typedef struct sn__evnode {
     };
     uint64_t tag;
     sn_pid_t from;
-    sn_payload_t *data;
 } sn__evnode_t;
 
+/* A node not inside a payload: no payload (NULL) or a shared one. */
+typedef struct sn__barenode {
+    sn__evnode_t n;
+    sn_payload_t *data;
+} sn__barenode_t;
+
 /* The event node that lives in front of payload p (payload.c puts it
- * there, 16-aligned). Inline: every send and every drop asks. */
-#define SN__PAYLOAD_PREFIX ((sizeof(sn__evnode_t) + 15) & ~(size_t)15)
+ * there; the payload is 8-aligned, its bytes 16-aligned). Inline: every
+ * send and every drop asks. */
+#define SN__PAYLOAD_PREFIX ((sizeof(sn__evnode_t) + 7) & ~(size_t)7)
 static inline sn__evnode_t *sn__payload_node(sn_payload_t *p)
 {
     return (sn__evnode_t *)(void *)((unsigned char *)p - SN__PAYLOAD_PREFIX);
 }
+/* The payload an event carries (NULL: none). */
+static inline sn_payload_t *sn__evnode_data(sn__evnode_t *n)
+{
+    return n->bare ? ((sn__barenode_t *)(void *)n)->data
+                   : (sn_payload_t *)(void *)((unsigned char *)n + SN__PAYLOAD_PREFIX);
+}
+static inline sn__evnode_t *sn__evnode_fill(sn__evnode_t *n, uint8_t type, int error, uint64_t tag, sn_pid_t from,
+                                            bool counted)
+{
+    n->type = type;
+    n->counted = counted;
+    n->error = error;
+    n->tag = tag;
+    n->from = from;
+    return n;
+}
+/* A bare node (payload.c); NULL on out-of-memory. */
+sn__evnode_t *sn__evnode_bare(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p, bool counted);
 /* A node for an event: p's own node, or a bare one when p is NULL or
- * shared. NULL on out-of-memory (p is then untouched). */
-sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p, bool counted);
+ * shared. NULL on out-of-memory (p is then untouched). Inline: once per
+ * message on the send path. */
+static inline sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p,
+                                            bool counted)
+{
+    if (!p || sn__payload_node(p)->shared)
+        return sn__evnode_bare(type, error, tag, from, p, counted);
+    sn__evnode_t *n = sn__payload_node(p);
+    n->bare = 0;
+    return sn__evnode_fill(n, type, error, tag, from, counted);
+}
 /* Frees a bare node alone (its data, if any, is the caller's): they come
  * from the payload magazines, not malloc. */
 void sn__evnode_free_bare(sn__evnode_t *n);
@@ -250,6 +286,12 @@ typedef struct sn__worker {
      * yfills counts its fills for that guard */
     _Atomic(sn__proc_t *) yielded;
     _Atomic uint32_t yfills;
+    /* the steal back-off (worker.c): until shun_until (ns) thieves leave
+     * this deque alone and the owner pays no lazy wake; shun_ns is the
+     * back-off's length, doubled at each steal that did not pay. Relaxed
+     * loads and stores by thieves and the owner: a hint, no data hangs on
+     * it, a lost update only shortens or lengthens one back-off */
+    _Atomic uint64_t shun_until, shun_ns;
     /* owner-private */
     alignas(64) sn_sched_t *sched;
     int index;
@@ -274,6 +316,11 @@ typedef struct sn__worker {
     uint32_t owed_tick;
     uint64_t owed_ns;
     bool wake_sleepers; /* left park() while others slept untimed: wake them on finding work */
+    /* the steal back-off (worker.c): our last deque steal, from whom, how
+     * many processes, when, and the picks left before we judge it */
+    struct sn__worker *loot_from;
+    uint32_t loot_n, loot_left;
+    uint64_t loot_ns;
     uint64_t watch_ns;
     uint64_t rng;
     uint64_t serial_next, serial_end; /* block of PID serials */
@@ -282,8 +329,9 @@ typedef struct sn__worker {
     sn_step_out_t out;
     sn__sendgroup_t groups[SN__SEND_GROUPS]; /* coalesced sends (dispatch.c) */
     uint8_t gslot[SN__GROUP_SLOTS];          /* 1 + index into groups; 0: free */
-    uint32_t ngroups, glast;                 /* glast: the group used last (valid while ngroups > 0) */
-    void *pcache[SN__PCACHE_CLASSES];        /* freed process blocks by size class */
+    uint32_t ngroups;
+    sn__sendgroup_t *glast;           /* the group used last (valid while ngroups > 0) */
+    void *pcache[SN__PCACHE_CLASSES]; /* freed process blocks by size class */
     uint32_t pcache_n[SN__PCACHE_CLASSES];
     pthread_t thread;
     /* owner-written, read by stats */

@@ -282,7 +282,7 @@ int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_eve
             free(*events);
             *events = more;
         }
-        (*events)[(*nevents)++] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
+        (*events)[(*nevents)++] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, sn__evnode_data(e)};
         if (e->bare)
             sn__evnode_free_bare(e);
     }

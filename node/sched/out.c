@@ -40,18 +40,25 @@ sn_yield_t *sn_out_at(sn_step_out_t *out, uint32_t i)
     return sn__out_at(out, i);
 }
 
+/* The overflow array grown for yield i, or NULL. Out of line, so that
+ * the common case (next_slot, a send) saves no registers. */
+static __attribute__((noinline)) sn_yield_t *grow_slot(sn_step_out_t *out, uint32_t i)
+{
+    size_t cap = out->cap; /* (a uint32_t in the public struct) */
+    sn_yield_t *y = sn__grow(out->overflow, &cap, i - SN_OUT_INLINE_YIELDS, sizeof *y, 8, UINT32_MAX);
+    if (!y)
+        return NULL;
+    out->overflow = y;
+    out->cap = (uint32_t)cap;
+    return sn__out_at(out, i);
+}
+
 /* The slot for the next yield (not yet counted), or NULL. */
-static sn_yield_t *next_slot(sn_step_out_t *out)
+static inline sn_yield_t *next_slot(sn_step_out_t *out)
 {
     uint32_t i = out->nyields;
-    if (i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap) {
-        size_t cap = out->cap; /* (a uint32_t in the public struct) */
-        sn_yield_t *y = sn__grow(out->overflow, &cap, i - SN_OUT_INLINE_YIELDS, sizeof *y, 8, UINT32_MAX);
-        if (!y)
-            return NULL;
-        out->overflow = y;
-        out->cap = (uint32_t)cap;
-    }
+    if (i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap)
+        return grow_slot(out, i);
     return sn__out_at(out, i);
 }
 
@@ -65,13 +72,29 @@ sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uin
     return y;
 }
 
-int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msg)
+static inline void put_send(sn_step_out_t *out, sn_yield_t *y, sn_pid_t to, uint64_t tag, sn_payload_t **msg)
 {
-    sn_yield_t *y = next_slot(out);
-    if (!y)
-        return SN_ENOMEM;
     *y = (sn_yield_t){.cmd = SN__CMD_SEND, .name = "send", .tag = tag, .target = to, .data = msg ? sn_take(msg) : NULL};
     out->nyields++;
+}
+
+/* sn_out_send when the overflow array must grow first (a tail call: the
+ * common case below saves no registers). */
+static __attribute__((noinline)) int send_grown(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msg)
+{
+    sn_yield_t *y = grow_slot(out, out->nyields);
+    if (!y)
+        return SN_ENOMEM;
+    put_send(out, y, to, tag, msg);
+    return 0;
+}
+
+int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msg)
+{
+    uint32_t i = out->nyields;
+    if (i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap)
+        return send_grown(out, to, tag, msg);
+    put_send(out, sn__out_at(out, i), to, tag, msg);
     return 0;
 }
 

@@ -591,8 +591,8 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     sn__mpsc_node_t *node;
     while ((node = sn__mpsc_pop(&p->q))) {
         sn__evnode_t *e = (sn__evnode_t *)node;
-        if (e->type == SN_EV_MESSAGE && !sn_pid_is_none(e->from) && e->data) {
-            sn_payload_t *data = e->data;
+        sn_payload_t *data = sn__evnode_data(e);
+        if (e->type == SN_EV_MESSAGE && !sn_pid_is_none(e->from) && data) {
             sn_pid_t from = e->from;
             uint64_t tag = e->tag;
             if (e->bare) /* a shared payload's node */

@@ -33,6 +33,22 @@
  * steals at once, as before; an owner stuck in a long step with work
  * queued is found by the others' timed park (PARK_RECHECK_NS).
  *
+ * The steal back-off: a steal pays when the work it takes keeps the thief
+ * busy for longer than moving it costs. Short steps that talk to processes
+ * left behind on the victim do not: a chameneos member ran one 200 ns step
+ * on the thief, sent to the mall on the victim and was woken there again,
+ * and every such crossing moved its state, its mailbox and the mall's
+ * lines between cores (schedbench chameneos: 70,000 steals a round, twice
+ * the time of one worker). So a thief judges each deque steal once it has
+ * run as many picks as it took processes (or ran out of work): if that
+ * took less than LOOT_MIN_NS and less than LOOT_PER_PROC_NS a process,
+ * thieves leave that victim's deque and yield slot alone for SHUN_MIN_NS,
+ * twice as long after each such steal in a row up to SHUN_MAX_NS, and the
+ * victim owes no lazy wake meanwhile. A steal that pays ends the doubling;
+ * a spawn on the victim ends the back-off at once (a fan-out is work to
+ * share). A real backlog of long steps is thus never refused help for
+ * more than SHUN_MAX_NS. The run-next guard below is apart from it.
+ *
  * The run-next steal guard (as Go's runqsteal leaves runnext alone for a
  * few microseconds, and Tokio's LIFO slot is not stolen): a process woken
  * by a step goes to the waker's run-next slot, where it runs next with the
@@ -82,6 +98,10 @@
 #define GLOBAL_EVERY 61          /* every this many picks, the global queue goes first */
 #define WAKE_AFTER_NS 50000      /* the lazy wake: queued work waits this long for its owner */
 #define WAKE_CHECK 8             /* the owner reads the clock for it every this many picks */
+#define LOOT_MIN_NS 50000        /* the steal back-off: a steal that kept us busy less than this */
+#define LOOT_PER_PROC_NS 2000    /* and less than this per process taken did not pay */
+#define SHUN_MIN_NS 100000       /* the first back-off from a victim */
+#define SHUN_MAX_NS 2000000      /* and the longest (it doubles up to this) */
 
 static _Thread_local sn__worker_t *tls_worker;
 static _Thread_local bool tls_running; /* in sn__run: see sn__worker_running */
@@ -180,6 +200,8 @@ void sn__schedule(sn_sched_t *sched, sn__proc_t *p, bool to_next)
         }
         if (sn__deque_push(&w->deque, p) == 0) {
             if (!to_next) {
+                if (atomic_load_explicit(&w->shun_until, memory_order_relaxed))
+                    atomic_store_explicit(&w->shun_until, 0, memory_order_relaxed); /* the back-off ends */
                 sn__notify(sched);      /* new work (a spawn): a helper at once */
             } else if (!w->wake_owed) { /* a woken process: the lazy wake (top of this file) */
                 w->wake_owed = true;
@@ -267,14 +289,25 @@ static sn__proc_t *steal(sn__worker_t *w, int spins)
     if (nw < 2)
         return NULL;
     int start = (int)(rnd(w) % (uint64_t)nw);
+    uint64_t now = 0;
     for (int i = 0; i < nw; i++) {
         sn__worker_t *v = &sched->workers[(start + i) % nw];
         if (v == w)
             continue;
         int moved = 0;
-        sn__proc_t *p = sn__deque_steal_half_into(&v->deque, &w->deque, &moved);
-        if (!p && (p = steal_next(w, v, true))) /* its yield slot: a shorter guard */
+        sn__proc_t *p = NULL;
+        uint64_t shun = atomic_load_explicit(&v->shun_until, memory_order_relaxed);
+        if (shun && !now)
+            now = sn__now_ns();
+        if (shun && now < shun)
+            continue; /* (the back-off: top of this file) */
+        if ((p = sn__deque_steal_half_into(&v->deque, &w->deque, &moved))) {
+            w->loot_from = v;
+            w->loot_n = w->loot_left = (uint32_t)moved;
+            w->loot_ns = now ? now : sn__now_ns();
+        } else if ((p = steal_next(w, v, true))) { /* its yield slot: a shorter guard */
             moved = 1;
+        }
         if (p) {
             SN__STAT_ADD(w->st.steals, 1);
             SN__STAT_ADD(w->st.stolen, (uint64_t)moved);
@@ -306,10 +339,36 @@ static sn__proc_t *take_next(sn__worker_t *w)
  * help (sn__notify wakes nobody when a worker is searching already). */
 static void pay_wake(sn__worker_t *w)
 {
-    if (!w->wake_owed || (++w->owed_tick % WAKE_CHECK) != 0 || sn__now_ns() - w->owed_ns < WAKE_AFTER_NS)
+    if (!w->wake_owed || (++w->owed_tick % WAKE_CHECK) != 0)
         return;
+    uint64_t now = sn__now_ns();
+    if (now - w->owed_ns < WAKE_AFTER_NS || now < atomic_load_explicit(&w->shun_until, memory_order_relaxed))
+        return; /* (while thieves back off from us, the wake stays owed) */
     w->wake_owed = false;
     sn__notify(w->sched);
+}
+
+/* The steal back-off (top of this file): once we have run as many picks
+ * as our last deque steal took processes (or run out of work before), did
+ * it pay? If it kept us busy less than LOOT_MIN_NS and less than
+ * LOOT_PER_PROC_NS a process, thieves leave that victim alone for a
+ * while, twice as long each time in a row; if it paid, the back-off
+ * starts again from its shortest. */
+static void judge_loot(sn__worker_t *w)
+{
+    sn__worker_t *v = w->loot_from;
+    uint64_t now = sn__now_ns(), took = now - w->loot_ns;
+    w->loot_from = NULL;
+    w->loot_left = 0;
+    uint64_t len = atomic_load_explicit(&v->shun_ns, memory_order_relaxed);
+    if (took >= LOOT_MIN_NS || took >= (uint64_t)w->loot_n * LOOT_PER_PROC_NS) {
+        if (len)
+            atomic_store_explicit(&v->shun_ns, 0, memory_order_relaxed);
+        return;
+    }
+    len = len ? (len * 2 < SHUN_MAX_NS ? len * 2 : SHUN_MAX_NS) : SHUN_MIN_NS;
+    atomic_store_explicit(&v->shun_ns, len, memory_order_relaxed);
+    atomic_store_explicit(&v->shun_until, now + len, memory_order_relaxed);
 }
 
 /* Takes the process in our yield slot, if any. acq_rel: as take_next. */
@@ -371,6 +430,8 @@ static sn__proc_t *find_work(sn__worker_t *w, int spins)
 {
     sn__proc_t *p;
     pay_wake(w);
+    if (w->loot_from && --w->loot_left == 0)
+        judge_loot(w);
     if ((p = w->handoff)) { /* it runs now, as from the run-next slot, if fairness lets it */
         w->handoff = NULL;
         if (w->streak < NEXT_STREAK && (w->picks + 1) % GLOBAL_EVERY != 0) {
@@ -399,6 +460,8 @@ static sn__proc_t *find_work(sn__worker_t *w, int spins)
         return p;
     if ((p = take_yielded(w)))
         return p;
+    if (w->loot_from)
+        judge_loot(w); /* out of work before the count */
     if ((p = steal(w, spins)))
         return p;
     return NULL;
@@ -623,7 +686,7 @@ static size_t drain(sn__worker_t *w, sn__proc_t *p, uint32_t need)
             continue;
         }
         sn__evnode_t *e = (sn__evnode_t *)node;
-        w->events[n] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, e->data};
+        w->events[n] = (sn_event_t){(sn_event_type_t)e->type, e->error, e->tag, e->from, sn__evnode_data(e)};
         if (e->type == SN_EV_YIELD_COMPLETE && e->counted && p->pending > 0)
             p->pending--;
         if (!sn__message_class(e->type))
