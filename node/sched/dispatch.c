@@ -163,8 +163,9 @@ static bool group_send(sn__worker_t *w, sn__proc_t *p, sn_yield_t *y)
 /* The send yields from index i on while they last; returns the index past them. */
 static uint32_t send_run(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out, uint32_t i)
 {
-    for (; i < out->nyields; i++) {
-        sn_yield_t *y = sn__out_at(out, i);
+    uint32_t n = out->nyields; /* (a step's yields do not change while they are dispatched) */
+    sn_yield_t *y = sn__out_at(out, i);
+    for (; i < n; i++, y = i == SN_OUT_INLINE_YIELDS ? out->overflow : y + 1) {
         if (y->cmd != SN__CMD_SEND)
             break;
         if (!group_send(w, p, y)) {

@@ -85,6 +85,9 @@ static inline sn__evnode_t *sn__evnode_make(uint8_t type, int error, uint64_t ta
     n->bare = 0;
     return sn__evnode_fill(n, type, error, tag, from, counted);
 }
+/* Destroys the payloads of n events a step was given (those it did not
+ * take), in one call: the step loop's per-message free. */
+void sn__events_free(sn_event_t *ev, size_t n);
 /* Frees a bare node alone (its data, if any, is the caller's): they come
  * from the payload magazines, not malloc. */
 void sn__evnode_free_bare(sn__evnode_t *n);

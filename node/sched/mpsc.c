@@ -36,7 +36,7 @@ void sn__mpsc_push_chain(sn__mpsc_t *q, sn__mpsc_node_t *first, sn__mpsc_node_t 
     atomic_store_explicit(&prev->next, first, memory_order_release);
 }
 
-sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q)
+sn__mpsc_node_t *sn__mpsc_pop_slow(sn__mpsc_t *q)
 {
     sn__mpsc_node_t *tail = q->tail;
     sn__mpsc_node_t *next = atomic_load_explicit(&tail->next, memory_order_acquire);
@@ -49,9 +49,7 @@ sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q)
     }
     if (next) {
         q->tail = next;
-        /* the next pop reads it: a producer on another core wrote it, so
-         * start its line coming while the caller handles this one */
-        __builtin_prefetch(next);
+        __builtin_prefetch(next); /* (as in sn__mpsc_pop) */
         return tail;
     }
     /* tail is the last linked node: pop it only if no push is in flight */

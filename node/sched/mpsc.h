@@ -32,7 +32,25 @@ void sn__mpsc_push(sn__mpsc_t *q, sn__mpsc_node_t *n);
  * after everything pushed before and before anything pushed after. */
 void sn__mpsc_push_chain(sn__mpsc_t *q, sn__mpsc_node_t *first, sn__mpsc_node_t *last);
 /* Consumer only. NULL when empty or when the next node is still in flight. */
-sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q);
+sn__mpsc_node_t *sn__mpsc_pop_slow(sn__mpsc_t *q);
+/* Inline: once per event. The common case, tail a real node with a
+ * successor linked, takes it here; the stub and the last node go to
+ * sn__mpsc_pop_slow. acquire: the producer's release store of next. */
+static inline sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q)
+{
+    sn__mpsc_node_t *tail = q->tail;
+    if (tail != &q->stub) {
+        sn__mpsc_node_t *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+        if (next) {
+            q->tail = next;
+            /* the next pop reads it: a producer on another core wrote it,
+             * so start its line coming while the caller handles this one */
+            __builtin_prefetch(next);
+            return tail;
+        }
+    }
+    return sn__mpsc_pop_slow(q);
+}
 /* Consumer only. False only if the queue is certainly empty. */
 bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q);
 /* Consumer only. True if a fully linked node is ready to pop... almost:

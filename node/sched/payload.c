@@ -388,6 +388,44 @@ void sn_payload_destroy(sn_payload_t **p)
     block_free(n, block_size(d->len));
 }
 
+void sn__events_free(sn_event_t *ev, size_t n)
+{
+#ifndef SN_NO_MAGAZINES
+    /* cur and its count in locals (the stores into ev could alias them),
+     * written back before a slow path and at the end */
+    mag_t *m = cur;
+    size_t mn = m ? m->n : MAG;
+#endif
+    for (size_t i = 0; i < n; i++) {
+        sn_payload_t *d = ev[i].data;
+        if (!d)
+            continue;
+        ev[i].data = NULL;
+        sn__evnode_t *node = sn__payload_node(d);
+        size_t size = block_size(d->len);
+#ifndef SN_NO_MAGAZINES
+        if (!node->shared && size <= SMALL_BLOCK && mn < MAG) {
+            m->b[mn++] = node;
+            continue;
+        }
+        if (m)
+            m->n = mn;
+#endif
+        if (node->shared)
+            sn_payload_destroy(&d);
+        else
+            block_free_slow(node, size);
+#ifndef SN_NO_MAGAZINES
+        m = cur;
+        mn = m ? m->n : MAG;
+#endif
+    }
+#ifndef SN_NO_MAGAZINES
+    if (m)
+        m->n = mn;
+#endif
+}
+
 sn__evnode_t *sn__evnode_bare(uint8_t type, int error, uint64_t tag, sn_pid_t from, sn_payload_t *p, bool counted)
 {
     /* a node alone (no payload, or a shared one) comes from the magazines

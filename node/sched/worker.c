@@ -774,8 +774,7 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         SN__STAT_ADD(p->popped, (uint32_t)n);
         step(w, p, n, out);
         SN__STAT_ADD(p->steps, 1);
-        for (size_t i = 0; i < n; i++)
-            sn_payload_destroy(&w->events[i].data);
+        sn__events_free(w->events, n);
         if (out->nyields)
             sn__dispatch(w, p, out);
     }
