@@ -173,9 +173,7 @@ static int dial_seeds(sn_relay_t *r, const sn_relay_config_t *cfg, char *err, si
         char key[41] = "";
         if (r->cert && sn_keys_server_key(r->authorized, cfg->seeds[i], key, err, errlen) != 0)
             return -1;
-        sd->dealer = sn__relay_dealer_to(r, cfg->seeds[i], key);
-        if (sd->dealer)
-            sd->monitor = sn_keys_monitor(sd->dealer, false);
+        sd->dealer = sn__relay_dealer_to(r, cfg->seeds[i], key, &sd->monitor);
         if (!sd->dealer) {
             snprintf(err, errlen, "bad seed endpoint %s: %s", cfg->seeds[i], zmq_strerror(zmq_errno()));
             return -1;

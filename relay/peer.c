@@ -41,7 +41,7 @@ void sn__relay_io_look(sn_relay_t *r, peer_t *p)
 bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
 {
     if (!p->dealer && p->dial) { /* the first send to it: connect now (members.c, connect_to) */
-        sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, p->endpoint, p->public_key));
+        sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, p->endpoint, p->public_key, NULL));
         if (!p->dealer) {
             p->dial = false;
             SNLOG_ERROR(r, "cannot connect to node %" PRIu32 " at %s: %s", p->node, p->endpoint,
@@ -413,7 +413,7 @@ uint64_t sn__relay_acks_due_ns(sn_relay_t *r)
     return next;
 }
 
-zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key)
+zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key, zsock_t **monitor)
 {
     zsock_t *d = zsock_new(ZMQ_DEALER);
     if (!d)
@@ -424,8 +424,18 @@ zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *se
     zsock_set_rcvhwm(d, SN_RCVHWM);
     zsock_set_maxmsgsize(d, (int64_t)r->max_frame * 2 + 1024);
     zsock_set_linger(d, 500); /* a Leave or a last batch gets out at exit */
-    if (zsock_connect(d, "%s", endpoint) < 0)
+    /* The monitor before the connect: libzmq ends a connection whose
+     * handshake failed for a protocol error (a security mismatch) for
+     * good, with no retry, so an event of that first attempt, sent before
+     * anyone listened, was the only one there would be (an --insecure
+     * node under ASan waited out its join timeout) */
+    if (monitor)
+        *monitor = sn_keys_monitor(d, false);
+    if (zsock_connect(d, "%s", endpoint) < 0) {
+        if (monitor)
+            sn_keys_unmonitor(d, monitor);
         zsock_destroy(&d);
+    }
     return d;
 }
 

@@ -358,8 +358,9 @@ void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d);
 /* Sends [ident, frame] on the ROUTER (an answer on an inbound connection). */
 void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len);
 /* A DEALER to endpoint with the relay's limits (a CurveZMQ client of
- * server_key when the node is secure), or NULL. */
-zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key);
+ * server_key when the node is secure), or NULL. With monitor, *monitor
+ * watches its handshake failures from before it connects (or is NULL). */
+zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key, zsock_t **monitor);
 /* Records (on) or drops a remote monitor of target (on p) by watcher;
  * false if there was none to drop (or no memory to record it). */
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);

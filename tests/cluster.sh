@@ -8,9 +8,11 @@
 # graceful leave (left, not down); an unauthorized key and an --insecure
 # node refused, with the refusal logged on both sides; keys bound to nodes
 # (a client's key, a certificate naming another endpoint or id, a live
-# member's key: refused at join and as heartbeats). Args: $1 schednode.
+# member's key: refused at join and as heartbeats), and a seed that closes
+# every connection before the handshake. Args: $1 schednode, $2 rawzmq.
 set -u
 SN=$1
+RAW=$2
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
@@ -193,6 +195,21 @@ wait_for 30 grep -qF "from 127.0.0.1 (key $rogue_key): key not authorized" "$dir
 out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "security mismatch" <<<"$out" && ok "an --insecure node is refused by the secure cluster, exit 2" ||
   bad "insecure node: rc=$rc $out"
+# a seed that hangs up on every connection before any handshake (as a
+# CurveZMQ seed may, to a plain node): said at once, not at the timeout
+cport=$(free_port)
+"$RAW" "tcp://127.0.0.1:$cport" tcp:closer:8000 >"$dir/closer.out" 2>&1 &
+closer=$!
+pids+=("$closer")
+wait_for 10 grep -q "closing every connection" "$dir/closer.out" || bad "rawzmq tcp:closer did not start"
+t0=$(date +%s%N)
+out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "tcp://127.0.0.1:$cport" --join-timeout 6000 2>&1)
+rc=$?
+took=$((($(date +%s%N) - t0) / 1000000))
+[ $rc -eq 2 ] && grep -q "refused this node: security mismatch" <<<"$out" && [ "$took" -lt 6000 ] &&
+  ok "a seed that closes every connection before the handshake: refused in $took ms, exit 2" ||
+  bad "closing seed: rc=$rc after $took ms: $out"
+kill "$closer" 2>/dev/null; wait "$closer" 2>/dev/null
 # the seed sees a mismatch, or a handshake the plain side broke off first
 wait_for 30 grep -q "refused a connection .*\(security mismatch\|a client without keys\)" "$dir/node1.log" &&
   ok "the seed logs the insecure node's refusal" || bad "no mismatch log on node 1"

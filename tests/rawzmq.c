@@ -24,6 +24,11 @@
  *   udp:hold:MS              binds the node's probe port (UDP) and holds it MS
  *                            milliseconds (a node started meanwhile on that
  *                            port cannot bind it)
+ *   tcp:closer:MS            listens on ENDPOINT's TCP port for MS
+ *                            milliseconds and closes every connection at
+ *                            once: a seed that ends each connection before
+ *                            any handshake (as a CurveZMQ one may, to a
+ *                            plain node), prints how many it closed
  * OPTIONS:
  *   --cert FILE              be a CurveZMQ client with FILE (and FILE_secret)
  *   --server-key Z85 | --server-cert FILE   the node's public key (with --cert)
@@ -43,6 +48,8 @@
 #include <time.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sodium.h>
 #include <sys/socket.h>
@@ -56,7 +63,8 @@ static const char *usage_text =
     "              [--timeout MS] ENDPOINT KIND\n"
     "KIND: garbage|truncated|oversize:BYTES|version|multipart|nobody|send:TOPID|\n"
     "      spoof:FROMNODE:TOPID[:INCARNATION]|flood:N|incarnation|\n"
-    "      udp:garbage|udp:own:ID|udp:oversize|udp:probe:FROM:INC:TOINC|udp:hold:MS\n";
+    "      udp:garbage|udp:own:ID|udp:oversize|udp:probe:FROM:INC:TOINC|udp:hold:MS\n"
+    "      tcp:closer:MS\n";
 
 static int usage(void)
 {
@@ -450,6 +458,43 @@ static int udp_play(const args_t *a, zcert_t *cert, const char *key)
     return rc;
 }
 
+/* tcp:closer:MS -> accepts and closes at once every connection on the
+ * endpoint's port for MS milliseconds; the count goes to stdout. */
+static int tcp_closer(const args_t *a)
+{
+    struct sockaddr_in sa;
+    int probe = udp_to(a->endpoint, &sa); /* (its address: the socket is not used) */
+    if (probe < 0)
+        return 1;
+    close(probe);
+    char *end;
+    long ms = strtol(a->what + 11, &end, 10);
+    if (ms < 1 || *end)
+        return usage();
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 16) != 0) {
+        fprintf(stderr, "rawzmq: cannot listen on %s: %s\n", a->endpoint, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    printf("rawzmq: closing every connection to %s\n", a->endpoint);
+    fflush(stdout);
+    long closed = 0;
+    for (double until = now_ms() + (double)ms; now_ms() < until;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) == 1) {
+            int c = accept(fd, NULL, NULL);
+            if (c >= 0)
+                close(c), closed++;
+        }
+    }
+    close(fd);
+    printf("rawzmq: closed %ld connections\n", closed);
+    return 0;
+}
+
 /* Sends (or asks) what KIND says; returns the exit status. */
 static int play(void *sock, const args_t *a)
 {
@@ -481,6 +526,10 @@ int main(int argc, char **argv)
     char key[41] = "";
     if (a.cert_file && (rc = load_curve(&a, &cert, key)) != 0)
         return rc;
+    if (!strncmp(a.what, "tcp:closer:", 11)) {
+        zcert_destroy(&cert);
+        return tcp_closer(&a);
+    }
     if (!strncmp(a.what, "udp:", 4)) {
         rc = udp_play(&a, cert, key);
         zcert_destroy(&cert);
