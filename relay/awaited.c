@@ -152,7 +152,7 @@ static bool holder_down(sn_relay_t *r, uint32_t node)
 /* Tells node `to` (not us) that child moved to `holder` by move `moves`. */
 static void notify(sn_relay_t *r, uint32_t to, const sn_migrant_t *m, uint32_t holder)
 {
-    item_t *it = malloc(sizeof *it);
+    item_t *it = sn__relay_new_item();
     if (!it)
         return; /* (no memory: R answers for the node it last knew) */
     it->kind = ITEM_SEND;

@@ -253,7 +253,7 @@ static uint32_t default_hop(sn_relay_t *r, sn_pid_t pid)
 static void send_ctl(sn_relay_t *r, uint32_t dest, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, bool forwarded,
                      int error, uint64_t id)
 {
-    item_t *it = malloc(sizeof *it);
+    item_t *it = sn__relay_new_item();
     if (!it)
         return; /* a lost hint or marker: the marker is sent again (sn__loc_tick) */
     it->kind = ITEM_SEND;

@@ -378,15 +378,23 @@ static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 /* Queues an item for the I/O thread (any thread; the I/O thread too, to
  * put something behind what is queued already). */
 void sn__relay_enqueue(sn_relay_t *r, item_t *it);
+/* A send item (ITEM_SEND), uninitialised, or NULL: from the payload
+ * magazines (sn__small_alloc), one per message sent across nodes. Reply
+ * items (reply_item_t, calloc) are bigger and rare. */
+static inline item_t *sn__relay_new_item(void)
+{
+    return sn__small_alloc(sizeof(item_t));
+}
 static inline void sn__relay_free_item(item_t *it)
 {
     if (it->kind == ITEM_SEND) {
         sn_payload_destroy(&it->s.payload);
-    } else {
-        reply_item_t *ri = (reply_item_t *)it;
-        free(ri->rep.reason);
-        sn_payload_destroy(&ri->rep.result);
+        sn__small_free(it, sizeof *it);
+        return;
     }
+    reply_item_t *ri = (reply_item_t *)it;
+    free(ri->rep.reason);
+    sn_payload_destroy(&ri->rep.result);
     free(it);
 }
 /* Sends or holds one drained item: the location cache may hold it or

@@ -122,7 +122,7 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
         return SN_ENODEDOWN;
     if (p && !message && !via && to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed))
         return SN_ENOPROC; /* a process of an earlier run of that node */
-    item_t *it = malloc(sizeof *it);
+    item_t *it = sn__relay_new_item();
     if (!it)
         return SN_ENOMEM;
     it->kind = ITEM_SEND;

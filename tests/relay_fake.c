@@ -258,7 +258,7 @@ static int hook_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int
         return SN_EUNREACHABLE;
     if (p && atomic_load_explicit(&p->down, memory_order_acquire))
         return SN_ENODEDOWN;
-    item_t *it = malloc(sizeof *it);
+    item_t *it = sn__relay_new_item();
     if (!it)
         return SN_ENOMEM;
     it->kind = ITEM_SEND;

@@ -388,6 +388,16 @@ void sn_payload_destroy(sn_payload_t **p)
     block_free(n, block_size(d->len));
 }
 
+void *sn__small_alloc(size_t size)
+{
+    return block_alloc(size);
+}
+
+void sn__small_free(void *block, size_t size)
+{
+    block_free(block, size);
+}
+
 void sn__events_free(sn_event_t *ev, size_t n)
 {
 #ifndef SN_NO_MAGAZINES

@@ -83,6 +83,15 @@ int sn__send_result(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t
 int sn__send_child_down(sn_sched_t *sched, sn_pid_t parent, sn_pid_t child, uint64_t tag, int error,
                         sn_payload_t **result);
 
+/* A block from the payload magazines (payload.c) for the relay's
+ * per-message items: a block freed on another thread (the relay's I/O
+ * thread frees what a worker queued) comes back through the depot, not
+ * malloc, whose cross-thread frees were a fifth of xnode-send's sending
+ * side. size <= 128 comes from the magazines, larger from malloc. Free
+ * with sn__small_free and the same size, never with free(). */
+void *sn__small_alloc(size_t size);
+void sn__small_free(void *block, size_t size);
+
 /* Delivers a message (or a DOWN) that arrived from another node: to the
  * process here, or on to the node it moved to from here; never back to its
  * home node (that could loop). Returns 0 or SN_ENOPROC; same ownership as
