@@ -384,19 +384,23 @@ static zsock_t *dial(const args_t *a, zcert_t **cert, const char *key)
 
 /* ---- udp:... (the probes' port, relay/udp.c) */
 
-/* A UDP socket and the address of ENDPOINT's host:port (IPv4). */
-static int udp_to(const char *endpoint, struct sockaddr_in *sa)
+/* The address of ENDPOINT's host:port (IPv4); -1 if it is not one. */
+static int ipv4_of(const char *endpoint, struct sockaddr_in *sa)
 {
     char host[64];
     unsigned port;
     if (sscanf(endpoint, "tcp://%63[0-9.]:%u", host, &port) != 2 || port > 65535) {
-        fprintf(stderr, "rawzmq: udp: needs tcp://IPV4:PORT, not %s\n", endpoint);
+        fprintf(stderr, "rawzmq: needs tcp://IPV4:PORT, not %s\n", endpoint);
         return -1;
     }
     *sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-        return -1;
-    return socket(AF_INET, SOCK_DGRAM, 0);
+    return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+/* A UDP socket and the address of ENDPOINT's host:port (IPv4). */
+static int udp_to(const char *endpoint, struct sockaddr_in *sa)
+{
+    return ipv4_of(endpoint, sa) == 0 ? socket(AF_INET, SOCK_DGRAM, 0) : -1;
 }
 
 /* udp:probe:FROM:INC:TOINC (udp:own:ID: the same with FROM = ID) -> one
@@ -463,16 +467,15 @@ static int udp_play(const args_t *a, zcert_t *cert, const char *key)
 static int tcp_closer(const args_t *a)
 {
     struct sockaddr_in sa;
-    int probe = udp_to(a->endpoint, &sa); /* (its address: the socket is not used) */
-    if (probe < 0)
+    if (ipv4_of(a->endpoint, &sa) != 0)
         return 1;
-    close(probe);
     char *end;
     long ms = strtol(a->what + 11, &end, 10);
     if (ms < 1 || *end)
         return usage();
     int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 16) != 0) {
         fprintf(stderr, "rawzmq: cannot listen on %s: %s\n", a->endpoint, strerror(errno));
         if (fd >= 0)

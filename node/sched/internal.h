@@ -23,8 +23,8 @@
  * (whose own node is never queued: it may be in many queues at once),
  * allocate a bare node (sn__barenode_t: the node and a payload pointer).
  * 40 bytes, no pointer to its payload (sn__evnode_data finds it): a u64
- * message (node, payload header, 8 bytes and the terminating NUL, 57
- * bytes) fits one cache line of its 64-aligned block. */
+ * message (node, payload header, 8 bytes and the terminating NUL) is 57
+ * bytes of its block. */
 typedef struct sn__evnode {
     sn__mpsc_node_t link;
     uint8_t type;    /* sn_event_type_t */

@@ -53,13 +53,17 @@ static __attribute__((noinline)) sn_yield_t *grow_slot(sn_step_out_t *out, uint3
     return sn__out_at(out, i);
 }
 
+/* Yield i needs a bigger overflow array. */
+static inline bool past_cap(const sn_step_out_t *out, uint32_t i)
+{
+    return i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap;
+}
+
 /* The slot for the next yield (not yet counted), or NULL. */
 static inline sn_yield_t *next_slot(sn_step_out_t *out)
 {
     uint32_t i = out->nyields;
-    if (i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap)
-        return grow_slot(out, i);
-    return sn__out_at(out, i);
+    return past_cap(out, i) ? grow_slot(out, i) : sn__out_at(out, i);
 }
 
 sn_yield_t *sn_out_yield(sn_step_out_t *out, uint32_t cmd, const char *name, uint64_t tag)
@@ -92,7 +96,7 @@ static __attribute__((noinline)) int send_grown(sn_step_out_t *out, sn_pid_t to,
 int sn_out_send(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t **msg)
 {
     uint32_t i = out->nyields;
-    if (i >= SN_OUT_INLINE_YIELDS && i - SN_OUT_INLINE_YIELDS >= out->cap)
+    if (past_cap(out, i))
         return send_grown(out, to, tag, msg);
     put_send(out, sn__out_at(out, i), to, tag, msg);
     return 0;
