@@ -124,8 +124,14 @@ struct sn_ctx {
     sn_pid_t parent;
     const sn_type_t *type;
     sn_sched_t *sched;
-    struct sn__waiter *cb; /* C result callback (sn_spawn), or NULL */
-    uint64_t await_tag;    /* parent's spawn tag when awaited (SN__AWAIT_*) */
+    /* immutable after spawn. `awaited` says which one is live: SN__AWAIT_NONE
+     * has the C result callback (sn_spawn) or NULL in cb, the others the
+     * parent's spawn tag in await_tag. A process is awaited by a parent or
+     * by a C callback, never both (sn_spawn has no parent process) */
+    union {
+        struct sn__waiter *cb;
+        uint64_t await_tag;
+    };
     /* CAS by producers (wake) and the owning worker */
     _Atomic uint32_t state;
     /* SN__KILL_* bits, set by sn__sched_kill under the shard lock: ASKED
@@ -144,6 +150,14 @@ struct sn_ctx {
     uint8_t awaited;     /* SN__AWAIT_*: how the parent gets our result */
     uint8_t wait_status; /* what it slept on (0: step must run) */
     uint8_t stepped;     /* had its first step (which gets no events) */
+    /* guarded by the shard lock: moved here, and messages that senders on
+     * this node sent it over the network may still be on their way; until
+     * the relay has flushed that path (sn__migrate_settled), messages from
+     * senders here go through the relay too, behind those */
+    uint8_t settling;
+    /* immutable after spawn: awaited, the node it was spawned on (its relay
+     * keeps where it is) */
+    uint32_t await_node;
     /* steps run (inspect.c): written by the running worker only, as an
      * owner-only counter (SN__STAT_ADD); others read it relaxed */
     _Atomic uint64_t steps;
@@ -157,18 +171,6 @@ struct sn_ctx {
      * - popped is the mailbox length, give or take an event in flight: a
      * display figure (inspect.c), never a decision */
     _Atomic uint32_t pushed;
-    /* immutable after spawn, here to fill the hole before q: awaited, the
-     * node it was spawned on (its relay keeps where it is). Where this
-     * field sat first it made the header 192 bytes, not 176, and an idle
-     * process 281 bytes, not 217 (schedbench memory) */
-    uint32_t await_node;
-    sn__mpsc_t q;                 /* producers push, the running worker pops */
-    struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
-    /* guarded by the shard lock: moved here, and messages that senders on
-     * this node sent it over the network may still be on their way; until
-     * the relay has flushed that path (sn__migrate_settled), messages from
-     * senders here go through the relay too, behind those */
-    uint8_t settling;
     /* guarded by the shard lock: messages from senders here that went
      * through the relay (while settling) and are not delivered yet. While
      * any are, later ones go that way too, or they would overtake them
@@ -177,15 +179,20 @@ struct sn_ctx {
     /* immutable once in the table: the node it moved here from (0: born
      * here); when it ends, that node may drop its forwarding entry */
     uint32_t came_from;
-    uint32_t moves; /* how many times it moved between nodes (the home's newest news wins) */
+    uint32_t moves;               /* how many times it moved between nodes (the home's newest news wins) */
+    sn__mpsc_t q;                 /* producers push, the running worker pops */
+    struct sn__monitor *monitors; /* who watches us; guarded by the shard lock */
     alignas(16) unsigned char user[];
 };
 typedef struct sn_ctx sn__proc_t;
-/* Every idle process pays for the header: a field that grows it past a
- * 16-byte step costs a million processes 16 MB or more (schedbench
- * memory). Fill a hole first (pahole, or gdb's ptype /o); raise this only
- * on purpose. */
-_Static_assert(sizeof(sn__proc_t) <= 176, "sn__proc_t grew: see the note above");
+/* Every idle process pays for the header: with 16 bytes of state a
+ * process is one 176-byte block, which malloc keeps in a 192-byte chunk;
+ * 16 bytes more in the header is 16 MB more for a million processes
+ * (schedbench memory: 201 bytes a process at 160, 217 at 176, 281 when a
+ * misplaced field made it 192). There is no hole left (pahole, or gdb's
+ * ptype /o): shrink or share a field before adding one, and raise this
+ * only on purpose. */
+_Static_assert(sizeof(sn__proc_t) <= 160, "sn__proc_t grew: see the note above");
 
 /* How a parent learns that its child ended (sn_ctx.awaited). */
 enum {
@@ -258,11 +265,12 @@ typedef struct sn__wstats {
     _Atomic uint64_t steps, steals, stolen, parks, messages, spawned, completed, noproc, remote_out;
 } sn__wstats_t;
 
-/* Per-worker cache of freed process blocks: classes of 64 bytes up to
- * 512, at most SN__PCACHE_MAX blocks each. Owner-only, so no atomics;
+/* Per-worker cache of freed process blocks: classes of 16 bytes (malloc's
+ * own step, so a block is no bigger than its process) up to 512, at most
+ * SN__PCACHE_MAX blocks each. Owner-only, so no atomics;
  * it spares malloc's arena locks when processes die on another worker
  * than the one that made them. */
-#define SN__PCACHE_CLASSES 8
+#define SN__PCACHE_CLASSES 32
 #define SN__PCACHE_MAX 4096
 
 /* Coalesced sends (dispatch.c): one receiver's messages of a run of send

@@ -29,8 +29,8 @@
  * callback or monitor is tied to this node, and the caller takes its type. */
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
 {
-    return p->type->marshal && p->type->unmarshal && p->pending == 0 && !p->cb && !p->monitors &&
-           !atomic_load_explicit(&p->killed, memory_order_relaxed) && (!accept || accept(arg, p->type));
+    return p->type->marshal && p->type->unmarshal && p->pending == 0 && (p->awaited != SN__AWAIT_NONE || !p->cb) &&
+           !p->monitors && !atomic_load_explicit(&p->killed, memory_order_relaxed) && (!accept || accept(arg, p->type));
 }
 
 /* One candidate popped from a run queue: freeze and marshal it into *m
@@ -52,7 +52,7 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
                         .parent = p->parent,
                         .awaited = p->awaited,
                         .fresh = !p->stepped,
-                        .await_tag = p->await_tag,
+                        .await_tag = p->awaited != SN__AWAIT_NONE ? p->await_tag : 0,
                         .await_node = p->await_node,
                         .type = p->type->name,
                         .type_version = p->type->version,
@@ -324,7 +324,8 @@ int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     p->sched = sched;
     p->awaited = m->awaited;
     p->stepped = !m->fresh;
-    p->await_tag = m->await_tag;
+    if (p->awaited != SN__AWAIT_NONE) /* (else the union holds cb: NULL) */
+        p->await_tag = m->await_tag;
     p->await_node = m->await_node;
     p->moves = m->moves;
     atomic_init(&p->state, SN__MIGRATING);

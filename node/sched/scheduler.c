@@ -387,7 +387,7 @@ int sn_complete_yield(sn_sched_t *sched, sn_pid_t pid, uint64_t tag, int error, 
 
 static size_t pclass(size_t size)
 {
-    return (size + 63) / 64 - 1;
+    return (size + 15) / 16 - 1;
 }
 
 sn__proc_t *sn__proc_alloc(sn__worker_t *w, size_t size)
@@ -397,10 +397,10 @@ sn__proc_t *sn__proc_alloc(sn__worker_t *w, size_t size)
         void *b = w->pcache[c];
         w->pcache[c] = *(void **)b;
         w->pcache_n[c]--;
-        memset(b, 0, (c + 1) * 64);
+        memset(b, 0, (c + 1) * 16);
         return b;
     }
-    return calloc(1, c < SN__PCACHE_CLASSES ? (c + 1) * 64 : size);
+    return calloc(1, c < SN__PCACHE_CLASSES ? (c + 1) * 16 : size);
 }
 
 void sn__proc_free(sn__worker_t *w, sn__proc_t *p, size_t size)
@@ -494,9 +494,11 @@ static sn__proc_t *make(sn_sched_t *sched, const sn_type_t *t, const sn__spawn_a
     p->parent = a->parent;
     p->type = t;
     p->sched = sched;
-    p->cb = a->cb;
     p->awaited = a->awaited;
-    p->await_tag = a->await_tag;
+    if (a->awaited)
+        p->await_tag = a->await_tag;
+    else
+        p->cb = a->cb;
     p->await_node = a->awaited ? sched->node_id : 0;
     atomic_init(&p->state, SN__INIT);
     atomic_init(&p->wakeups, 0);
@@ -625,7 +627,8 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
         p->cb->fn(sched, p->pid, status, error, result, p->cb->arg);
     }
     sn_payload_destroy(result);
-    free(p->cb);
+    if (p->awaited == SN__AWAIT_NONE)
+        free(p->cb);
     sn__proc_free(w, p, sn__proc_size(p->type));
     if (w)
         SN__STAT_ADD(w->st.completed, 1);
