@@ -113,7 +113,8 @@ moved() {
     [ "$(jq '[.processes[] | select(.node == 2 and (.pid | startswith("1.")) and .type == "spin" and .moves == 1)] | length' "$dir/moved.json")" -ge 1 ]
 }
 wait_for 100 moved && ok "ps shows a process that moved: on node 2, a PID of node 1, moved once" ||
-  bad "no moved spin seen: $(jq -c '.processes' "$dir/moved.json" 2>/dev/null)"
+  bad "no moved spin seen: $(jq -c '.processes' "$dir/moved.json" 2>/dev/null); the nodes: $("$SN" --insecure status --json \
+    --connect "$ep1" 2>&1 | jq -c '[.nodes[] | {id, state, live, ready, steals_in, steals_out, migrated, refused}]' 2>&1)"
 spins_done() { [ "$("$SN" --insecure ps --json --connect "$ep1" | jq '[.processes[] | select(.type == "spin")] | length')" = 0 ]; }
 wait_for 150 spins_done || bad "the spins did not finish"
 
