@@ -11,10 +11,9 @@ SN=$(realpath "$1") CC=$(realpath "$2")
 # the example, copied, on free ports
 cp -r "$CC/example-3" "$dir/ex"
 declare -A port
-for n in 1 2 3; do
-  port[$n]=$(free_port)
-  sed -i "s/710$n/${port[$n]}/g" "$dir"/ex/*.cfg
-done
+for n in 1 2 3; do port[$n]=$(free_port); done
+# (one pass, whole numbers: a new port such as 17102 is not taken for 7102)
+sed -i -e "s/\b7101\b/${port[1]}/g" -e "s/\b7102\b/${port[2]}/g" -e "s/\b7103\b/${port[3]}/g" "$dir"/ex/*.cfg
 ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 bash "$dir/ex/make-keys.sh" "$SN" >/dev/null && ok "make-keys.sh writes the example's keys" || bad "make-keys.sh"
 CLIENT=(--cert "$dir/ex/keys/client.cert" --authorized-keys "$dir/ex/keys/authorized")

@@ -11,15 +11,21 @@ ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 # A free TCP port on 127.0.0.1: below the kernel's ephemeral range (so no
-# outgoing connection takes it between our check and the node's bind), and
-# in no state in /proc/net/tcp or tcp6.
+# outgoing connection takes it between our check and the node's bind), in
+# no state in /proc/net/tcp or tcp6, and not one this test got before
+# ($dir/ports: the nodes bind later, so /proc alone let two calls give the
+# same port, and config.sh's nodes 2 and 3 both got 18194 once).
 free_port() {
   local p hex lo=32768
   read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
   [ "$lo" -gt 12000 ] || lo=32768
   while :; do
     p=$((10000 + RANDOM % (lo - 10000))); hex=$(printf '%04X' "$p")
-    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q ":$hex " || { echo "$p"; return; }
+    grep -qx "$p" "$dir/ports" 2>/dev/null && continue
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q ":$hex " && continue
+    echo "$p" >>"$dir/ports"
+    echo "$p"
+    return
   done
 }
 
