@@ -623,12 +623,11 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     } else if (p->awaited == SN__AWAIT_DOWN) { /* the result itself, not a copy */
         if (sn__deliver(sched, p->parent, SN_EV_DOWN, error, p->await_tag, p->pid, result, true) != 0)
             sn_payload_destroy(result);
-    } else if (p->cb) {
+    } else if (p->cb) { /* (not awaited: the union holds cb) */
         p->cb->fn(sched, p->pid, status, error, result, p->cb->arg);
     }
     sn_payload_destroy(result);
-    if (p->awaited == SN__AWAIT_NONE)
-        free(p->cb);
+    free(sn__proc_cb(p));
     sn__proc_free(w, p, sn__proc_size(p->type));
     if (w)
         SN__STAT_ADD(w->st.completed, 1);
