@@ -17,22 +17,16 @@
 #include "grow.h"
 #include "relay_int.h"
 
-/* p's record of watcher's monitor of target with tag, or NULL. */
-static watch_t *find(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
-{
-    for (size_t i = 0; i < p->nwatch; i++)
-        if (sn_pid_eq(p->watch[i].target, target) && sn_pid_eq(p->watch[i].watcher, watcher) && p->watch[i].tag == tag)
-            return &p->watch[i];
-    return NULL;
-}
-
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
 {
     if (!on) {
-        watch_t *x = find(p, target, watcher, tag);
-        if (x)
-            *x = p->watch[--p->nwatch];
-        return x != NULL;
+        for (size_t i = 0; i < p->nwatch; i++)
+            if (sn_pid_eq(p->watch[i].target, target) && sn_pid_eq(p->watch[i].watcher, watcher) &&
+                p->watch[i].tag == tag) {
+                p->watch[i] = p->watch[--p->nwatch];
+                return true;
+            }
+        return false;
     }
     watch_t *w = sn__grow(p->watch, &p->capwatch, p->nwatch, sizeof *w, 16, 0);
     if (!w)
@@ -44,10 +38,13 @@ bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool 
 
 bool sn__watch_confirm(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
 {
-    watch_t *x = find(p, target, watcher, tag);
-    if (x)
-        x->confirmed = true;
-    return x != NULL;
+    for (size_t i = 0; i < p->nwatch; i++)
+        if (sn_pid_eq(p->watch[i].target, target) && sn_pid_eq(p->watch[i].watcher, watcher) &&
+            p->watch[i].tag == tag) {
+            p->watch[i].confirmed = true;
+            return true;
+        }
+    return false;
 }
 
 /* A monitor that p, going, never confirmed goes to the process's home

@@ -208,16 +208,6 @@ static void inbound_send(fake_node_t *n, const peer_t *from, sn_wire_send_t *s)
     sn_payload_destroy(&s->payload);
 }
 
-/* peer.c's batch_add: the send goes out at once, a frame of its own. */
-void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
-{
-    void *buf;
-    size_t len;
-    assert_int_equal(sn_codec_encode_sends(r->node, r->incarnation, 0, &it->s, 1, &buf, &len), 0);
-    capture(node_of(r), p->node, FAKE_ROUTED, NULL, 0, buf, len, true);
-    sn__relay_free_item(it);
-}
-
 /* relay.c's route: the location cache first, then a frame to the peer. */
 void sn__relay_route(sn_relay_t *r, item_t *it)
 {
@@ -251,7 +241,21 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         sn__relay_free_item(it);
         return;
     }
-    sn__relay_batch_add(r, p, it);
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_sends(r->node, r->incarnation, 0, &it->s, 1, &buf, &len), 0);
+    capture(n, it->dest, FAKE_ROUTED, NULL, 0, buf, len, true);
+    sn__relay_free_item(it);
+}
+
+/* peer.c's batch_add: the send goes out at once, a frame of its own. */
+void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
+{
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_sends(r->node, r->incarnation, 0, &it->s, 1, &buf, &len), 0);
+    capture(node_of(r), p->node, FAKE_ROUTED, NULL, 0, buf, len, true);
+    sn__relay_free_item(it);
 }
 
 /* The scheduler's relay hook (any thread): relay.c's relay_deliver, less

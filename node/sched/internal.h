@@ -201,13 +201,6 @@ enum {
     SN__AWAIT_DOWN = 2    /* SN_YIELD_MONITOR: an SN_EV_DOWN with the spawn's tag */
 };
 
-/* The process's C result callback (sn_spawn), or NULL: the union's cb is
- * live only when no parent awaits it. */
-static inline struct sn__waiter *sn__proc_cb(const sn__proc_t *p)
-{
-    return p->awaited == SN__AWAIT_NONE ? p->cb : NULL;
-}
-
 /* One watcher of a process (sn_out_monitor). */
 typedef struct sn__monitor {
     struct sn__monitor *next;

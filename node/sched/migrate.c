@@ -29,8 +29,8 @@
  * callback or monitor is tied to this node, and the caller takes its type. */
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
 {
-    return p->type->marshal && p->type->unmarshal && p->pending == 0 && !sn__proc_cb(p) && !p->monitors &&
-           !atomic_load_explicit(&p->killed, memory_order_relaxed) && (!accept || accept(arg, p->type));
+    return p->type->marshal && p->type->unmarshal && p->pending == 0 && (p->awaited != SN__AWAIT_NONE || !p->cb) &&
+           !p->monitors && !atomic_load_explicit(&p->killed, memory_order_relaxed) && (!accept || accept(arg, p->type));
 }
 
 /* One candidate popped from a run queue: freeze and marshal it into *m

@@ -623,11 +623,12 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
     } else if (p->awaited == SN__AWAIT_DOWN) { /* the result itself, not a copy */
         if (sn__deliver(sched, p->parent, SN_EV_DOWN, error, p->await_tag, p->pid, result, true) != 0)
             sn_payload_destroy(result);
-    } else if (p->cb) { /* (not awaited: the union holds cb) */
+    } else if (p->cb) {
         p->cb->fn(sched, p->pid, status, error, result, p->cb->arg);
     }
     sn_payload_destroy(result);
-    free(sn__proc_cb(p));
+    if (p->awaited == SN__AWAIT_NONE)
+        free(p->cb);
     sn__proc_free(w, p, sn__proc_size(p->type));
     if (w)
         SN__STAT_ADD(w->st.completed, 1);
