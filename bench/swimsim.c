@@ -20,6 +20,18 @@
  *   RESULT swimsim-N-msgs-per-node-s-quiet <m>  the same over the warm-up only
  * and exits 1 if a crash was not detected by everyone, a live member was
  * declared dead, or the join did not reach everyone (--check, for CTest).
+ *
+ * Faults on top of loss and delay, for the whole run:
+ *   --cut A-B    the link between members A and B drops everything, both
+ *                ways (tests/faults.sh's link cut: the others reach both);
+ *   --slow N:MS  messages to or from member N take up to MS more
+ *                (uniform): a node whose relay is busy, as a middleman
+ *                of heavy traffic is on a loaded machine;
+ *   --stall N:MS member N does not run for MS, then runs for 2.5 to 7.5 s
+ *                (uniform), and again: a process starved of CPU or
+ *                paused; what reaches it waits, its timers fire late.
+ * With --crash 0 only the quiet verdicts apply (no false death, the join);
+ * --trace says who declared whom dead, and when, for each false death.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -46,8 +58,10 @@ typedef struct ev {
 typedef struct node {
     sn_swim_t *swim;
     bool dead;
-    uint64_t tick_at; /* the tick queued for it (0: none) */
-    uint32_t gen;     /* its live tick's number: older ones are stale */
+    uint64_t stalled_until; /* --stall: what comes before this waits until then */
+    uint64_t next_stall;    /* when its next stall begins */
+    uint64_t tick_at;       /* the tick queued for it (0: none) */
+    uint32_t gen;           /* its live tick's number: older ones are stale */
 } node_t;
 
 static struct {
@@ -62,6 +76,13 @@ static uint64_t now, rng = 88172645463325252u;
 static double loss;
 static uint64_t dmin, dmax;
 static uint64_t sent, sent_quiet;
+static uint32_t cut_a, cut_b; /* --cut: this link drops everything (0: none) */
+static uint32_t slow_node;    /* --slow: this member's messages are late (0: none) */
+static uint64_t slow_ns;      /* by up to this much */
+static bool trace;            /* --trace: each false death on stderr */
+static uint32_t stall_node;   /* --stall: this member stops now and then (0: none) */
+static uint64_t stall_ns;     /* for this long */
+#define STALL_EVERY_NS 5000000000u
 static bool quiet; /* counting the warm-up's messages */
 /* verdicts */
 static uint32_t *crashed;
@@ -132,6 +153,18 @@ static bool lost(void)
 {
     return loss > 0 && (double)(rnd() % 1000000) < loss * 1e6;
 }
+static bool cut(uint32_t from, uint32_t to)
+{
+    return cut_a && ((from == cut_a && to == cut_b) || (from == cut_b && to == cut_a));
+}
+/* the delay of one message from `from` to `to` */
+static uint64_t delay_of(uint32_t from, uint32_t to)
+{
+    uint64_t d = delay();
+    if (slow_node && (from == slow_node || to == slow_node))
+        d += rnd() % (slow_ns + 1);
+    return d;
+}
 
 static void io_send(void *arg, uint32_t to, const sn_swim_msg_t *m)
 {
@@ -139,9 +172,9 @@ static void io_send(void *arg, uint32_t to, const sn_swim_msg_t *m)
     sent++;
     if (quiet)
         sent_quiet++;
-    if (lost())
+    if (lost() || cut(from, to))
         return;
-    ev_t e = {.t = now + delay(), .kind = EV_MSG, .to = to, .from = from};
+    ev_t e = {.t = now + delay_of(from, to), .kind = EV_MSG, .to = to, .from = from};
     e.msg = *m;
     push(&e);
 }
@@ -155,9 +188,9 @@ static void io_broadcast(void *arg, const sn_swim_update_t *u)
         sent++;
         if (quiet)
             sent_quiet++;
-        if (lost())
+        if (lost() || cut(from, i))
             continue;
-        ev_t e = {.t = now + delay(), .kind = EV_BCAST, .to = i, .from = from};
+        ev_t e = {.t = now + delay_of(from, i), .kind = EV_BCAST, .to = i, .from = from};
         e.u = *u;
         push(&e);
     }
@@ -180,8 +213,12 @@ static void io_changed(void *arg, uint32_t node, uint64_t run, int state, int wa
     bool gone = is_crashed(node);
     if (state == SN_SWIM_SUSPECT && !gone)
         live_suspicions++;
-    if (state == SN_SWIM_DEAD && !gone)
+    if (state == SN_SWIM_DEAD && !gone) {
         false_positives++;
+        if (trace)
+            fprintf(stderr, "swimsim: t=%.3f s: member %" PRIu32 " declared %" PRIu32 " dead\n", (double)now / 1e9,
+                    self, node);
+    }
     if (state == SN_SWIM_DEAD && gone && was != SN_SWIM_DEAD) {
         for (size_t i = 0; i < ncrashed; i++)
             if (crashed[i] == node && ++dead_seen[i] == 1 && !first_dead_at)
@@ -227,6 +264,17 @@ static void run(uint64_t until, bool (*done)(void))
         node_t *n = &nodes[e.to];
         if (n->dead)
             continue;
+        if (e.to == stall_node && now >= n->next_stall) { /* a stall begins */
+            n->stalled_until = n->next_stall + stall_ns;
+            n->next_stall = n->stalled_until + STALL_EVERY_NS / 2 + rnd() % STALL_EVERY_NS;
+        }
+        if (now < n->stalled_until) { /* it runs again then, and takes this in order */
+            e.t = n->stalled_until;
+            if (e.kind == EV_TICK)
+                n->tick_at = e.t;
+            push(&e);
+            continue;
+        }
         switch (e.kind) {
         case EV_TICK:
             if (e.gen != n->gen)
@@ -279,7 +327,8 @@ static bool all_join_seen(void)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: swimsim [--members N] [--crash K] [--loss P] [--delay-min MS] [--delay-max MS]\n"
-               "               [--period MS] [--warmup S] [--settle S] [--seed X] [--check]\n");
+               "               [--period MS] [--warmup S] [--settle S] [--seed X] [--cut A-B] [--slow N:MS]\n"
+               "               [--stall N:MS] [--trace] [--check]\n");
 }
 
 /* The command line, as given (--loss and --seed go straight to `loss` and `rng`). */
@@ -288,6 +337,33 @@ typedef struct args {
     double warmup, settle, period_ms, dmin_ms, dmax_ms; /* seconds; milliseconds */
     bool check;
 } args_t;
+
+/* --cut A-B, --slow N:MS, --stall N:MS (option c): false if bad (said). */
+static bool fault(int c, const char *arg)
+{
+    char sep = c == 'C' ? '-' : ':', *end;
+    unsigned long x = strtoul(arg, &end, 10);
+    double y = *end == sep && end[1] ? strtod(end + 1, &end) : -1;
+    if (*end || y < 0 || x == 0 || (c == 'C' && (y < 1 || (double)x == y))) {
+        fprintf(stderr, "swimsim: --%s: '%s' is not %s\n",
+                c == 'C'   ? "cut"
+                : c == 'S' ? "slow"
+                           : "stall",
+                arg, c == 'C' ? "two members A-B (numbers from 1, not the same)" : "a member and milliseconds N:MS");
+        return false;
+    }
+    if (c == 'C') {
+        cut_a = (uint32_t)x;
+        cut_b = (uint32_t)y;
+    } else if (c == 'S') {
+        slow_node = (uint32_t)x;
+        slow_ns = (uint64_t)(y * 1e6);
+    } else {
+        stall_node = (uint32_t)x;
+        stall_ns = (uint64_t)(y * 1e6);
+    }
+    return true;
+}
 
 /* Reads the options into *a. Returns -1 to run the simulation, or the exit
  * status to leave with at once (0 after --help, 2 for bad arguments). */
@@ -300,13 +376,18 @@ static int parse(int argc, char **argv, args_t *a)
                   .period_ms = SN_SWIM_PERIOD_MS,
                   .dmin_ms = 1,
                   .dmax_ms = 10};
-    static const struct option opts[] = {{"members", 1, 0, 'n'},   {"crash", 1, 0, 'k'},     {"loss", 1, 0, 'l'},
-                                         {"delay-min", 1, 0, 'd'}, {"delay-max", 1, 0, 'D'}, {"period", 1, 0, 'p'},
-                                         {"warmup", 1, 0, 'w'},    {"settle", 1, 0, 's'},    {"seed", 1, 0, 'x'},
-                                         {"check", 0, 0, 'c'},     {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"members", 1, 0, 'n'},   {"crash", 1, 0, 'k'},  {"loss", 1, 0, 'l'},   {"delay-min", 1, 0, 'd'},
+        {"delay-max", 1, 0, 'D'}, {"period", 1, 0, 'p'}, {"warmup", 1, 0, 'w'}, {"settle", 1, 0, 's'},
+        {"seed", 1, 0, 'x'},      {"check", 0, 0, 'c'},  {"help", 0, 0, 'h'},   {"cut", 1, 0, 'C'},
+        {"slow", 1, 0, 'S'},      {"stall", 1, 0, 'T'},  {"trace", 0, 0, 'r'},  {0, 0, 0, 0}};
     int c;
     char *end;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if ((c == 'C' || c == 'S' || c == 'T') && !fault(c, optarg))
+            return 2;
+        if (c == 'C' || c == 'S' || c == 'T')
+            continue;
         double v = optarg ? strtod(optarg, &end) : 0;
         if (optarg && (*end || v < 0)) {
             fprintf(stderr, "swimsim: --%s: '%s' is not a number >= 0\n", opts[0].name, optarg);
@@ -346,6 +427,9 @@ static int parse(int argc, char **argv, args_t *a)
         case 'c':
             a->check = true;
             break;
+        case 'r':
+            trace = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -354,11 +438,11 @@ static int parse(int argc, char **argv, args_t *a)
             return 2;
         }
     }
-    if (optind < argc || a->n < 3 || a->ncrash >= a->n / 2 || loss >= 1 || a->dmax_ms < a->dmin_ms ||
-        a->period_ms < 1) {
+    if (optind < argc || a->n < 3 || (a->ncrash && a->ncrash >= a->n / 2) || loss >= 1 || a->dmax_ms < a->dmin_ms ||
+        a->period_ms < 1 || cut_a > a->n || cut_b > a->n || slow_node > a->n || stall_node > a->n) {
         usage(stderr);
         fprintf(stderr, "swimsim: need --members >= 3, --crash < members / 2, --loss < 1, --delay-min <= --delay-max, "
-                        "--period >= 1\n");
+                        "--period >= 1, and --cut, --slow and --stall of members 1..N\n");
         return 2;
     }
     return -1;
@@ -374,7 +458,7 @@ static void start(uint32_t n, uint64_t period)
         make(i, period);
         for (uint32_t k = 1; k <= n; k++) /* everyone knows everyone: the cluster after its joins */
             if (k != i)
-                sn_swim_apply(nodes[i].swim, 0, &(sn_swim_update_t){k, SN_SWIM_ALIVE, 1, 0}, now);
+                sn_swim_apply(nodes[i].swim, 0, &(sn_swim_update_t){k, SN_SWIM_ALIVE, 1, 0, 0}, now);
     }
     for (uint32_t i = 1; i <= n; i++) { /* start the periods spread over one period */
         nodes[i].tick_at = now + rnd() % period;
@@ -403,8 +487,8 @@ static void join(uint32_t n, uint64_t period)
     join_at = now;
     for (uint32_t k = 1; k <= n; k++) /* member 1's view (the Welcome) */
         if (!nodes[k].dead)
-            sn_swim_apply(nodes[joiner].swim, 0, &(sn_swim_update_t){k, SN_SWIM_ALIVE, 1, 0}, now);
-    sn_swim_update_t u = {joiner, SN_SWIM_ALIVE, 1, 0};
+            sn_swim_apply(nodes[joiner].swim, 0, &(sn_swim_update_t){k, SN_SWIM_ALIVE, 1, 0, 0}, now);
+    sn_swim_update_t u = {joiner, SN_SWIM_ALIVE, 1, 0, 0};
     sn_swim_apply(nodes[1].swim, 0, &u, now);
     join_seen++; /* (member 1) */
     io_broadcast((void *)(uintptr_t)1u, &u);
@@ -419,10 +503,22 @@ static void report(const args_t *a, double secs, double wall)
     printf("swimsim: %" PRIu32 " members, %" PRIu32 " crashed, loss %.2f%%, delay %.1f-%.1f ms, period %.0f ms, "
            "%.1f s simulated in %.1f s\n",
            n, a->ncrash, loss * 100, a->dmin_ms, a->dmax_ms, a->period_ms, secs, wall);
-    printf("RESULT swimsim-%" PRIu32 "-detect-first %s%.0f ms\n", n, first_dead_at ? "" : "never ",
-           first_dead_at ? (double)(first_dead_at - crash_at) / 1e6 : 0);
-    printf("RESULT swimsim-%" PRIu32 "-detect-all %s%.0f ms\n", n, all_dead_at ? "" : "never ",
-           all_dead_at ? (double)(all_dead_at - crash_at) / 1e6 : 0);
+    if (cut_a || slow_node || stall_node) {
+        printf("swimsim: faults:");
+        if (cut_a)
+            printf(" link %" PRIu32 "-%" PRIu32 " cut;", cut_a, cut_b);
+        if (slow_node)
+            printf(" member %" PRIu32 "'s messages up to %.0f ms late;", slow_node, (double)slow_ns / 1e6);
+        if (stall_node)
+            printf(" member %" PRIu32 " stalls for %.0f ms every 2.5-7.5 s;", stall_node, (double)stall_ns / 1e6);
+        printf("\n");
+    }
+    if (a->ncrash) {
+        printf("RESULT swimsim-%" PRIu32 "-detect-first %s%.0f ms\n", n, first_dead_at ? "" : "never ",
+               first_dead_at ? (double)(first_dead_at - crash_at) / 1e6 : 0);
+        printf("RESULT swimsim-%" PRIu32 "-detect-all %s%.0f ms\n", n, all_dead_at ? "" : "never ",
+               all_dead_at ? (double)(all_dead_at - crash_at) / 1e6 : 0);
+    }
     printf("RESULT swimsim-%" PRIu32 "-join-all %s%.0f ms\n", n, all_join_at ? "" : "never ",
            all_join_at ? (double)(all_join_at - join_at) / 1e6 : 0);
     printf("RESULT swimsim-%" PRIu32 "-false-positives %" PRIu64 "\n", n, false_positives);
@@ -431,11 +527,13 @@ static void report(const args_t *a, double secs, double wall)
     printf("RESULT swimsim-%" PRIu32 "-msgs-per-node-s-quiet %.1f\n", n, (double)sent_quiet / n / a->warmup);
 }
 
+static bool crash_expected = true; /* --crash > 0 */
+
 /* The --check verdict: 1 (each failure said on stderr) or 0. */
 static int verdict(void)
 {
     int bad = 0;
-    if (!all_dead_at) {
+    if (crash_expected && !all_dead_at) {
         fprintf(stderr, "swimsim: FAIL not every live member saw the crash\n");
         bad = 1;
     }
@@ -468,6 +566,8 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &w0);
     start(a.n, period);
     uint64_t t0 = now;
+    if (stall_node)
+        nodes[stall_node].next_stall = now + rnd() % STALL_EVERY_NS;
     quiet = true;
     run(t0 + (uint64_t)(a.warmup * 1e9), NULL);
     quiet = false;
@@ -482,6 +582,7 @@ int main(int argc, char **argv)
         sn_swim_free(&nodes[i].swim);
     free(nodes);
     free(heap.h);
+    crash_expected = a.ncrash > 0;
     int bad = a.check ? verdict() : 0;
     free(crashed);
     free(dead_seen);

@@ -374,6 +374,7 @@ static int members_to_pb(const sn_wire_member_t *members, size_t n, pb_members_t
         m->public_key = (char *)members[i].public_key;
         m->version = members[i].version;
         m->probe_port = members[i].probe_port;
+        m->suspected_by = members[i].suspected_by;
         m->types = &o->tps[k];
         m->n_types = members[i].ntypes;
         for (size_t t = 0; t < members[i].ntypes; t++, k++) {
@@ -1081,6 +1082,7 @@ static int decode_members(Schednode__Member **ms, size_t n, sn_frame_t *out)
         w->first_serial = m->first_serial;
         w->version = m->version;
         w->probe_port = m->probe_port;
+        w->suspected_by = m->suspected_by;
     }
     return 0;
 }

@@ -118,8 +118,9 @@ typedef struct sn_wire_member {
     char public_key[41];   /* Z85 CurveZMQ key, "" when insecure */
     sn_wire_type_t *types; /* decoding: owned by the frame; encoding: borrowed */
     size_t ntypes;
-    uint64_t version;    /* raised by the member to refute a suspicion (relay/swim.c) */
-    uint32_t probe_port; /* its probes' UDP port on its endpoint's host (relay/udp.c); 0: over TCP */
+    uint64_t version;      /* raised by the member to refute a suspicion (relay/swim.c) */
+    uint32_t probe_port;   /* its probes' UDP port on its endpoint's host (relay/udp.c); 0: over TCP */
+    uint32_t suspected_by; /* SUSPECT: whose probe of it failed (swim.h); 0: not said */
 } sn_wire_member_t;
 
 /* A SWIM probe (relay/swim.c) riding on a heartbeat: kind 0 none. */

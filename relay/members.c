@@ -101,7 +101,7 @@ static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
     }
     sn__relay_reset_peer(p, inc);
-    sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_ALIVE, inc, 0}, sn__relay_now_ns());
+    sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_ALIVE, inc, 0, 0}, sn__relay_now_ns());
     r->gossip_due = true;
 }
 
@@ -135,7 +135,8 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         /* release: the slot is complete before workers can find it */
         atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
         SNLOG_INFO(r, "node %" PRIu32 " at %s is a member (%s)", m->node, m->endpoint, how);
-        sn_swim_apply(r->swim, 0, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version}, now);
+        sn_swim_apply(r->swim, 0, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version, m->suspected_by},
+                      now);
         /* our row, to it alone, if we have work to give: an idle
          * newcomer comes for it without waiting. Not otherwise: in a storm
          * of joins every member would connect to every member at once
@@ -161,7 +162,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         set_down(p, SN_MEMBER_LEFT);
         sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
         SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (%s)", p->node, p->endpoint, how);
-        sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, m->version}, now);
+        sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, m->version, 0}, now);
     }
     if (m->first_serial > atomic_load_explicit(&p->first_serial, memory_order_relaxed) &&
         m->incarnation == p->incarnation)
@@ -551,7 +552,8 @@ static void gossip(sn_relay_t *r, peer_t *p, sn_frame_t *f, int joined)
         if (m->node != r->node && !sn__members_upsert(r, m, "gossip"))
             continue;
         /* its state and version (a suspicion, a death, a refutation) */
-        sn_swim_apply(r->swim, f->node, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version},
+        sn_swim_apply(r->swim, f->node,
+                      &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version, m->suspected_by},
                       sn__relay_now_ns());
     }
 }
@@ -597,7 +599,7 @@ void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident,
             set_down(p, SN_MEMBER_LEFT);
             sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
             SNLOG_INFO(r, "node %" PRIu32 " at %s has left the cluster (%s)", p->node, p->endpoint, f->reason);
-            sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, 0},
+            sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_LEFT, p->incarnation, 0, 0},
                           sn__relay_now_ns());
         }
         break;
@@ -683,7 +685,8 @@ static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down)
  * it); false if we do not know it. */
 static bool member_of(sn_relay_t *r, const sn_swim_update_t *u, sn_wire_member_t *m)
 {
-    *m = (sn_wire_member_t){.node = u->node, .state = u->state, .incarnation = u->run, .version = u->version};
+    *m = (sn_wire_member_t){
+        .node = u->node, .state = u->state, .incarnation = u->run, .version = u->version, .suspected_by = u->by};
     if (u->node == r->node) {
         m->first_serial = r->first_serial;
         m->probe_port = r->probe_port;
@@ -849,7 +852,8 @@ void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f)
         }
         if (m->node != r->node && !sn__members_upsert(r, m, "gossip"))
             continue; /* (one swim could not add: we cannot reach it) */
-        msg.updates[msg.nupdates++] = (sn_swim_update_t){m->node, m->state, m->incarnation, m->version};
+        msg.updates[msg.nupdates++] =
+            (sn_swim_update_t){m->node, m->state, m->incarnation, m->version, m->suspected_by};
     }
     r->ack_tcp = !r->in_from; /* (see swim_send) */
     sn_swim_recv(r->swim, p->node, &msg, sn__relay_now_ns());

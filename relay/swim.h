@@ -12,7 +12,9 @@
  * so directly (it refutes by raising its version: ALIVE). A suspicion not
  * refuted within the suspicion timeout makes it DEAD. The timeout starts
  * at `suspect_max` and falls toward `suspect_min` as other members report
- * the same suspicion (Lifeguard's independent confirmations); both grow
+ * the same suspicion (Lifeguard's independent confirmations: each
+ * suspicion names the member whose own probe failed, so that one passed
+ * on, or our own heard back, counts once); both grow
  * with log10 of the cluster's size. A member whose own probes go
  * unanswered doubts itself first (Lifeguard's local health: its probe
  * timeout grows), so a starved node does not accuse the others.
@@ -51,6 +53,10 @@ typedef struct sn_swim_update {
     int state;
     uint64_t run;     /* the member's run (incarnation): a restart makes a larger one */
     uint64_t version; /* raised by the member itself to refute a suspicion */
+    uint32_t by;      /* SUSPECT: the member whose probe of it failed, as the suspicion
+                       * spreads (0: not said, as in an anti-entropy view): only another
+                       * member's own failed probe shortens the timeout (Lifeguard's
+                       * independent confirmations), not our suspicion heard back */
 } sn_swim_update_t;
 
 /* The default probe period of a cluster of up to ten members (a node's
