@@ -46,9 +46,11 @@ static void watched_at(sn_relay_t *r, const peer_t *from, const sn_wire_send_t *
         if (sn__watch(p, s->to, s->from, s->tag, false)) {
             if (!sn__watch((peer_t *)from, s->to, s->from, s->tag, true)) /* (no memory) */
                 sn__send_down(r->sched, s->from, s->to, s->tag, SN_ENODEDOWN, NULL);
-            return;
+            break;
         }
     }
+    /* (none: the record was under `from` already, or its DOWN came) */
+    sn__watch_confirm((peer_t *)from, s->to, s->from, s->tag);
 }
 
 /* A send that arrived from node `from` (NULL: held here, locate.c) for a

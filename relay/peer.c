@@ -6,7 +6,7 @@
  * behind it (ctl: steal handovers, in order); the frames sent and not yet
  * acknowledged (unacked), returned to their senders as nodedown if the
  * peer goes (sn__relay_bounce_peer); the acknowledgements we owe it
- * (sn__relay_send_acks); the monitors held under it (sn__watch). Also the lists of
+ * (sn__relay_send_acks). Also the lists of
  * peers the I/O loop looks at (sn__relay_io_look, io_batch, io_ack). I/O thread only.
  */
 #include <errno.h>
@@ -242,10 +242,7 @@ void sn__relay_bounce_fini(sn_relay_t *r)
 
 void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
 {
-    /* every process here watching one there learns its node is gone */
-    for (size_t i = 0; i < p->nwatch; i++)
-        sn__send_down(r->sched, p->watch[i].watcher, p->watch[i].target, p->watch[i].tag, SN_ENODEDOWN, NULL);
-    p->nwatch = 0;
+    sn__relay_watches_lost(r, p); /* every process here watching one there learns (watch.c) */
     /* oldest first, so a sender sees its errors in the order it sent;
      * an unacknowledged send may have arrived before the peer died: the
      * error says the node went down, not that the message was lost */
@@ -282,25 +279,6 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
         free(fg.lost);
     }
     sn__loc_peer_down(r, p->node, gone);
-}
-
-bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
-{
-    if (!on) {
-        for (size_t i = 0; i < p->nwatch; i++)
-            if (sn_pid_eq(p->watch[i].target, target) && sn_pid_eq(p->watch[i].watcher, watcher) &&
-                p->watch[i].tag == tag) {
-                p->watch[i] = p->watch[--p->nwatch];
-                return true;
-            }
-        return false;
-    }
-    watch_t *w = sn__grow(p->watch, &p->capwatch, p->nwatch, sizeof *w, 16, 0);
-    if (!w)
-        return false; /* out of memory: its node's failure will not be reported to this watcher */
-    p->watch = w;
-    p->watch[p->nwatch++] = (watch_t){target, watcher, tag};
-    return true;
 }
 
 void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)

@@ -68,10 +68,15 @@ typedef struct sent {
 } sent_t;
 
 /* A process here watching one on a peer (a remote monitor): if the peer
- * goes down, leaves or restarts, the watcher gets DOWN (nodedown). */
+ * goes down, leaves or restarts, the watcher gets DOWN (nodedown), unless
+ * the peer never confirmed it (sn__relay_bounce_peer). Confirmed: the
+ * peer is the target's home, or it said it holds the monitor (WATCHED).
+ * Unconfirmed, the request went there only because this node's location
+ * cache named it, and the process may well live on elsewhere. */
 typedef struct watch {
     sn_pid_t target, watcher;
     uint64_t tag;
+    bool confirmed;
 } watch_t;
 
 /* A frame or a send on its way back to its senders as an error (peer.c:
@@ -364,6 +369,12 @@ zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *se
 /* Records (on) or drops a remote monitor of target (on p) by watcher;
  * false if there was none to drop (or no memory to record it). */
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
+/* Marks p's record of that monitor confirmed (WATCHED from p); false if
+ * p holds none. */
+bool sn__watch_confirm(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
+/* p went down, left or restarted: each monitor recorded under it gives
+ * its watcher DOWN nodedown, or goes to the process's home again (watch.c) */
+void sn__relay_watches_lost(sn_relay_t *r, peer_t *p);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 {

@@ -26,6 +26,8 @@ static struct {
     atomic_int nmsgs[MOVERS_MAX];                 /* messages it got (release: after msgs) */
     atomic_ullong msgs[MOVERS_MAX][MOVER_MSGS];   /* their values, in the order it got them */
     atomic_int hold[MOVER_NODES], holding[MOVER_NODES];
+    atomic_int ndowns[MOVERS_MAX];               /* DOWNs it got (release: after downs) */
+    atomic_ullong downs[MOVERS_MAX][MOVER_MSGS]; /* each one's tag << 16 | its error (negated) */
 } g_mv;
 
 typedef struct mover {
@@ -50,6 +52,12 @@ static void mover_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
             if (k < MOVER_MSGS)
                 atomic_store_explicit(&g_mv.msgs[m->index][k], v, memory_order_relaxed);
             atomic_store_explicit(&g_mv.nmsgs[m->index], k + 1, memory_order_release);
+        } else if (ev[i].type == SN_EV_DOWN) {
+            int k = atomic_load_explicit(&g_mv.ndowns[m->index], memory_order_relaxed);
+            if (k < MOVER_MSGS)
+                atomic_store_explicit(&g_mv.downs[m->index][k], ev[i].tag << 16 | (uint16_t)-ev[i].error,
+                                      memory_order_relaxed);
+            atomic_store_explicit(&g_mv.ndowns[m->index], k + 1, memory_order_release);
         } else if (ev[i].type == SN_EV_CANCEL) {
             out->status = SN_DONE;
         }

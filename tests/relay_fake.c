@@ -136,6 +136,7 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
     fake_node_t *n = node_of(r);
     if (n->nbounces < sizeof n->bounces / sizeof n->bounces[0])
         n->bounces[n->nbounces++] = (fake_bounce_t){p->node, error, gone};
+    sn__relay_watches_lost(r, p);
     for (size_t i = 0; i < p->nctl; i++)
         free(p->ctl[i].buf);
     p->nctl = 0;
@@ -244,6 +245,16 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     size_t len;
     assert_int_equal(sn_codec_encode_sends(r->node, r->incarnation, 0, &it->s, 1, &buf, &len), 0);
     capture(n, it->dest, FAKE_ROUTED, NULL, 0, buf, len, true);
+    sn__relay_free_item(it);
+}
+
+/* peer.c's batch_add: the send goes out at once, a frame of its own. */
+void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
+{
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_sends(r->node, r->incarnation, 0, &it->s, 1, &buf, &len), 0);
+    capture(node_of(r), p->node, FAKE_ROUTED, NULL, 0, buf, len, true);
     sn__relay_free_item(it);
 }
 

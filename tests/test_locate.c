@@ -10,7 +10,8 @@
  * the marker is answered; the marker goes again on the fake clock while
  * it is not, and after 15 s the held sends go on anyway. When P moves on
  * again (2 -> 3), its new node tells the home, whose record and route
- * follow it.
+ * follow it. A monitor that a node going down never confirmed goes to the
+ * process's home again (relay/watch.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -311,12 +312,77 @@ static void test_home_follows(void **state)
     assert_int_equal(fake_count(h, 0, 0), 1);
 }
 
+/* The DOWNs mover `index` got, waiting until it has `n`. */
+static bool mover_wait_downs(uint64_t index, int n)
+{
+    return wait_count(&g_mv.ndowns[index], n, WAIT_MS);
+}
+
+static bool mover_got_down(uint64_t index, uint64_t tag, int error)
+{
+    int n = atomic_load_explicit(&g_mv.ndowns[index], memory_order_acquire);
+    for (int k = 0; k < n && k < MOVER_MSGS; k++)
+        if (atomic_load_explicit(&g_mv.downs[index][k], memory_order_relaxed) == (tag << 16 | (uint16_t)-error))
+            return true;
+    return false;
+}
+
+/* Node 2 watches three processes, its records under node 3: P of home
+ * node 1, which node 2's cache placed on node 3 and node 3 never confirmed;
+ * Q, whose monitor node 3 confirmed (WATCHED); R of home node 3. Node 3
+ * goes down: Q's and R's watchers get DOWN nodedown (each may have gone
+ * with it), P's monitor goes to its home again, its record with it
+ * (watch.c). With node 1 down as well it would be nodedown too. */
+static void test_unconfirmed_monitor_goes_home(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *w = c->n[2];
+    sn_pid_t watcher = mover_spawn(fake_sched(w), 0);
+    assert_int_equal(mover_wait_ran(0), 2);
+    sn_pid_t p = mover_spawn(fake_sched(c->n[1]), 1), q = mover_spawn(fake_sched(c->n[1]), 2);
+    sn_pid_t r = {3, 12};
+    peer_t *at3 = fake_peer(w, 3), *at1 = fake_peer(w, 1);
+    assert_true(sn__watch(at3, p, watcher, 7, true));
+    assert_true(sn__watch(at3, q, watcher, 8, true));
+    assert_true(sn__watch(at3, r, watcher, 9, true));
+    assert_true(sn__watch_confirm(at3, q, watcher, 8));
+    assert_false(sn__watch_confirm(at1, q, watcher, 8)); /* (none there) */
+    fake_clear(w);
+
+    atomic_store(&at3->down, 1);
+    sn__relay_bounce_peer(&w->r, at3, SN_ENODEDOWN, true);
+    assert_int_equal(at3->nwatch, 0);
+    assert_true(mover_wait_downs(0, 2));
+    assert_true(mover_got_down(0, 8, SN_ENODEDOWN));
+    assert_true(mover_got_down(0, 9, SN_ENODEDOWN));
+    assert_false(mover_got_down(0, 7, SN_ENODEDOWN));
+    /* P's request went home, and its record is under the home now */
+    sn_frame_t f;
+    sn_wire_send_t m = take_send(w, 1, &f);
+    assert_int_equal(m.kind, SN_RELAY_MONITOR);
+    assert_true(sn_pid_eq(m.to, p));
+    assert_true(sn_pid_eq(m.from, watcher));
+    assert_int_equal(m.tag, 7);
+    sn_frame_clear(&f);
+    assert_int_equal(fake_count(w, 0, 0), 0);
+    assert_int_equal(at1->nwatch, 1);
+    /* its home goes too: that one is the home's to answer, nodedown */
+    atomic_store(&at1->down, 1);
+    sn__relay_bounce_peer(&w->r, at1, SN_ENODEDOWN, true);
+    assert_true(mover_wait_downs(0, 3));
+    assert_true(mover_got_down(0, 7, SN_ENODEDOWN));
+    assert_int_equal(fake_count(w, 0, 0), 0);
+    sleep_ms(20); /* (no fourth) */
+    assert_int_equal(atomic_load(&g_mv.ndowns[0]), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_redirect_and_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_retry_and_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_home_follows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
