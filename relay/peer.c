@@ -303,7 +303,7 @@ void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
 {
     item_t **b = sn__grow(p->batch, &p->cap, p->nbatch, sizeof *b, 256, 0);
     if (!b) {
-        sn__relay_bounce_local(r, &it->s, SN_ENOMEM, 0);
+        sn__relay_bounce_local(r, &it->s, SN_ENOMEM, p->node);
         sn__relay_free_item(it);
         return;
     }

@@ -200,15 +200,6 @@ static void relay_loaded(void *arg)
 
 /* Drops this node's record of watcher's monitor of target, under
  * whichever peer it is; false if there was none. */
-bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
-{
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++)
-        if (sn__watch(&r->peers[i], target, watcher, tag, false))
-            return true;
-    return false;
-}
-
 /* Returns a send to the process that made it: on this node, or on the
  * node it moved to since, or (a message we were passing on for another
  * node's process) back to its node. */
@@ -290,14 +281,19 @@ void sn__relay_bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_
         sn__loc_flush_stuck(r, s, at);
     if (s->kind == SN_WIRE_REDIRECT && error == SN_ENODEDOWN && at && at == s->to.node && s->error > 0)
         sn__loc_notice_lost(r, s->to, (uint32_t)s->error); /* an arrival notice to a home that is down */
-    /* a monitor request that fails is answered from the peer's watch
-     * table, or by route when it never got there; one we were passing on
-     * for a watcher on another node is answered here */
+    /* a monitor request that fails is answered from the watch table of
+     * the peer it was going to (`at`), or by route when it never got that
+     * far; one we were passing on for a watcher on another node is
+     * answered here. Only that peer's: the record may have moved on since
+     * the request left (WATCHED from the node that holds the monitor, or
+     * watch.c's monitor_again when `at` went down), and then it is not
+     * this request's to answer (a peer that goes answers its own records
+     * before its frames bounce: sn__relay_bounce_peer) */
     if (s->kind == SN_RELAY_MONITOR) {
         if (s->from.node != r->node)
             sn__relay_deliver(r, s->from, s->to, s->tag, SN_EV_DOWN, error, 0, NULL);
-        else if (sn__relay_unwatch(r, s->to, s->from, s->tag)) /* (none: not recorded yet, the caller answered) */
-            sn__send_down(r->sched, s->from, s->to, s->tag, error, NULL);
+        else
+            sn__watch_bounced(r, s, error, at); /* (none: not recorded, or answered) */
     }
     sn_payload_destroy(&s->payload);
 }
@@ -388,9 +384,13 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     }
     if (it->s.hops > MAX_HOPS) {
         bad_route(r, &it->s);
-        if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node &&
-            !sn__relay_unwatch(r, it->s.to, it->s.from, it->s.tag)) /* (a record: bounce_local answers) */
+        if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) {
+            /* our own request, come round again: its record (under the
+             * peer it went to first) is done with, and the watcher hears
+             * here (bounce_local finds no record after this) */
+            sn__relay_unwatch(r, it->s.to, it->s.from, it->s.tag);
             sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
+        }
         sn__relay_bounce_item(r, it, SN_EUNREACHABLE, 0);
         return;
     }

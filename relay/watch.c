@@ -10,6 +10,15 @@
  * process may have gone with it. An unconfirmed one went there on a cache
  * that may be stale (the process had moved on, and the peer died before it
  * passed the request on), so it goes to the home again (monitor_again).
+ *
+ * A record answers one DOWN, and it is found by the peer that holds it:
+ * a DOWN from the process searches every peer (the record may have moved
+ * under the node that sent it), but a request that bounces back from a
+ * peer (sn__watch_bounced: it could not go on, or that peer went with it
+ * unacknowledged) takes only a record still under that peer. One that
+ * moved on (WATCHED from elsewhere, or monitor_again) is another's to
+ * answer: taking it gave the watcher a false nodedown, and a second DOWN
+ * when monitor_again had sent the request home (chaos, seed 281797).
  * I/O thread only.
  */
 #include <inttypes.h>
@@ -89,4 +98,29 @@ void sn__relay_watches_lost(sn_relay_t *r, peer_t *p)
         if (!monitor_again(r, p, &p->watch[i]))
             sn__send_down(r->sched, p->watch[i].watcher, p->watch[i].target, p->watch[i].tag, SN_ENODEDOWN, NULL);
     p->nwatch = 0;
+}
+
+bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++)
+        if (sn__watch(&r->peers[i], target, watcher, tag, false))
+            return true;
+    return false;
+}
+
+bool sn__relay_unwatch_at(sn_relay_t *r, uint32_t at, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+{
+    if (!at)
+        return sn__relay_unwatch(r, target, watcher, tag);
+    peer_t *p = sn__relay_find_peer(r, at);
+    return p && sn__watch(p, target, watcher, tag, false);
+}
+
+bool sn__watch_bounced(sn_relay_t *r, const sn_wire_send_t *s, int error, uint32_t at)
+{
+    if (!sn__relay_unwatch_at(r, at, s->to, s->from, s->tag))
+        return false;
+    sn__send_down(r->sched, s->from, s->to, s->tag, error, NULL);
+    return true;
 }
