@@ -198,8 +198,6 @@ static void relay_loaded(void *arg)
     sn__relay_poke(r);
 }
 
-/* Drops this node's record of watcher's monitor of target, under
- * whichever peer it is; false if there was none. */
 /* Returns a send to the process that made it: on this node, or on the
  * node it moved to since, or (a message we were passing on for another
  * node's process) back to its node. */

@@ -100,6 +100,8 @@ void sn__relay_watches_lost(sn_relay_t *r, peer_t *p)
     p->nwatch = 0;
 }
 
+/* Drops this node's record of watcher's monitor of target, under
+ * whichever peer it is; false if there was none. */
 bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
 {
     size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
