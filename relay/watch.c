@@ -111,7 +111,8 @@ bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_
     return false;
 }
 
-bool sn__relay_unwatch_at(sn_relay_t *r, uint32_t at, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
+/* The same, under peer `at` only (0: any peer). */
+static bool unwatch_at(sn_relay_t *r, uint32_t at, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
 {
     if (!at)
         return sn__relay_unwatch(r, target, watcher, tag);
@@ -121,7 +122,7 @@ bool sn__relay_unwatch_at(sn_relay_t *r, uint32_t at, sn_pid_t target, sn_pid_t 
 
 bool sn__watch_bounced(sn_relay_t *r, const sn_wire_send_t *s, int error, uint32_t at)
 {
-    if (!sn__relay_unwatch_at(r, at, s->to, s->from, s->tag))
+    if (!unwatch_at(r, at, s->to, s->from, s->tag))
         return false;
     sn__send_down(r->sched, s->from, s->to, s->tag, error, NULL);
     return true;
