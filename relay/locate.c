@@ -24,7 +24,9 @@
  * The same flush runs when a process arrives here (sn__migrate_activate with
  * `settle`): senders here may have messages for it on the network still,
  * so their new messages come through the relay (dest = this node) and are
- * held until the marker, sent down the path they used, comes back.
+ * held until the marker, sent down the path they used, comes back. They
+ * are held from the instant the process is let in (sn__loc_hold), before
+ * the flush can begin, and so is what was queued for it before it came.
  *
  * Only this node's own senders use the cache. A send or marker that came
  * from another node and goes on from here (item_t.forwarded) follows the
@@ -79,6 +81,7 @@ typedef struct loc {
     uint32_t node;  /* where it lives (pending: the hint, or this node when settling) */
     uint32_t hop;   /* pending: where the FLUSH went */
     bool pending;
+    bool arriving;       /* pending since the process was let in here, its flush not begun (sn__loc_hold) */
     uint64_t since_ns;   /* pending: when the FLUSH (or its last retry) went */
     uint64_t started_ns; /* pending: when the flush began (retries keep it) */
     uint64_t flush_id;   /* pending: this flush's markers carry it; only an answer that does counts */
@@ -328,9 +331,9 @@ int sn__loc_route(sn_relay_t *r, item_t *it)
         it->dest = l->node; /* (a node that is down: the caller bounces it) */
         return SN_LOC_SEND;
     }
-    if (it->s.kind == SN_WIRE_FLUSH && it->s.from.node == r->node && it->dest == l->hop)
+    if (it->s.kind == SN_WIRE_FLUSH && it->s.from.node == r->node && it->dest == l->hop && !l->arriving)
         return SN_LOC_SEND; /* our own marker: it goes down the old path now */
-    if (node_down(r, l->hop))
+    if (!l->arriving && node_down(r, l->hop))
         return SN_LOC_DOWN; /* the old path is stuck in a node that is down: nothing may overtake it */
     item_t **h = sn__grow(l->held, &l->cap, l->nheld, sizeof *h, 16, 0);
     if (!h)
@@ -388,13 +391,38 @@ void sn__loc_ended(sn_relay_t *r, sn_pid_t pid)
     home_drop(r, pid);
 }
 
+/* A process let in here (sn__migrate_activate, settling) has local
+ * senders whose new sends come through the relay (dest = this node) from
+ * that instant on. The I/O thread drains the queue before it settles the
+ * process (sn__loc_arrived: whether to flush needs what is queued to have
+ * gone out), and a send drained in between must not be delivered here at
+ * once: an older one of the same sender may be on its way back through
+ * the node the process came from (chaos seed 813602: 24, 26, 25). So the
+ * process's entry holds everything for it from the moment it is let in,
+ * as a pending flush does, until sn__loc_arrived flushes or settles it.
+ * A flush already under way (pending) holds already: left as it is. */
+void sn__loc_hold(sn_relay_t *r, sn_pid_t pid)
+{
+    loc_t *l = find(r->locs, pid);
+    if (l && l->pending)
+        return;
+    if (!l && !(l = add(r->locs, pid)))
+        return; /* no memory: no hold (settled at once, as before) */
+    l->pending = true;
+    l->arriving = true; /* l->node: where the cache said it was (0: a new entry) */
+}
+
 void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t moves)
 {
     struct sn_locs *c = r->locs;
     if (pid.node == r->node) /* it is home: a record of where it went would be older */
         home_drop(r, pid);
     loc_t *l = find(c, pid);
-    uint32_t hop = l ? l->node : default_hop(r, pid);
+    if (l && l->arriving) { /* (sn__loc_hold): back to what the entry was, keeping what it holds */
+        l->arriving = false;
+        l->pending = false;
+    }
+    uint32_t hop = l && l->node ? l->node : default_hop(r, pid);
     /* the home node's route should follow it too (it learns from a node
      * that forwards for it otherwise) */
     if (pid.node != r->node && pid.node != victim) /* (the move number rides in `error`) */
@@ -408,12 +436,16 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
     peer_t *p = hop && hop != r->node ? sn__relay_find_peer(r, hop) : NULL;
     if (!sent || !p) {
         /* nothing from here on its way to it (the caller drained the
-         * outbound queue first: what was queued for it is on its way now,
-         * and has set its bit), or no old path to wait for (a hop that is
-         * down is waited for: see the top of this file) */
-        if (l)
-            drop(c, l);
-        sn__migrate_settled(r->sched, pid);
+         * outbound queue first: what was queued for it before it came is
+         * held by its entry, not sent), or no old path to wait for (a hop
+         * that is down is waited for: see the top of this file): what the
+         * entry holds is delivered here, in order, and it settles */
+        if (l) {
+            l->node = r->node;
+            finish(r, l, r->node);
+        } else {
+            sn__migrate_settled(r->sched, pid);
+        }
         return;
     }
     if (!l && !(l = add(c, pid))) {

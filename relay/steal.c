@@ -428,8 +428,10 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
             /* settling (no arrived list: no memory) until sn__loc_arrived below */
             sn__await_arrived(r, in->pid); /* (before it can run: its end is local to its parent now) */
             if (ev && sn__migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {
-                if (arrived)
+                if (arrived) {
+                    sn__loc_hold(r, in->pid); /* (before the drain below: see locate.c) */
                     arrived[activated] = *in;
+                }
                 activated++;
             } else {
                 for (size_t k = 0; k < nev; k++)
@@ -442,9 +444,11 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         }
         *in = s->inst[--s->ninst];
     }
-    /* What senders here queued for them before they arrived goes out now
-     * (or is delivered here, if it was handed over settling): then each
-     * settles, with a flush if something from here is on its way to it */
+    /* What senders here queued before they arrived (for other processes
+     * too) goes out now; what is for them is held by their entries
+     * (sn__loc_hold), and so is what senders here send them meanwhile.
+     * Then each settles, with a flush if something from here is on its
+     * way to it; what its entry holds goes after the flush */
     while (arrived && activated && sn__relay_drain(r))
         ;
     for (size_t i = 0; arrived && i < activated; i++)

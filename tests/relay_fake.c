@@ -158,6 +158,12 @@ void sn__relay_enqueue(sn_relay_t *r, item_t *it)
 
 bool sn__relay_drain(sn_relay_t *r)
 {
+    fake_node_t *n = node_of(r);
+    if (n->before_drain) {
+        void (*fn)(void *) = n->before_drain;
+        n->before_drain = NULL;
+        fn(n->before_drain_arg);
+    }
     sn__mpsc_node_t *q;
     while ((q = sn__mpsc_pop(&r->outq)))
         sn__relay_route(r, (item_t *)q);
@@ -531,6 +537,12 @@ bool fake_pass(fake_node_t *from, fake_node_t *to, sn_frame_kind_t kind, sn_fram
 void fake_drain(fake_node_t *n)
 {
     sn__relay_drain(&n->r);
+}
+
+void fake_before_drain(fake_node_t *n, void (*fn)(void *arg), void *arg)
+{
+    n->before_drain = fn;
+    n->before_drain_arg = arg;
 }
 
 void fake_say_load(fake_node_t *to, uint32_t from, uint64_t ready)

@@ -68,10 +68,12 @@ typedef struct fake_node {
     char bad_why[256];         /* the last one's reason */
     fake_bounce_t bounces[16]; /* sn__relay_bounce_peer calls (the first 16) */
     size_t nbounces;
-    int bounced;       /* items route() returned (a path through a node that is down, unknown) */
-    int undeliverable; /* inbound messages the scheduler refused */
-    _Atomic int pokes; /* sn__relay_poke and sn__relay_enqueue wake-ups */
-    int full;          /* try_send: nonzero, every peer's pipe is full */
+    int bounced;                     /* items route() returned (a path through a node that is down, unknown) */
+    int undeliverable;               /* inbound messages the scheduler refused */
+    _Atomic int pokes;               /* sn__relay_poke and sn__relay_enqueue wake-ups */
+    int full;                        /* try_send: nonzero, every peer's pipe is full */
+    void (*before_drain)(void *arg); /* fake_before_drain: called once, then cleared */
+    void *before_drain_arg;
 } fake_node_t;
 
 /* A node `node` (its scheduler with `workers` workers and these process
@@ -120,6 +122,10 @@ void fake_inbound(fake_node_t *n, const void *buf, size_t len, const unsigned ch
 bool fake_pass(fake_node_t *from, fake_node_t *to, sn_frame_kind_t kind, sn_frame_t *f);
 /* The I/O thread's turn at n's outbound queue (sn__relay_drain). */
 void fake_drain(fake_node_t *n);
+/* Has n's next drain, from wherever it is called (a logic file's, or
+ * fake_drain), call fn(arg) first, once: what a worker sends while the
+ * I/O thread is between two steps of its own (the test sends then). */
+void fake_before_drain(fake_node_t *n, void (*fn)(void *arg), void *arg);
 /* Tells `to` (as a heartbeat from `from`, a member of `to`) that `from`
  * has `ready` processes Ready: steal.c picks its victims by that. */
 void fake_say_load(fake_node_t *to, uint32_t from, uint64_t ready);

@@ -10,8 +10,10 @@
  * the marker is answered; the marker goes again on the fake clock while
  * it is not, and after 15 s the held sends go on anyway. When P moves on
  * again (2 -> 3), its new node tells the home, whose record and route
- * follow it. A monitor that a node going down never confirmed goes to the
- * process's home again (relay/watch.c).
+ * follow it. When P comes back to a node with a sender of its own, that
+ * sender's messages stay in order across the move (the flush of its
+ * arrival, and the hold before it). A monitor that a node going down
+ * never confirmed goes to the process's home again (relay/watch.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -395,12 +397,114 @@ static void test_unconfirmed_monitor_goes_home(void **state)
     assert_int_equal(atomic_load(&g_mv.ndowns[0]), 4);
 }
 
+/* What the hook sends (fake_before_drain): u64 `v` to `to` from node n. */
+typedef struct late_send {
+    fake_node_t *n;
+    sn_pid_t to;
+    uint64_t v;
+} late_send_t;
+
+static void send_late(void *arg)
+{
+    late_send_t *l = arg;
+    send_u64(fake_sched(l->n), l->to, l->v);
+}
+
+/* Every frame from node `from` to node `to`, whatever its kind, in the
+ * order sent (as one connection carries them). */
+static int pass_in_order(trio_t *c, uint32_t from, uint32_t to)
+{
+    int n = 0;
+    while (fake_pass(c->n[from], c->n[to], 0, NULL))
+        n++;
+    return n;
+}
+
+/* P comes back to the node of its sender: P moved 2 -> 3, node 2 sends
+ * it message 1 (through its forwarding entry, behind its accept of P),
+ * and takes P back (3 -> 2) while message 1 is on its way to node 3, to
+ * come back from there. A send from node 2 made right as P arrives (while
+ * the I/O thread drains its queue, before P settles) and one made after
+ * both wait for the marker of P's flush to come back that way, behind
+ * message 1: P gets 1, 2, 3 in that order. (The relay used to deliver
+ * the first of them at once, ahead of message 1: chaos seed 813602.) */
+static void test_back_where_its_sender_is(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *h = c->n[1], *t = c->n[2], *u = c->n[3];
+    movers_hold(fake_sched(h));
+    movers_hold(fake_sched(t)); /* P stays Ready on node 2, and its messages wait there */
+    sn_pid_t spawned[4], moved[4];
+    for (uint64_t i = 0; i < 4; i++)
+        spawned[i] = mover_spawn(fake_sched(h), i);
+    assert_int_equal(steal(c, 1, 2, moved), 2);
+    movers_hold(fake_sched(u));       /* what arrives at node 3 stays Ready there too */
+    atomic_store(&u->r.want_work, 1); /* (as its worker would say, not held) */
+    assert_int_equal(steal(c, 2, 3, moved), 1);
+    sn_pid_t pid = moved[0];
+    uint64_t idx = 0;
+    while (!sn_pid_eq(spawned[idx], pid))
+        idx++;
+    /* (node 3 gives half the difference of Ready work: 3 here, Q on node 2) */
+    (void)mover_spawn(fake_sched(u), 4);
+    (void)mover_spawn(fake_sched(u), 5);
+    assert_int_equal(fake_forward_of(fake_sched(t), pid), 3);
+    fake_drain(u); /* (node 3 tells the home) */
+    assert_int_equal(pass_all(c, 3, 1), 1);
+
+    /* node 2 asks for it back; node 3 offers it, node 2 accepts */
+    sn_stats_t st;
+    sn_sched_stats(fake_sched(u), &st);
+    fake_say_load(t, 3, st.ready);
+    fake_say_load(t, 1, 0);
+    atomic_store(&t->r.want_work, 1);
+    sn__steal_tick(&t->r, fake_clock());
+    assert_true(fake_pass(t, u, SN_FRAME_STEAL_REQUEST, NULL));
+    assert_true(fake_pass(u, t, SN_FRAME_STEAL_OFFER, NULL));
+    /* message 1 leaves node 2 behind the accept (P is not here yet) */
+    send_u64(fake_sched(t), pid, 1);
+    fake_drain(t);
+    assert_int_equal(fake_count(t, 3, 0), 2);
+    assert_int_equal(pass_in_order(c, 2, 3), 2); /* the accept (node 3 commits), then message 1 */
+    fake_drain(u);                               /* message 1 goes on to node 2, behind the commit */
+    assert_int_equal(fake_count(u, 2, SN_FRAME_STEAL_COMMIT), 1);
+    assert_int_equal(fake_count(u, 2, SN_FRAME_SENDS), 1);
+
+    /* the commit arrives; message 2 is sent as node 2 takes P in */
+    late_send_t late = {t, pid, 2};
+    fake_before_drain(t, send_late, &late);
+    assert_true(fake_pass(u, t, SN_FRAME_STEAL_COMMIT, NULL));
+    assert_null(t->before_drain); /* (it was sent) */
+    assert_true(fake_here(fake_sched(t), pid));
+    send_u64(fake_sched(t), pid, 3);
+    fake_drain(t);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&g_mv.nmsgs[idx]), 0); /* (node 2's worker is held) */
+    /* node 2's flush marker goes down the old path: to node 3, which
+     * passes it back behind message 1 */
+    sn_frame_t f;
+    assert_true(fake_peek(t, 3, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSH);
+    sn_frame_clear(&f);
+    assert_int_equal(pass_in_order(c, 2, 3), 1);
+    fake_drain(u);
+    assert_int_equal(pass_in_order(c, 3, 2), 2); /* message 1, the marker */
+    fake_drain(t);
+    assert_int_equal(fake_count(t, 3, 0), 0); /* (its own marker ended here) */
+    movers_release(2);
+    assert_true(mover_wait_msgs(idx, 3));
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(mover_msg(idx, k), (uint64_t)k + 1);
+    assert_int_equal(atomic_load(&g_mv.steps_on[idx][3]), 0); /* (it was Ready on node 3, never ran) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_redirect_and_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_retry_and_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_home_follows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_back_where_its_sender_is, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
