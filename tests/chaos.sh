@@ -91,7 +91,12 @@ function lostok(s) { return (s in dwhy) && (dwhy[s] == "nodedown" || dwhy[s] == 
 # it left (its redirect, when they next send it something through there),
 # and one that froze right after could not tell them, so a monitor set
 # meanwhile goes to it (seen: a sink moved 3 -> 1, node 3 froze 6 ms later,
-# the watcher monitored it 1.2 s later through node 3: nodedown).
+# the watcher monitored it 1.2 s later through node 3: nodedown). So
+# does one with a line on node lfn[i] less than ARRIVEMS after the window
+# began: the driver notes the fault just before it signals, and a sink that
+# arrived there meanwhile ran (and logged) before the stop landed (seen: a
+# sink moved 4 -> 3 and logged there 12 ms after the long freeze of node 3
+# was noted; the monitor of the watcher went to it there: nodedown).
 function frozen_down(s,   i, at, pp) {
   split(s, pp, ".")
   for (i = 1; i <= nlf; i++) {
@@ -107,10 +112,12 @@ function leftat(s, node, ts,   i) { # M: the sink left node at ts
 }
 function window(node, from_node, ts, ms) { nlf++; lfn[nlf] = node; lfw[nlf] = from_node; lffrom[nlf] = ts; lfto[nlf] = ts + ms * 1000 + 3000000 }
 function whereat(s, node, ts,   i) { # the last line of the sink before each long freeze
-  for (i = 1; i <= nlf; i++)
+  for (i = 1; i <= nlf; i++) {
     if (ts < lffrom[i] && (!((i, s) in lastts) || ts >= lastts[i, s])) { lastts[i, s] = ts; lastnd[i, s] = node }
+    if (node == lfn[i] && ts >= lffrom[i] && ts < lffrom[i] + ARRIVEMS * 1000) leftnd[i, s, node] = 1
+  }
 }
-BEGIN { MAXSHOW = 8; LEFTMS = 1000; nkinds = 0; totalv = 0; nsinks = 0; nf = 0 }
+BEGIN { MAXSHOW = 8; LEFTMS = 1000; ARRIVEMS = 200; nkinds = 0; totalv = 0; nsinks = 0; nf = 0 }
 FNR == 1 { file = base(FILENAME); ismeta = (FILENAME ~ /\.meta$/) }
 ismeta {
   if ($1 == "SINK") { if (!($2 in issink)) { issink[$2] = 1; sinkid[++nsinks] = $2 } }
@@ -365,6 +372,8 @@ EOF
     "... but frozen on another node than the sink's|down-reason|echo 'FAULT long-freeze 2 3000 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
     "... or on one it had left just before, before anyone could hear of it (allowed)|PASS|echo 'FAULT long-freeze 3 3000 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
     "... but on one it had left over a second before|down-reason|echo 'FAULT long-freeze 3 3000 2000005' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 2000006/' \$d/200.log"
+    "... or on one it arrived at just after the freeze was noted, logging there before the stop landed (allowed)|PASS|echo 'FAULT long-freeze 4 3000 5' >>\$d/chaos.meta; sed -i 's/^M 1.10 2 3 4 4 0/M 1.10 2 3 4 4 150005/' \$d/300.log; sed -i 's/^R 1.10 2 1.200 3 4 0/R 1.10 2 1.200 3 4 150006/' \$d/400.log; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 150007/' \$d/200.log"
+    "... but arrived there well after|down-reason|echo 'FAULT long-freeze 4 3000 5' >>\$d/chaos.meta; sed -i 's/^M 1.10 2 3 4 4 0/M 1.10 2 3 4 4 250005/' \$d/300.log; sed -i 's/^R 1.10 2 1.200 3 4 0/R 1.10 2 1.200 3 4 250006/' \$d/400.log; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 250007/' \$d/200.log"
     "... or while its node was cut off from the watcher's (allowed)|PASS|echo 'FAULT cut 2 3000 5 4' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
     "... but cut off only from another node than the watcher's|down-reason|echo 'FAULT cut 3 3000 5 4' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.10 normal 2 0/D 2.300 1.10 nodedown 2 6/' \$d/200.log"
     "a DOWN that came only as the nodes were stopped|no-down|echo 'SHUTDOWN 5' >>\$d/chaos.meta; sed -i 's/^D 2.300 1.12 nodedown 2 0/D 2.300 1.12 nodedown 2 9/' \$d/200.log"
