@@ -98,8 +98,6 @@ static void monitor_here(sn_relay_t *r, sn_wire_send_t *s)
 /* A message for a process here (or one that moved on from here). */
 static int message_here(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
-    if (from && sn__loc_hold_inbound(r, from->node, s))
-        return 0;               /* it settles here: behind the flush of its old path (locate.c) */
     if (r->hop_trace && from) { /* read, then handed to the scheduler */
         sn__hop_stamp(s->payload, r->hop_recv_ns);
         sn__hop_stamp(s->payload, 0);

@@ -80,7 +80,6 @@ typedef struct loc {
     uint32_t moves; /* home table: the move number that took it to `node` */
     uint32_t node;  /* where it lives (pending: the hint, or this node when settling) */
     uint32_t hop;   /* pending: where the FLUSH went */
-    uint32_t came;  /* settling here (pending, node = this one): the node it came from */
     bool pending;
     bool arriving;       /* pending since the process was let in here, its flush not begun (sn__loc_hold) */
     uint64_t since_ns;   /* pending: when the FLUSH (or its last retry) went */
@@ -430,7 +429,6 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
         send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(moves & INT32_MAX), 0);
     if (l && l->pending) { /* a flush on its way already: its answer settles it */
         l->node = r->node;
-        l->came = victim;
         return;
     }
     size_t bit = sn__sent_bit(pid);
@@ -454,41 +452,7 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
         sn__migrate_settled(r->sched, pid);
         return;
     }
-    l->came = victim;
     start_flush(r, l, r->node, hop);
-}
-
-/* A message from another node (from) for pid, which settles here with
- * its flush under way. The old path ends here through the node pid came
- * from: what comes back along it (what this node passed on to pid before
- * it came, each ahead of the marker) arrives from there and goes in at
- * once. A message from any other node is newer than whatever its sender
- * had on that path (a sender switches its route only after its own flush,
- * and one that sent here while pid was on its way here had that message
- * passed on down the old path), so it waits, in order, for the marker
- * (true: s's payload is taken). A message it could overtake otherwise:
- * node X sends m1 here while pid is on its way, and m1 goes on to the node
- * pid left; X's m2, sent before X hears of it, arrives after pid did. */
-bool sn__loc_hold_inbound(sn_relay_t *r, uint32_t from, sn_wire_send_t *s)
-{
-    loc_t *l = r->locs->count ? find(r->locs, s->to) : NULL;
-    if (!l || !l->pending || l->arriving || l->node != r->node || from == l->came)
-        return false;
-    item_t **h = sn__grow(l->held, &l->cap, l->nheld, sizeof *h, 16, 0);
-    if (!h)
-        return false; /* (no memory: in at once, as before) */
-    l->held = h;
-    item_t *it = sn__relay_new_item();
-    if (!it)
-        return false;
-    it->kind = ITEM_SEND;
-    it->dest = r->node; /* released: delivered here (or passed on, if it left meanwhile) */
-    it->diverted = false;
-    it->forwarded = false;
-    it->s = *s;
-    s->payload = NULL;
-    l->held[l->nheld++] = it;
-    return true;
 }
 
 void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves)

@@ -562,9 +562,6 @@ void sn__loc_ended(sn_relay_t *r, sn_pid_t pid);
 void sn__loc_hold(sn_relay_t *r, sn_pid_t pid);
 /* pid (from victim, its move number `moves`) was activated here with `settle`. */
 void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t moves);
-/* A message from node `from` for pid, which settles here: true if it is
- * held until the flush of pid's arrival ends (its payload taken). */
-bool sn__loc_hold_inbound(sn_relay_t *r, uint32_t from, sn_wire_send_t *s);
 /* A REDIRECT: pid lives on node now; moves > 0: its move number (from the
  * node it arrived at, to its home). */
 void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves);

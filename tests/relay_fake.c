@@ -180,8 +180,6 @@ static void inbound_send(fake_node_t *n, const peer_t *from, sn_wire_send_t *s)
     sn_relay_t *r = &n->r;
     switch (s->kind) {
     case SN_EV_MESSAGE: {
-        if (from && sn__loc_hold_inbound(r, from->node, s))
-            break; /* (as relay.c's message_here) */
         bool was = passing_on;
         passing_on = true;
         int rc = sn__deliver_inbound(r->sched, s->to, s->from, s->tag, SN_EV_MESSAGE, 0, &s->payload);
