@@ -442,6 +442,13 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves, NULL, 0, 0};
         ok[nok++] = w->pid;
     }
+    /* What this node passed on to them before they were installed here
+     * (forwards queued in this turn, not yet routed) goes to the victim
+     * ahead of the accept, into their mailboxes there: what comes for them
+     * from now on waits here (sn__steal_hold) and goes in after the
+     * commit's events, so nothing older may still be on its way back */
+    while (nok && sn__relay_drain(r))
+        ;
     /* (a stale offer gets an empty accept: the victim reverts at once) */
     void *buf;
     size_t len;

@@ -454,7 +454,19 @@ static sn_pid_t offered_back(trio_t *c, uint64_t *idx)
     atomic_store(&t->r.want_work, 1);
     sn__steal_tick(&t->r, fake_clock());
     assert_true(fake_pass(t, u, SN_FRAME_STEAL_REQUEST, NULL));
+    /* the home's 10 reaches node 2 just before the offer: node 2 passes
+     * it on to node 3 (not drained yet when the offer comes: the accept
+     * goes behind it, so it is in P's mailbox there at the commit) */
+    send_u64(fake_sched(h), pid, 10);
+    fake_drain(h);
+    assert_int_equal(pass_all(c, 1, 2), 1);
     assert_true(fake_pass(u, t, SN_FRAME_STEAL_OFFER, NULL));
+    assert_int_equal(fake_count(t, 3, 0), 2);
+    sn_frame_t f;
+    assert_true(fake_peek(t, 3, 0, &f));
+    assert_int_equal(f.kind, SN_FRAME_SENDS);
+    assert_int_equal(u64_of(&f.sends[0]), 10);
+    sn_frame_clear(&f);
     assert_int_equal(fake_count(t, 3, SN_FRAME_STEAL_ACCEPT), 1);
     return pid;
 }
@@ -469,9 +481,10 @@ static sn_pid_t offered_back(trio_t *c, uint64_t *idx)
  * reaches node 2 after P did. 11 waits at node 2 for the commit and goes
  * in after its events; 12 after 11; 2 and 3 wait for the marker of P's
  * flush, which comes back from node 3 behind 1. So P gets each sender's
- * messages in the order sent. (The relay used to deliver 2 at once, ahead
- * of 1: chaos seed 813602; and to pass 11 on to node 3, to come back
- * behind 12.) */
+ * messages in the order sent; the home's 10, passed on to node 3 just
+ * before the offer came, first of all, with the commit. (The relay used
+ * to deliver 2 at once, ahead of 1: chaos seed 813602; and to pass 11 on
+ * to node 3, to come back behind 12.) */
 static void test_back_where_its_sender_is(void **state)
 {
     trio_t *c = *state;
@@ -486,8 +499,8 @@ static void test_back_where_its_sender_is(void **state)
     fake_drain(h);
     assert_int_equal(pass_all(c, 1, 2), 1);
     fake_drain(t);
-    assert_int_equal(fake_count(t, 3, 0), 2);
-    assert_int_equal(pass_in_order(c, 2, 3), 2); /* the accept (node 3 commits), 1 */
+    assert_int_equal(fake_count(t, 3, 0), 3);
+    assert_int_equal(pass_in_order(c, 2, 3), 3); /* 10, the accept (node 3 commits, 10 with it), 1 */
     fake_drain(u);                               /* 1 goes on to node 2, behind the commit */
     assert_int_equal(fake_count(u, 2, SN_FRAME_STEAL_COMMIT), 1);
     assert_int_equal(fake_count(u, 2, SN_FRAME_SENDS), 1);
@@ -517,9 +530,9 @@ static void test_back_where_its_sender_is(void **state)
     fake_drain(t);
     assert_int_equal(fake_count(t, 3, 0), 0); /* (its own marker ended here) */
     movers_release(2);
-    assert_true(mover_wait_msgs(idx, 5));
-    uint64_t want_local = 1, want_home = 11;
-    for (int k = 0; k < 5; k++) { /* each sender's in the order sent */
+    assert_true(mover_wait_msgs(idx, 6));
+    uint64_t want_local = 1, want_home = 10;
+    for (int k = 0; k < 6; k++) { /* each sender's in the order sent */
         uint64_t v = mover_msg(idx, k);
         assert_int_equal(v, v < 10 ? want_local++ : want_home++);
     }
@@ -541,19 +554,20 @@ static void test_held_while_on_its_way_undone(void **state)
     fake_drain(h);
     assert_int_equal(pass_all(c, 1, 2), 1);
     fake_drain(t);
-    assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 0); /* it waits at node 2 */
+    assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 1); /* 10 only: 11 waits at node 2 */
     fake_clock_advance(3500 * MS);                         /* (steal.c's OFFER_TIMEOUT_NS: 3 s) */
     sn__steal_tick(&u->r, fake_clock());
     assert_true(fake_here(fake_sched(u), pid));
-    assert_int_equal(pass_in_order(c, 2, 3), 1);               /* the accept, too late */
+    assert_int_equal(pass_in_order(c, 2, 3), 2);               /* 10, the accept (too late) */
     assert_true(fake_pass(u, t, SN_FRAME_STEAL_COMMIT, NULL)); /* the abort */
     assert_false(fake_here(fake_sched(t), pid));
     fake_drain(t);
     assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 1); /* on to node 3 now */
     assert_int_equal(pass_in_order(c, 2, 3), 1);
     movers_release(3);
-    assert_true(mover_wait_msgs(idx, 1));
-    assert_int_equal(mover_msg(idx, 0), 11);
+    assert_true(mover_wait_msgs(idx, 2));
+    assert_int_equal(mover_msg(idx, 0), 10);
+    assert_int_equal(mover_msg(idx, 1), 11);
     assert_int_equal(atomic_load(&g_mv.steps_on[idx][2]), 0);
 }
 
