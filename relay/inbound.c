@@ -78,14 +78,19 @@ static void gone_here(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 }
 
 /* A monitor request for a process here (its DOWN goes back through
- * sn__relay_deliver). Our own request, come back (its path led through
- * here again): the record of where it went is done with; what sn__monitor
- * does now answers it (a monitor here, a DOWN here, or on again with a
- * new record: sn__relay_route). */
-static void monitor_here(sn_relay_t *r, sn_wire_send_t *s)
+ * sn__relay_deliver). Our own request, come back from another node (its
+ * path led through here again): the record of where it went is done
+ * with; what sn__monitor does now answers it (a monitor here, a DOWN
+ * here, or on again with a new record: sn__relay_route). With no record
+ * it was answered already, or demonitored: dropped (sn__watch_returned).
+ * One of ours from this node's own queue (from NULL: held while the
+ * process settled here, locate.c) went nowhere yet: no record to look for. */
+static void monitor_here(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
-    if (s->from.node == r->node)
-        sn__relay_unwatch(r, s->to, s->from, s->tag);
+    if (from && s->from.node == r->node && !sn__watch_returned(r, s)) {
+        sn_payload_destroy(&s->payload); /* answered already, or demonitored: nothing to do */
+        return;
+    }
     sn__monitor(r->sched, s->to, s->from, s->tag);
     if (s->from.node != r->node && sn__migrate_here(r->sched, s->to))
         /* held here: the watcher's node moves its record to us (it is
@@ -171,7 +176,7 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         return;
     }
     case SN_RELAY_MONITOR:
-        monitor_here(r, s);
+        monitor_here(r, from, s);
         return;
     case SN_WIRE_WATCHED: /* from's monitor of to is held on the node that sent this */
         watched_at(r, from, s);

@@ -421,6 +421,10 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
 void sn__relay_return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, sn_pid_t target, int error);
 void sn__relay_bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_t at);
 bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
+/* Our own monitor request s came back here: true if its record was still
+ * there (taken now: the request goes on from here); false if it was
+ * answered already or demonitored (drop it). See watch.c. */
+bool sn__watch_returned(sn_relay_t *r, const sn_wire_send_t *s);
 /* Our own monitor request s (its watcher here) could not go on to peer
  * `at` (0: it never left here): the record under `at` answers, its
  * watcher gets DOWN `error`; false if `at` holds none (the record moved on

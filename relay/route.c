@@ -385,9 +385,10 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) {
             /* our own request, come round again: its record (under the
              * peer it went to first) is done with, and the watcher hears
-             * here (bounce_local finds no record after this) */
-            sn__relay_unwatch(r, it->s.to, it->s.from, it->s.tag);
-            sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
+             * here (bounce_local finds no record after this); none: it
+             * was answered already, or demonitored (sn__watch_returned) */
+            if (sn__watch_returned(r, &it->s))
+                sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, SN_EUNREACHABLE, NULL);
         }
         sn__relay_bounce_item(r, it, SN_EUNREACHABLE, 0);
         return;

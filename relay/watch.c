@@ -64,7 +64,12 @@ bool sn__watch_confirm(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t ta
  * exactly one. */
 static bool monitor_again(sn_relay_t *r, const peer_t *p, const watch_t *w)
 {
-    if (w->confirmed || w->target.node == p->node || w->target.node == r->node ||
+    /* (a watcher on another node: a record made here when the process left
+     * with the monitor, sn__migrate_commit; the watcher's node has its own
+     * record, and our nodedown is dropped there if that one was answered.
+     * Sent home again, the request went round to the watcher's node and
+     * made a second record there, and a second DOWN: chaos seed 813602) */
+    if (w->confirmed || w->watcher.node != r->node || w->target.node == p->node || w->target.node == r->node ||
         atomic_load_explicit(&r->out, memory_order_relaxed))
         return false;
     peer_t *home = sn__relay_find_peer(r, w->target.node);
@@ -118,6 +123,17 @@ static bool unwatch_at(sn_relay_t *r, uint32_t at, sn_pid_t target, sn_pid_t wat
         return sn__relay_unwatch(r, target, watcher, tag);
     peer_t *p = sn__relay_find_peer(r, at);
     return p && sn__watch(p, target, watcher, tag, false);
+}
+
+/* Our own monitor request s, come back here (its path led through this
+ * node again, or round past the hop bound): its record is done with. None
+ * means the monitor was answered already (a DOWN took the record: the
+ * request monitor_again sent home comes back after the first request's
+ * DOWN came) or demonitored, and the request is dropped: going on, it
+ * would make a new record, and a second DOWN for it. */
+bool sn__watch_returned(sn_relay_t *r, const sn_wire_send_t *s)
+{
+    return sn__relay_unwatch(r, s->to, s->from, s->tag);
 }
 
 bool sn__watch_bounced(sn_relay_t *r, const sn_wire_send_t *s, int error, uint32_t at)

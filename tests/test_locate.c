@@ -350,6 +350,9 @@ static void test_unconfirmed_monitor_goes_home(void **state)
     assert_true(sn__watch(at3, r, watcher, 9, true));
     assert_true(sn__watch_confirm(at3, q, watcher, 8));
     assert_false(sn__watch_confirm(at1, q, watcher, 8)); /* (none there) */
+    /* and one made here for a watcher on node 1 (P left here with it) */
+    sn_pid_t far = {1, 77};
+    assert_true(sn__watch(at3, p, far, 12, true));
     fake_clear(w);
 
     atomic_store(&at3->down, 1);
@@ -366,6 +369,15 @@ static void test_unconfirmed_monitor_goes_home(void **state)
     assert_true(sn_pid_eq(m.to, p));
     assert_true(sn_pid_eq(m.from, watcher));
     assert_int_equal(m.tag, 7);
+    sn_frame_clear(&f);
+    /* the far watcher's: nodedown to its node, not home again (its node
+     * has a record of its own) */
+    fake_drain(w);
+    m = take_send(w, 1, &f);
+    assert_int_equal(m.kind, SN_EV_DOWN);
+    assert_true(sn_pid_eq(m.to, far));
+    assert_int_equal(m.tag, 12);
+    assert_int_equal(m.error, SN_ENODEDOWN);
     sn_frame_clear(&f);
     assert_int_equal(fake_count(w, 0, 0), 0);
     assert_int_equal(at1->nwatch, 1);
@@ -395,6 +407,7 @@ static void test_unconfirmed_monitor_goes_home(void **state)
     assert_true(mover_got_down(0, 7, SN_ENODEDOWN));
     assert_int_equal(fake_count(w, 0, 0), 0);
     sleep_ms(20); /* (no fifth) */
+    assert_int_equal(atomic_load(&g_mv.ndowns[0]), 4);
     assert_int_equal(atomic_load(&g_mv.ndowns[0]), 4);
 }
 
@@ -571,6 +584,24 @@ static void test_held_while_on_its_way_undone(void **state)
     assert_int_equal(atomic_load(&g_mv.steps_on[idx][2]), 0);
 }
 
+/* Our own monitor request, come back from another node: it goes on from
+ * here only if its record is still here (taken then); with none it was
+ * answered already (the request monitor_again sent home, come back after
+ * the first one's DOWN) or demonitored, and it is dropped. */
+static void test_own_request_returned(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *w = c->n[2];
+    sn_pid_t watcher = {2, 5}, p = {1, 40};
+    peer_t *at1 = fake_peer(w, 1);
+    sn_wire_send_t req = {.to = p, .from = watcher, .tag = 11, .kind = SN_RELAY_MONITOR};
+    assert_false(sn__watch_returned(&w->r, &req));
+    assert_true(sn__watch(at1, p, watcher, 11, true));
+    assert_true(sn__watch_returned(&w->r, &req));
+    assert_int_equal(at1->nwatch, 0);
+    assert_false(sn__watch_returned(&w->r, &req));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -580,6 +611,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_back_where_its_sender_is, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_while_on_its_way_undone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_own_request_returned, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
