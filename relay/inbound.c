@@ -131,8 +131,6 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
     int rc = 0;
     if (from && sn__relay_for_process(s->kind))
         sn__add(&r->msgs_in, 1);
-    if (from && (s->kind == SN_EV_MESSAGE || s->kind == SN_WIRE_FLUSH) && sn__steal_hold(r, s))
-        return; /* for a process on its way here: in after its commit (steal.c) */
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
         rc = message_here(r, from, s);

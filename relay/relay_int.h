@@ -634,10 +634,6 @@ void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size
 uint64_t sn__steal_next_ns(sn_relay_t *r);
 /* Ends every handover and stops serving requests (before a shutdown). */
 void sn__steal_stop(sn_relay_t *r);
-/* A message or flush marker from another node for a process on its way
- * here (accepted, not committed yet): true if it waits in the install
- * until the handover ends (s's payload taken; see steal.c). */
-bool sn__steal_hold(sn_relay_t *r, sn_wire_send_t *s);
 /* Wakes the I/O thread (any thread). */
 void sn__relay_poke(sn_relay_t *r);
 /* Sends a control frame to p after everything queued for it, before

@@ -178,8 +178,6 @@ static _Thread_local bool passing_on;
 static void inbound_send(fake_node_t *n, const peer_t *from, sn_wire_send_t *s)
 {
     sn_relay_t *r = &n->r;
-    if (from && (s->kind == SN_EV_MESSAGE || s->kind == SN_WIRE_FLUSH) && sn__steal_hold(r, s))
-        return; /* (as relay.c's) */
     switch (s->kind) {
     case SN_EV_MESSAGE: {
         bool was = passing_on;
@@ -214,11 +212,6 @@ static void inbound_send(fake_node_t *n, const peer_t *from, sn_wire_send_t *s)
         break;
     }
     sn_payload_destroy(&s->payload);
-}
-
-void sn__relay_inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
-{
-    inbound_send(node_of(r), from, s);
 }
 
 /* relay.c's route: the location cache first, then a frame to the peer. */
