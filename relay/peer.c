@@ -18,9 +18,10 @@
 #include "grow.h"
 #include "relay_int.h"
 
-#define BATCH_MAX 4096        /* sends per frame */
-#define ACK_EVERY 16          /* batches: acknowledge at once when this many are unacknowledged */
-#define ACK_DELAY_NS 4000000u /* else within this (see sn__relay_send_acks) */
+#define BATCH_MAX 4096         /* sends per frame */
+#define ACK_EVERY 16           /* batches: acknowledge at once when this many are unacknowledged */
+#define ACK_DELAY_NS 4000000u  /* else within this (see sn__relay_send_acks) */
+#define LOOK_LATER_NS 5000000u /* a DEALER the I/O thread sent on is looked at within this (look_later) */
 
 /* Puts p on one of the I/O loop's lists (flag: its membership). */
 void sn__relay_io_list(uint16_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p)
@@ -38,6 +39,27 @@ void sn__relay_io_look(sn_relay_t *r, peer_t *p)
     sn__relay_io_list(r->io_look, &r->nio_look, &p->io_look, r, p);
 }
 
+/* p's DEALER was sent on: libzmq may have taken the wake-up of a frame
+ * that came in on it inside the send, so it needs a look. A worker's send
+ * (it holds io_mu while the I/O thread sleeps) lists it for this turn, as
+ * sn__relay_drain_here expects. The I/O thread's own sends list it for a
+ * look within LOOK_LATER_NS (relay.c: look_at_peers): a send
+ * takes a wake-up only when it processes libzmq's commands, at most once
+ * per millisecond or so per socket (its throttle), and a look costs two
+ * system calls, which on a round trip's path delay the next hop's thread
+ * (schedbench xnode-rtt). What such a look finds (an ack, an answer) waits
+ * that long at most; a full pipe is looked at once (below). */
+static void look_later(sn_relay_t *r, peer_t *p)
+{
+    if (!sn__relay_on_io_thread(r)) {
+        sn__relay_io_look(r, p);
+        return;
+    }
+    if (!r->nio_later)
+        r->later_due_ns = sn__relay_now_ns() + LOOK_LATER_NS;
+    sn__relay_io_list(r->io_later, &r->nio_later, &p->io_later, r, p);
+}
+
 bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
 {
     if (!p->dealer && p->dial) { /* the first send to it: connect now (members.c, connect_to) */
@@ -50,9 +72,11 @@ bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
     }
     if (!p->dealer)
         return false;
-    sn__relay_io_look(r, p);
-    if (zmq_send(zsock_resolve(p->dealer), buf, len, ZMQ_DONTWAIT) >= 0)
+    if (zmq_send(zsock_resolve(p->dealer), buf, len, ZMQ_DONTWAIT) >= 0) {
+        look_later(r, p);
         return true;
+    }
+    sn__relay_io_look(r, p);
     return false; /* EAGAIN: the pipe is full (or not yet connected): its POLLOUT wakes us */
 }
 
@@ -353,7 +377,7 @@ void sn__relay_send_acks(sn_relay_t *r, uint64_t now)
             continue;
         }
         i++;
-        if (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns)
+        if (now < p->ack_retry_ns || (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns))
             continue;
         void *buf;
         size_t len;
@@ -362,7 +386,10 @@ void sn__relay_send_acks(sn_relay_t *r, uint64_t now)
         r->router_look = true;
         if (zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
             zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0)
-            p->acked_seq = p->recv_seq, p->ack_due_ns = 0; /* else: again next turn (it stays listed) */
+            p->acked_seq = p->recv_seq, p->ack_due_ns = p->ack_retry_ns = 0;
+        else /* (its connection is gone, or full: again in a while, not every turn, which spun
+              * this thread until the peer was found down or back) */
+            p->ack_retry_ns = now + ACK_DELAY_NS;
         free(buf);
     }
 }
@@ -385,8 +412,9 @@ uint64_t sn__relay_acks_due_ns(sn_relay_t *r)
     uint64_t next = UINT64_MAX;
     for (size_t i = 0; i < r->nio_ack; i++) {
         peer_t *p = &r->peers[r->io_ack[i]];
-        if (p->ack_due_ns && p->ack_due_ns < next)
-            next = p->ack_due_ns;
+        uint64_t due = p->ack_retry_ns > p->ack_due_ns ? p->ack_retry_ns : p->ack_due_ns;
+        if (due && due < next)
+            next = due;
     }
     return next;
 }

@@ -41,6 +41,8 @@ uint64_t sn__relay_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+#define SOFT_NS 4000000u /* a soft timer waits at least this long when we sleep (wait_events) */
+
 /* The I/O loop.
  *
  * One epoll set (r->epfd) holds the ZMQ_FD of every socket (the actor's
@@ -48,8 +50,9 @@ uint64_t sn__relay_now_ns(void)
  * and monitor), the eventfd that workers write and the probes' UDP socket
  * (udp.c: a plain socket, read until it is empty when it wakes us). A turn costs what
  * happened in it, not the number of members: of the peers, only those
- * whose DEALER woke us or was sent on (io_look), got sends (io_batch) or
- * owe acknowledgements (io_ack) are looked at. A ZMQ_FD only says "look at
+ * whose DEALER woke us or was sent on (io_look; io_later: sent on by this
+ * thread, looked at within a few milliseconds, peer.c: look_later), got
+ * sends (io_batch) or owe acknowledgements (io_ack) are looked at. A ZMQ_FD only says "look at
  * ZMQ_EVENTS", and libzmq may consume its wake-up inside any send or
  * receive on that socket: so a socket we used in a turn is looked at again
  * in the next one, before we sleep. Level-triggered: a socket whose
@@ -162,6 +165,13 @@ static bool pipe_commands(sn_relay_t *r, zsock_t *pipe)
  * true if one stopped on the inbound budget. */
 static bool look_at_peers(sn_relay_t *r)
 {
+    if (r->nio_later && sn__relay_now_ns() >= r->later_due_ns) { /* (peer.c: look_later) */
+        for (size_t i = 0; i < r->nio_later; i++) {
+            r->peers[r->io_later[i]].io_later = false;
+            sn__relay_io_look(r, &r->peers[r->io_later[i]]);
+        }
+        r->nio_later = 0;
+    }
     uint16_t look[SN_MAX_NODES];
     size_t n = r->nio_look;
     memcpy(look, r->io_look, n * sizeof *look);
@@ -206,15 +216,27 @@ typedef struct turn {
 } turn_t;
 
 /* Sleeps until a socket, the eventfd or the next timer (members, steals,
- * acks) wakes us; notes what woke us. False if the wait failed. */
+ * acks) wakes us; notes what woke us. False if the wait failed.
+ *
+ * The soft timers (acks, a look at DEALERs sent on: peer.c) may run a few
+ * milliseconds late; when one is near, we sleep SOFT_NS. A timeout shorter
+ * than the kernel's tick reprograms the CPU's timer at each sleep, which
+ * in a VM costs an exit: a cross-node round trip, which sleeps twice on
+ * each side, was about 4 us slower with 1 ms timeouts than with 4 ms ones
+ * on a 2-vCPU VM (an eventfd ping-pong between two threads). Each turn
+ * sends what is due, so when traffic wakes us they are on time. */
 static bool wait_events(sn_relay_t *r, turn_t *t)
 {
     uint64_t now = sn__relay_now_ns(), next = sn__members_next_ns(r);
-    uint64_t snext = r->no_steal ? UINT64_MAX : sn__steal_next_ns(r), anext = sn__relay_acks_due_ns(r);
+    uint64_t snext = r->no_steal ? UINT64_MAX : sn__steal_next_ns(r), soft = sn__relay_acks_due_ns(r);
     if (snext < next)
         next = snext;
-    if (anext < next)
-        next = anext;
+    if (r->nio_later && r->later_due_ns < soft)
+        soft = r->later_due_ns;
+    if (soft < now + SOFT_NS)
+        soft = now + SOFT_NS;
+    if (soft < next)
+        next = soft;
     bool busy = t->more || r->nio_look || r->nio_batch || r->bq_head < r->bq_n;
     long timeout = busy ? 0 : next > now ? (long)((next - now) / 1000000u) + 1 : 0;
     if (t->inflight && timeout > 1)

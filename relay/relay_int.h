@@ -117,6 +117,7 @@ typedef struct peer {
      * numbered within the peer's incarnation (its run) */
     uint64_t incarnation, recv_seq, acked_seq;
     uint64_t ack_due_ns;     /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
+    uint64_t ack_retry_ns;   /* an ack to it failed: not again before this (peer.c: sn__relay_send_acks) */
     sn__log_limit_t bad_log; /* its bad-frame log lines */
     uint64_t out_said_ns;    /* when we last told an earlier run of it that it is out */
     unsigned char ident[256];
@@ -135,8 +136,9 @@ typedef struct peer {
     _Atomic uint64_t m_rtt_ns; /* the last direct probe's round trip */
     /* the I/O loop's lists (I/O thread; see "The I/O loop" in relay.c):
      * its dealer was sent on or woke us (look at its events this turn),
-     * it has a batch to send, it has batches of its to acknowledge */
-    bool io_look, io_batch, io_ack;
+     * it has a batch to send, it has batches of its to acknowledge, the
+     * I/O thread sent on it (look at it by later_due_ns: peer.c, look_later) */
+    bool io_look, io_batch, io_ack, io_later;
     /* probes over UDP (udp.c): the port it takes them on (0: over TCP),
      * its sealed datagrams taken (replays are dropped), its key raw and
      * the key we share with it, made for public_key dg_key_of ("": not
@@ -258,8 +260,9 @@ struct sn_relay {
      * peers, each on a list at most once: the io_* flags) */
     int epfd;
     bool router_look; /* the ROUTER woke us, was sent on or stopped on the budget: look at it */
-    uint16_t io_look[SN_MAX_NODES], io_batch[SN_MAX_NODES], io_ack[SN_MAX_NODES];
-    size_t nio_look, nio_batch, nio_ack;
+    uint16_t io_look[SN_MAX_NODES], io_batch[SN_MAX_NODES], io_ack[SN_MAX_NODES], io_later[SN_MAX_NODES];
+    size_t nio_look, nio_batch, nio_ack, nio_later;
+    uint64_t later_due_ns;  /* nio_later > 0: when they are looked at */
     _Atomic int actor_done; /* set (release) as the actor returns */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     uint64_t start_ns;
@@ -379,7 +382,7 @@ void sn__relay_watches_lost(sn_relay_t *r, peer_t *p);
 static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 {
     p->incarnation = incarnation;
-    p->recv_seq = p->acked_seq = p->ack_due_ns = 0;
+    p->recv_seq = p->acked_seq = p->ack_due_ns = p->ack_retry_ns = 0;
     p->next_seq = 0;
     p->ident_len = 0;
     p->has_stats = false;

@@ -22,6 +22,7 @@ start() { # node-id -> starts it with the two others as peers
 }
 
 call() { timeout 30 "$SN" --timeout 20000 "$@"; }
+cpu_ns() { local t a s=0; for t in /proc/$1/task/*/schedstat; do read -r a _ <"$t" 2>/dev/null && s=$((s + a)); done; echo $s; }
 
 start 1 && start 2 && start 3 || { bad "three nodes start"; echo "$pass passed, $fail failed"; exit 1; }
 ok "three nodes start on free ports"
@@ -99,9 +100,24 @@ for _ in $(seq 100); do grep -q "node 2 .* is up again" "$dir/node1.log" && brea
 grep -q "node 2 .* is up again" "$dir/node1.log" && ok "node 2 is up again after SIGCONT" || bad "node 2 not back up"
 
 # nodedown: kill -9 node 2; senders get nodedown once it is declared down
+# ... with 5 messages to node 1 in flight, which node 1, frozen meanwhile,
+# reads once node 2 is gone: it owes node 2 an acknowledgement it cannot
+# send, and must not spin on it while it waits 3 s to declare node 2 down
+# (its I/O thread retried it every turn)
 sink=$(call spawn --connect "$(ep 2)" xsink collect 5)
+far=$(call spawn --connect "$(ep 1)" xsink collect 10)
+kill -STOP "$node_pid_1"
+call call --connect "$(ep 2)" xsource blast "$far 5" >/dev/null 2>&1 &
+blast=$!
+sleep 0.5
 kill -9 "$node_pid_2"; wait "$node_pid_2" 2>/dev/null
-sleep 4 # down after 3000 ms of silence
+kill -CONT "$node_pid_1"; wait "$blast" 2>/dev/null
+c0=$(cpu_ns "$node_pid_1") t0=$(date +%s%N)
+sleep 2
+cpu_ms=$((($(cpu_ns "$node_pid_1") - c0) / 1000000)) wall_ms=$((($(date +%s%N) - t0) / 1000000))
+[ $cpu_ms -lt $((wall_ms / 4)) ] && ok "node 1 idles while node 2 is silent ($cpu_ms ms of CPU in $wall_ms ms)" ||
+  bad "node 1 spun while node 2 was silent: $cpu_ms ms of CPU in $wall_ms ms"
+sleep 2 # down after 3000 ms of silence
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 5" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "nodedown" <<<"$out" && ok "send to a killed node: nodedown" || bad "nodedown: rc=$rc $out"
 grep -q "node 2 .* is down" "$dir/node1.log" && ok "node 1 logs that node 2 is down" || bad "no down log on node 1"
