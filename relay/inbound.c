@@ -131,6 +131,8 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
     int rc = 0;
     if (from && sn__relay_for_process(s->kind))
         sn__add(&r->msgs_in, 1);
+    if (from && (s->kind == SN_EV_MESSAGE || s->kind == SN_WIRE_FLUSH) && sn__steal_hold(r, from, s))
+        return; /* for a process on its way here: in after its commit (steal.c) */
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */
         rc = message_here(r, from, s);
@@ -393,6 +395,7 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
     bool host = f->nsends <= GUEST_SENDS && sn__relay_on_io_thread(r);
     if (host)
         sn__sched_host(r->sched);
+    r->in_seq = f->seq && ident && p ? f->seq : 0; /* (acknowledged below: steal.c may hold from it) */
     for (size_t i = 0; i < f->nsends; i++) {
         msgs += sn__relay_for_process(f->sends[i].kind);
         uint64_t waited_ns = (uint64_t)f->sends[i].waited_us * 1000u;
@@ -400,6 +403,7 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         if (sent_ns && waited_ns) /* (clocks apart by more than the wait: counted as 0) */
             sn__hist_add(&r->delivery, now > sent_ns ? now - sent_ns + waited_ns - 1000u : waited_ns - 1000u);
     }
+    r->in_seq = 0;
     if (p)
         sn__add(&p->m_msgs_in, msgs);
     if (f->seq && ident && p) /* acknowledged soon */

@@ -377,18 +377,22 @@ void sn__relay_send_acks(sn_relay_t *r, uint64_t now)
             continue;
         }
         i++;
-        if (now < p->ack_retry_ns || (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns))
+        uint64_t upto = sn__relay_ackable(p); /* (short of a frame with a message held: steal.c) */
+        if (upto <= p->acked_seq || now < p->ack_retry_ns ||
+            (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns))
             continue;
         void *buf;
         size_t len;
-        if (sn_codec_encode_ack(r->node, r->incarnation, p->recv_seq, &buf, &len) != 0)
+        if (sn_codec_encode_ack(r->node, r->incarnation, upto, &buf, &len) != 0)
             continue;
         r->router_look = true;
         if (zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-            zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0)
-            p->acked_seq = p->recv_seq, p->ack_due_ns = p->ack_retry_ns = 0;
-        else /* (its connection is gone, or full: again in a while, not every turn, which spun
-              * this thread until the peer was found down or back) */
+            zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0) {
+            p->acked_seq = upto, p->ack_retry_ns = 0;
+            if (upto == p->recv_seq)
+                p->ack_due_ns = 0;
+        } else /* (its connection is gone, or full: again in a while, not every turn, which spun
+                * this thread until the peer was found down or back) */
             p->ack_retry_ns = now + ACK_DELAY_NS;
         free(buf);
     }

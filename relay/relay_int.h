@@ -116,8 +116,12 @@ typedef struct peer {
     /* inbound: the peer's batches to us, to acknowledge on its connection,
      * numbered within the peer's incarnation (its run) */
     uint64_t incarnation, recv_seq, acked_seq;
-    uint64_t ack_due_ns;     /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
-    uint64_t ack_retry_ns;   /* an ack to it failed: not again before this (peer.c: sn__relay_send_acks) */
+    uint64_t ack_due_ns;   /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
+    uint64_t ack_retry_ns; /* an ack to it failed: not again before this (peer.c: sn__relay_send_acks) */
+    /* its messages held for processes on their way here (steal.c:
+     * sn__steal_hold): while any, acknowledge no frame past held_cap */
+    uint32_t nheld;
+    uint64_t held_cap;
     sn__log_limit_t bad_log; /* its bad-frame log lines */
     uint64_t out_said_ns;    /* when we last told an earlier run of it that it is out */
     unsigned char ident[256];
@@ -223,6 +227,9 @@ struct sn_relay {
      * NULL (insecure, or not a ROUTER frame): a member's frames must come
      * with that member's key (I/O thread, set around each inbound_frame) */
     const char *in_key;
+    /* the sequence number of the Sends frame being handed in, if its
+     * sender keeps it until acknowledged (0: none; inbound.c: sends_in) */
+    uint64_t in_seq;
     _Atomic uint64_t forwarded, redirects;  /* any thread reads */
     _Atomic int want_work;                  /* any thread: a worker found nothing locally */
     _Atomic int load_news;                  /* any thread: work piled up after a heartbeat said there was none */
@@ -383,10 +390,18 @@ static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 {
     p->incarnation = incarnation;
     p->recv_seq = p->acked_seq = p->ack_due_ns = p->ack_retry_ns = 0;
+    p->nheld = 0; /* (what is held from the old run goes in, or on, without it) */
     p->next_seq = 0;
     p->ident_len = 0;
     p->has_stats = false;
     p->probe_port = 0; /* (the new run's comes with its row or its probes) */
+}
+
+/* The last of p's frames this node may acknowledge: all it got, short of
+ * the first one holding a message still held here (steal.c). */
+static inline uint64_t sn__relay_ackable(const peer_t *p)
+{
+    return p->nheld && p->held_cap < p->recv_seq ? p->held_cap : p->recv_seq;
 }
 
 /* Queues an item for the I/O thread (any thread; the I/O thread too, to
@@ -637,6 +652,12 @@ void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size
 uint64_t sn__steal_next_ns(sn_relay_t *r);
 /* Ends every handover and stops serving requests (before a shutdown). */
 void sn__steal_stop(sn_relay_t *r);
+/* A message or flush marker from another node for a process on its way
+ * here (accepted, not committed yet): true if it waits in the install
+ * until the handover ends (s's payload taken; see steal.c). Only from a
+ * frame its sender keeps until acknowledged (in_seq); acknowledgements
+ * to that node stop short of it meanwhile (sn__relay_ackable). */
+bool sn__steal_hold(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
 /* Wakes the I/O thread (any thread). */
 void sn__relay_poke(sn_relay_t *r);
 /* Sends a control frame to p after everything queued for it, before

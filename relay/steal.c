@@ -60,7 +60,19 @@ typedef struct install {
     sn_pid_t pid;
     void *handle;
     uint32_t moves;
+    /* messages and flush markers for it that came from other nodes while
+     * it was on its way here (see sn__steal_hold), oldest first */
+    struct held *q;
+    size_t nq, capq;
 } install_t;
+
+/* One of them, and the run of the node it came from (whose
+ * acknowledgements wait while it is held: peer_t.nheld) */
+typedef struct held {
+    sn_wire_send_t s;
+    uint32_t node;
+    uint64_t incarnation;
+} held_t;
 
 struct sn_steal {
     int batch;
@@ -103,13 +115,87 @@ static void revert_offer(sn_relay_t *r, offer_t *o)
     free(o->m);
 }
 
+/* A process on its way here (accepted, not yet committed) is not in the
+ * scheduler's table: a message for it from another node would go on, by
+ * this node's forwarding entry, to the node it is leaving, and come back
+ * after the commit, behind later messages of the same sender that reach
+ * this node after it arrived (and go in at once). So what comes for it
+ * from other nodes meanwhile, messages and flush markers, waits here in
+ * its install, in order, and goes in right after the commit's events.
+ * (What this node's own senders send it goes through the relay's queue,
+ * and is held by its location entry: locate.c.)
+ *
+ * Its senders' nodes keep the frames it came in until this node
+ * acknowledges them, and bounce their sends as nodedown if this node goes
+ * down first. While anything from a node is held here, this node's
+ * acknowledgements to it stop short of the first frame held
+ * (sn__relay_ackable): a node killed before the commit has not confirmed
+ * those messages, and their senders hear nodedown, as for any message it
+ * had not confirmed; once they went in, or on, the acknowledgement goes
+ * out. Only a frame so kept is held (relay_t.in_seq): what came otherwise
+ * goes on at once, as before. */
+
+/* What came for an install while it was on its way here goes on now, in
+ * order, as if it arrived now: to the process, activated here (its commit
+ * came), or where this node's route for it leads (the handover was undone:
+ * the victim runs it still, or is gone). The install is out of the table
+ * by then, so none of it is held again. `free_only`: the scheduler is gone. */
+static void release_held(sn_relay_t *r, held_t *q, size_t n, bool free_only)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (free_only) {
+            sn_payload_destroy(&q[i].s.payload);
+            continue;
+        }
+        peer_t *p = sn__relay_find_peer(r, q[i].node);
+        if (p && p->incarnation == q[i].incarnation && p->nheld) /* (else reset since: sn__relay_reset_peer) */
+            p->nheld--;
+        sn__relay_inbound_send(r, NULL, &q[i].s); /* (takes the payload) */
+    }
+    free(q);
+}
+
+/* Takes install i out of the table (the last one moves into its place),
+ * its held sends into *q, *nq. */
+static void drop_install(struct sn_steal *s, size_t i, held_t **q, size_t *nq)
+{
+    *q = s->inst[i].q;
+    *nq = s->inst[i].nq;
+    s->inst[i] = s->inst[--s->ninst];
+}
+
+bool sn__steal_hold(sn_relay_t *r, const peer_t *from, sn_wire_send_t *snd)
+{
+    struct sn_steal *s = r->steal;
+    if (!s || s->ninst == 0 || !from || !r->in_seq)
+        return false;
+    peer_t *p = sn__relay_find_peer(r, from->node);
+    for (size_t i = 0; i < s->ninst && p; i++) {
+        install_t *in = &s->inst[i];
+        if (!sn_pid_eq(in->pid, snd->to))
+            continue;
+        held_t *q = sn__grow(in->q, &in->capq, in->nq, sizeof *q, 8, 0);
+        if (!q)
+            return false; /* (no memory: passed on at once, as before) */
+        in->q = q;
+        in->q[in->nq++] = (held_t){*snd, p->node, p->incarnation};
+        snd->payload = NULL; /* (taken) */
+        if (p->nheld++ == 0) /* (frames come in order: the first held is the oldest) */
+            p->held_cap = r->in_seq - 1;
+        return true;
+    }
+    return false;
+}
+
 void sn__steal_fini(sn_relay_t *r)
 {
     struct sn_steal *s = r->steal;
     if (!s)
         return;
-    for (size_t i = 0; i < s->ninst; i++)
+    for (size_t i = 0; i < s->ninst; i++) {
         sn__migrate_discard(r->sched, s->inst[i].handle);
+        release_held(r, s->inst[i].q, s->inst[i].nq, true);
+    }
     for (size_t i = 0; i < s->noffers; i++) { /* the scheduler has shut down: only free */
         for (size_t k = 0; k < s->offers[i].n; k++)
             sn_payload_destroy(&s->offers[i].m[k].state);
@@ -127,9 +213,13 @@ void sn__steal_stop(sn_relay_t *r)
     for (size_t i = 0; i < s->noffers; i++)
         revert_offer(r, &s->offers[i]);
     s->noffers = 0;
-    for (size_t i = 0; i < s->ninst; i++)
-        sn__migrate_discard(r->sched, s->inst[i].handle);
-    s->ninst = 0;
+    while (s->ninst) {
+        held_t *q;
+        size_t nq;
+        sn__migrate_discard(r->sched, s->inst[0].handle);
+        drop_install(s, 0, &q, &nq);
+        release_held(r, q, nq, false);
+    }
     s->asked = 0;
 }
 
@@ -374,9 +464,16 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         s->inst = in;
         if (sn__migrate_install(r->sched, &m, &handle) != 0)
             continue; /* refused: it stays with the victim */
-        s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves};
+        s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves, NULL, 0, 0};
         ok[nok++] = w->pid;
     }
+    /* What this node passed on to them before they were installed here
+     * (forwards queued in this turn, not yet routed) goes to the victim
+     * ahead of the accept, into their mailboxes there: what comes for them
+     * from now on waits here (sn__steal_hold) and goes in after the
+     * commit's events, so nothing older may still be on its way back */
+    while (nok && sn__relay_drain(r))
+        ;
     /* (a stale offer gets an empty accept: the victim reverts at once) */
     void *buf;
     size_t len;
@@ -442,7 +539,10 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         } else {
             sn__migrate_discard(r->sched, in->handle);
         }
-        *in = s->inst[--s->ninst];
+        held_t *q;
+        size_t nq;
+        drop_install(s, i, &q, &nq);
+        release_held(r, q, nq, false); /* (after its commit's events: it is here now, or not at all) */
     }
     /* What senders here queued before they arrived (for other processes
      * too) goes out now; what is for them is held by their entries
@@ -504,8 +604,11 @@ void sn__steal_peer_gone(sn_relay_t *r, peer_t *p)
     }
     for (size_t i = 0; i < s->ninst;) { /* it was the victim: it owned them */
         if (s->inst[i].victim == p->node) {
+            held_t *q;
+            size_t nq;
             sn__migrate_discard(r->sched, s->inst[i].handle);
-            s->inst[i] = s->inst[--s->ninst];
+            drop_install(s, i, &q, &nq);
+            release_held(r, q, nq, false);
         } else {
             i++;
         }

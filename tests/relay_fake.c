@@ -178,6 +178,8 @@ static _Thread_local bool passing_on;
 static void inbound_send(fake_node_t *n, const peer_t *from, sn_wire_send_t *s)
 {
     sn_relay_t *r = &n->r;
+    if (from && (s->kind == SN_EV_MESSAGE || s->kind == SN_WIRE_FLUSH) && sn__steal_hold(r, from, s))
+        return; /* (as relay.c's) */
     switch (s->kind) {
     case SN_EV_MESSAGE: {
         bool was = passing_on;
@@ -212,6 +214,11 @@ static void inbound_send(fake_node_t *n, const peer_t *from, sn_wire_send_t *s)
         break;
     }
     sn_payload_destroy(&s->payload);
+}
+
+void sn__relay_inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
+{
+    inbound_send(node_of(r), from, s);
 }
 
 /* relay.c's route: the location cache first, then a frame to the peer. */
@@ -494,9 +501,11 @@ void fake_inbound(fake_node_t *n, const void *buf, size_t len, const unsigned ch
     if (p && f.kind != SN_FRAME_HELLO)
         sn__members_heard(r, p, f.incarnation);
     switch (f.kind) {
-    case SN_FRAME_SENDS:
+    case SN_FRAME_SENDS: /* (numbered as a real node numbers a peer's frames: the frames_in count) */
+        r->in_seq = p ? atomic_load_explicit(&r->frames_in, memory_order_relaxed) : 0;
         for (size_t i = 0; i < f.nsends; i++)
             inbound_send(n, p, &f.sends[i]);
+        r->in_seq = 0;
         break;
     default: /* as inbound.c hands them on */
         if (!sn__relay_logic_frame(r, p, &f, ident, ident_len, from_seed ? (zsock_t *)&seed_socket : NULL))

@@ -12,7 +12,8 @@
  * again (2 -> 3), its new node tells the home, whose record and route
  * follow it. When P comes back to a node with a sender of its own, that
  * sender's messages stay in order across the move (the flush of its
- * arrival, and the hold before it). A monitor that a node going down
+ * arrival, and the hold before it), and so do those of a third node that
+ * reach it while P is on its way there (they wait for the commit). A monitor that a node going down
  * never confirmed goes to the process's home again (relay/watch.c).
  */
 #include <setjmp.h>
@@ -433,17 +434,12 @@ static int pass_in_order(trio_t *c, uint32_t from, uint32_t to)
     return n;
 }
 
-/* P comes back to a node with a sender of its own: P moved 2 -> 3, and
- * node 2 takes it back (3 -> 2). Node 2's sender sends message 1 behind
- * node 2's accept of P (through its forwarding entry: to node 3, which
- * passes it back after the commit). As P arrives, the sender sends 2
- * (while the I/O thread drains its queue, before P settles) and 3. Both
- * wait for the marker of P's flush, which comes back from node 3 behind
- * 1: P gets 1, 2, 3. (The relay used to deliver 2 at once, ahead of 1:
- * chaos seed 813602.) */
-static void test_back_where_its_sender_is(void **state)
+/* P, a mover of home node 1, moves 1 -> 2 -> 3 (node 3's news for the
+ * home not passed: the home's route still goes to node 2), and node 2
+ * asks for it back: node 3 offers it, node 2 accepts (the accept not
+ * passed yet). Every node's one worker is held. Returns P. */
+static sn_pid_t offered_back(trio_t *c, uint64_t *idx)
 {
-    trio_t *c = *state;
     fake_node_t *h = c->n[1], *t = c->n[2], *u = c->n[3];
     movers_hold(fake_sched(h));
     movers_hold(fake_sched(t)); /* P stays Ready on node 2, and its messages wait there */
@@ -455,15 +451,15 @@ static void test_back_where_its_sender_is(void **state)
     atomic_store(&u->r.want_work, 1); /* (as its worker would say, not held) */
     assert_int_equal(steal(c, 2, 3, moved), 1);
     sn_pid_t pid = moved[0];
-    uint64_t idx = 0;
-    while (!sn_pid_eq(spawned[idx], pid))
-        idx++;
+    *idx = 0;
+    while (!sn_pid_eq(spawned[*idx], pid))
+        (*idx)++;
     /* (node 3 gives half the difference of Ready work: 3 here, Q on node 2) */
     (void)mover_spawn(fake_sched(u), 4);
     (void)mover_spawn(fake_sched(u), 5);
     assert_int_equal(fake_forward_of(fake_sched(t), pid), 3);
+    assert_int_equal(fake_forward_of(fake_sched(h), pid), 2);
 
-    /* node 2 asks for it back; node 3 offers it, node 2 accepts */
     sn_stats_t st;
     sn_sched_stats(fake_sched(u), &st);
     fake_say_load(t, 3, st.ready);
@@ -471,12 +467,60 @@ static void test_back_where_its_sender_is(void **state)
     atomic_store(&t->r.want_work, 1);
     sn__steal_tick(&t->r, fake_clock());
     assert_true(fake_pass(t, u, SN_FRAME_STEAL_REQUEST, NULL));
+    /* the home's 10 reaches node 2 just before the offer: node 2 passes
+     * it on to node 3 (not drained yet when the offer comes: the accept
+     * goes behind it, so it is in P's mailbox there at the commit) */
+    send_u64(fake_sched(h), pid, 10);
+    fake_drain(h);
+    assert_int_equal(pass_all(c, 1, 2), 1);
     assert_true(fake_pass(u, t, SN_FRAME_STEAL_OFFER, NULL));
-    /* 1 leaves node 2 behind the accept (P is not here yet) */
+    assert_int_equal(fake_count(t, 3, 0), 2);
+    sn_frame_t f;
+    assert_true(fake_peek(t, 3, 0, &f));
+    assert_int_equal(f.kind, SN_FRAME_SENDS);
+    assert_int_equal(u64_of(&f.sends[0]), 10);
+    sn_frame_clear(&f);
+    assert_int_equal(fake_count(t, 3, SN_FRAME_STEAL_ACCEPT), 1);
+    return pid;
+}
+
+/* P comes back to a node with a sender of its own: P moved 2 -> 3, and
+ * node 2 takes it back (3 -> 2). Node 2's sender sends message 1 behind
+ * node 2's accept of P (through its forwarding entry: to node 3, which
+ * passes it back after the commit); the home's sender sends 11, which
+ * reaches node 2 while P is on its way there (the home's route still
+ * goes to node 2). As P arrives, node 2's sender sends 2 (while the I/O
+ * thread drains its queue, before P settles) and 3, and the home's 12
+ * reaches node 2 after P did. 11 waits at node 2 for the commit and goes
+ * in after its events; 12 after 11; 2 and 3 wait for the marker of P's
+ * flush, which comes back from node 3 behind 1. So P gets each sender's
+ * messages in the order sent; the home's 10, passed on to node 3 just
+ * before the offer came, first of all, with the commit. (The relay used
+ * to deliver 2 at once, ahead of 1: chaos seed 813602; and to pass 11 on
+ * to node 3, to come back behind 12.) */
+static void test_back_where_its_sender_is(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *h = c->n[1], *t = c->n[2], *u = c->n[3];
+    uint64_t idx;
+    sn_pid_t pid = offered_back(c, &idx);
+    /* 1 leaves node 2 behind the accept (P is not here yet); 11 reaches
+     * node 2 and waits there */
     send_u64(fake_sched(t), pid, 1);
     fake_drain(t);
-    assert_int_equal(fake_count(t, 3, 0), 2);
-    assert_int_equal(pass_in_order(c, 2, 3), 2); /* the accept (node 3 commits), 1 */
+    send_u64(fake_sched(h), pid, 11);
+    fake_drain(h);
+    assert_int_equal(pass_all(c, 1, 2), 1);
+    /* node 2 acknowledges nothing of the home's from 11's frame on until
+     * 11 went in: killed meanwhile, it has not confirmed 11 (the fake
+     * numbers no frames: as if 5 more came after 11's) */
+    peer_t *home = fake_peer(t, 1);
+    assert_int_equal(home->nheld, 1);
+    home->recv_seq = home->held_cap + 6;
+    assert_int_equal(sn__relay_ackable(home), home->held_cap);
+    fake_drain(t);
+    assert_int_equal(fake_count(t, 3, 0), 3);
+    assert_int_equal(pass_in_order(c, 2, 3), 3); /* 10, the accept (node 3 commits, 10 with it), 1 */
     fake_drain(u);                               /* 1 goes on to node 2, behind the commit */
     assert_int_equal(fake_count(u, 2, SN_FRAME_STEAL_COMMIT), 1);
     assert_int_equal(fake_count(u, 2, SN_FRAME_SENDS), 1);
@@ -487,8 +531,13 @@ static void test_back_where_its_sender_is(void **state)
     assert_true(fake_pass(u, t, SN_FRAME_STEAL_COMMIT, NULL));
     assert_null(t->before_drain); /* (it was sent) */
     assert_true(fake_here(fake_sched(t), pid));
+    assert_int_equal(home->nheld, 0); /* 11 went in: all acknowledged */
+    assert_int_equal(sn__relay_ackable(home), home->recv_seq);
     send_u64(fake_sched(t), pid, 3);
     fake_drain(t);
+    send_u64(fake_sched(h), pid, 12); /* (the home's route: node 2 still) */
+    fake_drain(h);
+    assert_int_equal(pass_all(c, 1, 2), 1);
     sleep_ms(20);
     assert_int_equal(atomic_load(&g_mv.nmsgs[idx]), 0); /* (node 2's worker is held) */
     /* node 2's flush marker goes down the old path: to node 3, which
@@ -503,10 +552,47 @@ static void test_back_where_its_sender_is(void **state)
     fake_drain(t);
     assert_int_equal(fake_count(t, 3, 0), 0); /* (its own marker ended here) */
     movers_release(2);
-    assert_true(mover_wait_msgs(idx, 3));
-    for (int k = 0; k < 3; k++)
-        assert_int_equal(mover_msg(idx, k), (uint64_t)k + 1);
+    assert_true(mover_wait_msgs(idx, 6));
+    uint64_t want_local = 1, want_home = 10;
+    for (int k = 0; k < 6; k++) { /* each sender's in the order sent */
+        uint64_t v = mover_msg(idx, k);
+        assert_int_equal(v, v < 10 ? want_local++ : want_home++);
+    }
+    assert_int_equal(want_local, 4);
+    assert_int_equal(want_home, 13);
     assert_int_equal(atomic_load(&g_mv.steps_on[idx][3]), 0); /* (it was Ready on node 3, never ran) */
+}
+
+/* The same, but node 3 gives up on its offer before node 2's accept
+ * arrives (it runs P again, and says so): the home's message that waited
+ * at node 2 for the commit goes on to node 3 then, and P gets it there. */
+static void test_held_while_on_its_way_undone(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *h = c->n[1], *t = c->n[2], *u = c->n[3];
+    uint64_t idx;
+    sn_pid_t pid = offered_back(c, &idx);
+    send_u64(fake_sched(h), pid, 11);
+    fake_drain(h);
+    assert_int_equal(pass_all(c, 1, 2), 1);
+    fake_drain(t);
+    assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 1); /* 10 only: 11 waits at node 2 */
+    fake_clock_advance(3500 * MS);                         /* (steal.c's OFFER_TIMEOUT_NS: 3 s) */
+    sn__steal_tick(&u->r, fake_clock());
+    assert_true(fake_here(fake_sched(u), pid));
+    assert_int_equal(pass_in_order(c, 2, 3), 2); /* 10, the accept (too late) */
+    assert_int_equal(fake_peer(t, 1)->nheld, 1);
+    assert_true(fake_pass(u, t, SN_FRAME_STEAL_COMMIT, NULL)); /* the abort */
+    assert_false(fake_here(fake_sched(t), pid));
+    assert_int_equal(fake_peer(t, 1)->nheld, 0); /* (11 went on: this node answers for it now) */
+    fake_drain(t);
+    assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 1); /* on to node 3 now */
+    assert_int_equal(pass_in_order(c, 2, 3), 1);
+    movers_release(3);
+    assert_true(mover_wait_msgs(idx, 2));
+    assert_int_equal(mover_msg(idx, 0), 10);
+    assert_int_equal(mover_msg(idx, 1), 11);
+    assert_int_equal(atomic_load(&g_mv.steps_on[idx][2]), 0);
 }
 
 /* Our own monitor request, come back from another node: it goes on from
@@ -534,6 +620,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flush_retry_and_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_home_follows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_back_where_its_sender_is, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_held_while_on_its_way_undone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_request_returned, setup, teardown),
     };
