@@ -169,11 +169,13 @@ bool sn__steal_hold(sn_relay_t *r, const peer_t *from, sn_wire_send_t *snd)
     struct sn_steal *s = r->steal;
     if (!s || s->ninst == 0 || !from || !r->in_seq)
         return false;
-    peer_t *p = sn__relay_find_peer(r, from->node);
-    for (size_t i = 0; i < s->ninst && p; i++) {
+    for (size_t i = 0; i < s->ninst; i++) {
         install_t *in = &s->inst[i];
         if (!sn_pid_eq(in->pid, snd->to))
             continue;
+        peer_t *p = sn__relay_find_peer(r, from->node); /* (from, writable: its nheld) */
+        if (!p)
+            return false;
         held_t *q = sn__grow(in->q, &in->capq, in->nq, sizeof *q, 8, 0);
         if (!q)
             return false; /* (no memory: passed on at once, as before) */
