@@ -40,6 +40,11 @@ static void send_one(sn_sched_t *sched, sn__proc_t *p, sn_pid_t to, uint64_t tag
         post_self(p, SN_ENOMEM, tag, to, NULL, false);
         return;
     }
+    if (to.node == sched->node_id) {
+        sn__worker_t *w = sn__self_worker(sched);
+        if (w && sn__send_here(w, to, p->pid, tag, msg) == 0)
+            return;
+    }
     int rc = sn__deliver(sched, to, SN_EV_MESSAGE, 0, tag, p->pid, msg, false);
     if (rc != 0)
         post_self(p, rc, tag, to, msg, false); /* the payload comes back */

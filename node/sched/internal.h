@@ -521,6 +521,9 @@ void sn__hand_over(sn__worker_t *w, sn__proc_t *p);
 /* Pushes an event to a local process (node must be built); on SN_ENOPROC
  * the node is left to the caller. */
 int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from_here);
+/* A step's message to a process here, by the shortest path (scheduler.c);
+ * SN__SETTLING: take sn__deliver's. */
+int sn__send_here(sn__worker_t *w, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg);
 /* Pushes n messages (none NULL) from `from` with `tag` to a local process
  * at once, in order: one exchange on its queue, one wake. Returns 0 (each
  * msgs[i] set to NULL) or an error with nothing sent and msgs untouched

@@ -103,6 +103,38 @@ int sn__post_local(sn_sched_t *sched, sn_pid_t to, sn__evnode_t *node, bool from
     return 0;
 }
 
+/* A message from a step on worker w to a process that lives here, the
+ * common case of deliver_ cut to what it needs: the caller is a worker (no
+ * outside count), the receiver is here and takes messages straight (not
+ * settling, nothing diverted), the payload is its own node (not shared).
+ * 0: pushed, *msg taken. SN__SETTLING: none of that holds, nothing was
+ * changed (the node's fields aside, which deliver_ fills again), and the
+ * caller takes the general path, which looks again and decides. */
+int sn__send_here(sn__worker_t *w, sn_pid_t to, sn_pid_t from, uint64_t tag, sn_payload_t **msg)
+{
+    sn_sched_t *sched = w->sched;
+    sn_payload_t *payload = *msg;
+    if (!payload || sn__payload_node(payload)->shared)
+        return SN__SETTLING;
+    sn__shard_t *s = sn__ptable_shard(&sched->table, to.serial);
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, to);
+    if (!p || p->settling || p->diverted) {
+        sn__shard_unlock(s);
+        return SN__SETTLING;
+    }
+    /* as sn__post_local: alive under the lock; a message raises no wakeup */
+    sn__evnode_t *n = sn__payload_node(payload);
+    n->bare = 0;
+    sn__evnode_fill(n, SN_EV_MESSAGE, 0, tag, from, false);
+    SN__STAT_ADD(p->pushed, 1); /* a display count; we hold the shard lock */
+    sn__mpsc_push(&p->q, &n->link);
+    wake_unlock(sched, s, p, SN_EV_MESSAGE);
+    SN__STAT_ADD(w->st.messages, 1);
+    *msg = NULL;
+    return 0;
+}
+
 /* Unlinks a chain built by post_many that was not pushed: bare nodes (a
  * shared payload's) are freed; the payloads stay with the caller. */
 static void unchain(sn__evnode_t *first)
