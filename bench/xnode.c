@@ -36,6 +36,7 @@
 #include "schednode/schednode.h"
 #include "../tests/free_port.h"
 #include "sn_node.h"
+#include "pidcache.h"
 
 #define MSG_BYTES 64
 #define SEND_N 1000000
@@ -289,10 +290,80 @@ static double run_on_node1(node_t *nd, const char *method, sn_pid_t peer, uint64
 }
 
 /* ------------------------------------------------------- raw libzmq */
-/* The child's side, run as `schedbench __pull PORT BACK N` or
- * `schedbench __rep PORT N`: a fresh process with its own context. */
+/* Both ends of each raw pair run in child processes (schedbench re-run in
+ * a helper mode), fresh, with their own context, and with getpid() asking
+ * the kernel as libc's does (pidcache.c is off there): the baseline is
+ * libzmq as any program runs it, not with this program's cache (with
+ * SN_RAW_PIDCACHE set in the environment they keep it: like with like).
+ *   __pull PORT BACK N   binds PULL on PORT, takes N messages, then says
+ *                        so on a PUSH to BACK
+ *   __push PORT BACK N   starts __pull, binds BACK, sends N messages to
+ *                        PORT, waits for the word; prints the seconds
+ *   __rep PORT N         binds REP on PORT, answers N requests
+ *   __req PORT           connects REQ to PORT, warms up (100 round
+ *                        trips), then for each count K read on stdin makes
+ *                        K round trips and writes their times (K uint64
+ *                        ns) to stdout; a count of 0 ends it */
+static void raw_push(void *ctx, const char *port, const char *back, long n)
+{
+    char bin[PATH_MAX], ep[64], buf[MSG_BYTES] = {0}, k;
+    void *push = zmq_socket(ctx, ZMQ_PUSH), *done = zmq_socket(ctx, ZMQ_PULL);
+    int hwm = 100000, linger = 0;
+    zmq_setsockopt(push, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(done, ZMQ_LINGER, &linger, sizeof linger);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", back);
+    zmq_bind(done, ep);
+    sibling("schedbench", bin, sizeof bin);
+    char n_s[24];
+    snprintf(n_s, sizeof n_s, "%ld", n);
+    char *argv[] = {bin, "__pull", (char *)port, (char *)back, n_s, NULL};
+    pid_t child = start(argv);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", port);
+    zmq_connect(push, ep);
+    double t0 = now_s();
+    for (long i = 0; i < n; i++)
+        zmq_send(push, buf, sizeof buf, 0);
+    zmq_recv(done, &k, 1, 0);
+    double secs = now_s() - t0;
+    zmq_close(push);
+    zmq_close(done);
+    waitpid(child, NULL, 0);
+    printf("%.9f\n", secs);
+}
+
+static void raw_req(void *ctx, const char *port)
+{
+    char ep[64], buf[MSG_BYTES] = {0};
+    void *req = zmq_socket(ctx, ZMQ_REQ);
+    int linger = 0;
+    zmq_setsockopt(req, ZMQ_LINGER, &linger, sizeof linger);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", port);
+    zmq_connect(req, ep);
+    for (int i = 0; i < 100; i++) { /* warm up the connection */
+        zmq_send(req, buf, sizeof buf, 0);
+        zmq_recv(req, buf, sizeof buf, 0);
+    }
+    uint32_t k;
+    static uint64_t ns[RTT_N];
+    while (fread(&k, sizeof k, 1, stdin) == 1 && k > 0 && k <= RTT_N) {
+        bool ok = true;
+        for (uint32_t i = 0; i < k; i++) {
+            uint64_t t0 = sn__hop_now();
+            ok = ok && zmq_send(req, buf, sizeof buf, 0) == sizeof buf &&
+                 zmq_recv(req, buf, sizeof buf, 0) == sizeof buf;
+            ns[i] = ok ? sn__hop_now() - t0 : 0; /* (0: the peer failed) */
+        }
+        if (fwrite(ns, sizeof ns[0], k, stdout) != k || fflush(stdout) != 0)
+            break;
+    }
+    zmq_close(req);
+}
+
 int sn_bench_raw_child(int argc, char **argv)
 {
+    if (!getenv("SN_RAW_PIDCACHE")) /* (set: libzmq with this program's cache, like with like) */
+        sn__pidcache_off();
     void *ctx = zmq_ctx_new();
     char buf[MSG_BYTES], ep[64];
     if (argc == 5 && !strcmp(argv[1], "__pull")) {
@@ -309,6 +380,8 @@ int sn_bench_raw_child(int argc, char **argv)
         zmq_send(done, "k", 1, 0);
         zmq_close(pull);
         zmq_close(done);
+    } else if (argc == 5 && !strcmp(argv[1], "__push")) {
+        raw_push(ctx, argv[2], argv[3], atol(argv[4]));
     } else if (argc == 4 && !strcmp(argv[1], "__rep")) {
         void *rep = zmq_socket(ctx, ZMQ_REP);
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[2]);
@@ -319,6 +392,8 @@ int sn_bench_raw_child(int argc, char **argv)
             zmq_send(rep, buf, got > 0 ? (size_t)got : 0, 0);
         }
         zmq_close(rep);
+    } else if (argc == 3 && !strcmp(argv[1], "__req")) {
+        raw_req(ctx, argv[2]);
     } else {
         return 2;
     }
@@ -326,87 +401,105 @@ int sn_bench_raw_child(int argc, char **argv)
     return 0;
 }
 
+/* Starts argv with its stdin and stdout on pipes (*to: we write its
+ * stdin; *from: we read its stdout); its pid, or -1. */
+static pid_t start_piped(char *const argv[], FILE **to, FILE **from)
+{
+    int in[2], out[2];
+    if (pipe(in) != 0)
+        return -1;
+    if (pipe(out) != 0) {
+        close(in[0]);
+        close(in[1]);
+        return -1;
+    }
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        execv(argv[0], argv);
+        fprintf(stderr, "schedbench: cannot run %s\n", argv[0]);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    *to = fdopen(in[1], "w");
+    *from = fdopen(out[0], "r");
+    return child;
+}
+
+/* One raw PUSH/PULL run of SEND_N messages: its seconds, or -1. */
 static double raw_push_pull(void)
 {
-    char bin[PATH_MAX], port_s[16], back_s[16], n_s[16], ep[64];
-    int port = free_port(), back = free_port();
+    char bin[PATH_MAX], port_s[16], back_s[16], n_s[16];
     sibling("schedbench", bin, sizeof bin);
-    snprintf(port_s, sizeof port_s, "%d", port);
-    snprintf(back_s, sizeof back_s, "%d", back);
+    snprintf(port_s, sizeof port_s, "%d", free_port());
+    snprintf(back_s, sizeof back_s, "%d", free_port());
     snprintf(n_s, sizeof n_s, "%d", SEND_N);
-    void *ctx = zmq_ctx_new();
-    void *push = zmq_socket(ctx, ZMQ_PUSH), *done = zmq_socket(ctx, ZMQ_PULL);
-    int hwm = 100000, linger = 0;
-    zmq_setsockopt(push, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(done, ZMQ_LINGER, &linger, sizeof linger);
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", back);
-    zmq_bind(done, ep);
-    char *argv[] = {bin, "__pull", port_s, back_s, n_s, NULL};
-    pid_t child = start(argv);
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    zmq_connect(push, ep);
-    char buf[MSG_BYTES] = {0}, k;
-    double t0 = now_s();
-    for (int i = 0; i < SEND_N; i++)
-        zmq_send(push, buf, sizeof buf, 0);
-    zmq_recv(done, &k, 1, 0);
-    double secs = now_s() - t0;
-    zmq_close(push);
-    zmq_close(done);
-    zmq_ctx_term(ctx);
+    char *argv[] = {bin, "__push", port_s, back_s, n_s, NULL};
+    FILE *to, *from;
+    pid_t child = start_piped(argv, &to, &from);
+    if (child < 0)
+        return -1;
+    double secs = -1;
+    if (!from || fscanf(from, "%lf", &secs) != 1)
+        secs = -1;
+    if (to)
+        fclose(to);
+    if (from)
+        fclose(from);
     waitpid(child, NULL, 0);
     return secs;
 }
 
-/* A raw REQ/REP pair: the REP side in a child process, the REQ here. */
+/* A raw REQ/REP pair, each end a child process. */
 typedef struct raw_rr {
-    pid_t child;
-    void *ctx, *req;
+    pid_t rep, req;
+    FILE *to, *from; /* the REQ child's stdin and stdout */
 } raw_rr_t;
 
 /* Starts the pair for `n` round trips (after 100 to warm up). */
-static void raw_rr_open(raw_rr_t *rr, int n)
+static bool raw_rr_open(raw_rr_t *rr, int n)
 {
-    char bin[PATH_MAX], port_s[16], n_s[16], ep[64];
-    int port = free_port();
+    char bin[PATH_MAX], port_s[16], n_s[16];
     sibling("schedbench", bin, sizeof bin);
-    snprintf(port_s, sizeof port_s, "%d", port);
+    snprintf(port_s, sizeof port_s, "%d", free_port());
     snprintf(n_s, sizeof n_s, "%d", n + 100);
-    char *argv[] = {bin, "__rep", port_s, n_s, NULL};
-    rr->child = start(argv);
-    rr->ctx = zmq_ctx_new();
-    rr->req = zmq_socket(rr->ctx, ZMQ_REQ);
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    zmq_connect(rr->req, ep);
-    char buf[MSG_BYTES] = {0};
-    for (int i = 0; i < 100; i++) { /* warm up the connection */
-        zmq_send(rr->req, buf, sizeof buf, 0);
-        zmq_recv(rr->req, buf, sizeof buf, 0);
-    }
+    char *rep[] = {bin, "__rep", port_s, n_s, NULL}, *req[] = {bin, "__req", port_s, NULL};
+    rr->rep = start(rep);
+    rr->req = start_piped(req, &rr->to, &rr->from);
+    return rr->req > 0 && rr->to && rr->from;
 }
 
-/* n round trips, each timed into ns[]; false if the peer failed. */
+/* n round trips, each timed into ns[]; false if the pair failed. */
 static bool raw_rr_run(raw_rr_t *rr, uint64_t *ns, int n)
 {
-    char buf[MSG_BYTES] = {0};
-    bool ok = true;
-    for (int i = 0; i < n && ok; i++) {
-        uint64_t t0 = sn__hop_now();
-        ok = zmq_send(rr->req, buf, sizeof buf, 0) == sizeof buf && zmq_recv(rr->req, buf, sizeof buf, 0) == sizeof buf;
-        ns[i] = sn__hop_now() - t0;
-    }
-    return ok;
+    uint32_t k = (uint32_t)n;
+    if (fwrite(&k, sizeof k, 1, rr->to) != 1 || fflush(rr->to) != 0 || fread(ns, sizeof *ns, k, rr->from) != k)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (!ns[i])
+            return false;
+    return true;
 }
 
 static void raw_rr_close(raw_rr_t *rr)
 {
-    int linger = 0;
-    zmq_setsockopt(rr->req, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_close(rr->req);
-    zmq_ctx_term(rr->ctx);
-    kill(rr->child, SIGTERM); /* (done already when every round trip was made) */
-    waitpid(rr->child, NULL, 0);
+    if (rr->to) {
+        uint32_t zero = 0;
+        fwrite(&zero, sizeof zero, 1, rr->to);
+        fclose(rr->to);
+    }
+    if (rr->from)
+        fclose(rr->from);
+    if (rr->req > 0)
+        waitpid(rr->req, NULL, 0);
+    kill(rr->rep, SIGTERM); /* (done already when every round trip was made) */
+    waitpid(rr->rep, NULL, 0);
 }
 
 /* ------------------------------------------------------------ cases */
@@ -456,7 +549,10 @@ int sn_bench_xnode_send(int workers)
 {
     double raw[SEND_ROUNDS], ours[SEND_ROUNDS];
     for (int r = 0; r < SEND_ROUNDS; r++) {
-        raw[r] = raw_push_pull();
+        if ((raw[r] = raw_push_pull()) < 0) {
+            fprintf(stderr, "schedbench: xnode-send: the raw PUSH/PULL pair failed\n");
+            return 1;
+        }
         if ((ours[r] = xnode_send_once(workers)) < 0)
             return 1;
         printf("xnode-send: round %d: %d Sends of %d bytes, node 1 -> node 2 (separate processes), %.1f ms, all in "
@@ -538,8 +634,8 @@ static bool rtt_both(int workers, uint64_t *raw)
     unsetenv("SN_HOP_TRACE");
     if (rc != 0)
         return false;
-    raw_rr_open(&rr, RTT_N);
-    bool ok = run_on_node1(&nd, "ping", pong, 100) >= 0; /* warm up */
+    bool ok = raw_rr_open(&rr, RTT_N);
+    ok = ok && run_on_node1(&nd, "ping", pong, 100) >= 0; /* warm up */
     rec.n = 0;
     uint64_t guest = sn__sched_guest_runs(nd.sched);
     for (int c = 0; c < RTT_CHUNKS && ok; c++)
