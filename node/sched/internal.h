@@ -294,15 +294,18 @@ typedef struct sn__worker {
     /* the yield slot: the process that this worker's last CONTINUE put
      * back (worker.c). Like run-next: filled by the owner only, emptied by
      * an exchange (the owner's, or a thief's under the guard, shorter), and
-     * yfills counts its fills for that guard */
-    _Atomic(sn__proc_t *) yielded;
+     * yfills counts its fills for that guard. A line apart from run-next,
+     * as is the back-off below: a thief reads both at every search, and the
+     * owner writes run-next at every hop of a chain of messages (on one
+     * line, a searching thief slowed schedbench chameneos by false sharing) */
+    alignas(64) _Atomic(sn__proc_t *) yielded;
     _Atomic uint32_t yfills;
     /* the steal back-off (worker.c): until shun_until (ns) thieves leave
      * this deque alone and the owner pays no lazy wake; shun_ns is the
      * back-off's length, doubled at each steal that did not pay. Relaxed
      * loads and stores by thieves and the owner: a hint, no data hangs on
      * it, a lost update only shortens or lengthens one back-off */
-    _Atomic uint64_t shun_until, shun_ns;
+    alignas(64) _Atomic uint64_t shun_until, shun_ns;
     /* owner-private */
     alignas(64) sn_sched_t *sched;
     int index;
