@@ -263,6 +263,7 @@ void sn__shard_remove(sn__shard_t *s, sn__proc_t *p);
 /* --------------------------------------------------------------- workers */
 typedef struct sn__wstats {
     _Atomic uint64_t steps, steals, stolen, parks, messages, spawned, completed, noproc, remote_out;
+    _Atomic uint64_t yields; /* sched_yield calls of a searching worker (tests/test_runnext.c) */
 } sn__wstats_t;
 
 /* Per-worker cache of freed process blocks: classes of 16 bytes (malloc's
