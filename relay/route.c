@@ -144,6 +144,18 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
     if (kind == SN_RELAY_GONE) { /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
         atomic_fetch_add_explicit(&r->enqueued, 1, memory_order_relaxed);
         sn__mpsc_push(&r->outq, &it->link);
+    } else if (passing_on && sn__relay_on_io_thread(r)) {
+        /* The I/O thread passes on a send it has in hand: one from
+         * another node, or one of ours a flush held and now lets go
+         * (locate.c: finish) for a process that has moved on since. It
+         * goes now, not to the back of the queue: whatever waits there is
+         * newer than it (the thread drained everything older before it
+         * took this in hand), and a send of the same sender there must
+         * not overtake it. Queued, it did: chaos seed 772447, a flush
+         * stuck behind a killed node let 36 held sends go when that
+         * node's run ended, after the next send of their sender, which
+         * the nodedown of the sends before them had just woken. */
+        sn__relay_route(r, it);
     } else if (held.n < HOLD_MAX && (!held.r || held.r == r) && sn__worker_running()) {
         held.r = r; /* relay_flush sends it when the run ends */
         held.n++;

@@ -294,7 +294,10 @@ static int hook_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int
                              error, msg ? sn_take(msg) : NULL,
                              0,     atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed),
                              0,     0};
-    sn__relay_enqueue(r, it);
+    if (passing_on) /* (as relay.c's: what this thread passes on goes now, not behind the queue) */
+        sn__relay_route(r, it);
+    else
+        sn__relay_enqueue(r, it);
     return 0;
 }
 
