@@ -13,7 +13,9 @@
  * follow it. When P comes back to a node with a sender of its own, that
  * sender's messages stay in order across the move (the flush of its
  * arrival, and the hold before it), and so do those of a third node that
- * reach it while P is on its way there (they wait for the commit). A monitor that a node going down
+ * reach it while P is on its way there (they wait for the commit), and
+ * so do the messages such a flush held once it gives up after P moved on
+ * again (passed on ahead of what was queued since). A monitor that a node going down
  * never confirmed goes to the process's home again (relay/watch.c).
  */
 #include <setjmp.h>
@@ -595,6 +597,62 @@ static void test_held_while_on_its_way_undone(void **state)
     assert_int_equal(atomic_load(&g_mv.steps_on[idx][2]), 0);
 }
 
+/* The messages of node 2's sender that P's arrival flush held at node 2,
+ * with 2 and 3 of test_back_where_its_sender_is, and P moves on to node 3
+ * before that flush ends (the marker is never answered). The sender sends
+ * 4 (held too) and 5 (queued, not drained yet) to P there. 15 s on, the
+ * flush gives up: 2, 3 and 4 are let go, delivered here, find P gone and
+ * are passed on to node 3, and they must go out before 5. (The relay put
+ * what its I/O thread passed on at the back of its outbound queue, behind
+ * 5: chaos seed 772447 saw a sender's 484-519 after its 520.) */
+static void test_released_after_it_moved_on(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *h = c->n[1], *t = c->n[2], *u = c->n[3];
+    uint64_t idx;
+    sn_pid_t pid = offered_back(c, &idx);
+    send_u64(fake_sched(t), pid, 1);
+    fake_drain(t);
+    assert_int_equal(pass_in_order(c, 2, 3), 3); /* 10, the accept, 1 */
+    fake_drain(u);
+    assert_true(fake_pass(u, t, SN_FRAME_STEAL_COMMIT, NULL));
+    assert_true(fake_here(fake_sched(t), pid));
+    for (uint64_t v = 2; v <= 3; v++)
+        send_u64(fake_sched(t), pid, v);
+    fake_drain(t); /* held: P settles behind its flush, whose marker goes unanswered */
+    sn_frame_t f;
+    assert_true(fake_take_decoded(t, 3, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSH);
+    sn_frame_clear(&f);
+    assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 0);
+    (void)h;
+
+    /* node 3 takes P (the oldest two of node 2's six Ready: Q, then P) */
+    for (uint64_t i = 6; i < 10; i++)
+        (void)mover_spawn(fake_sched(t), i);
+    sn_pid_t moved[4];
+    atomic_store(&u->r.want_work, 1);
+    assert_int_equal(steal(c, 2, 3, moved), 2);
+    assert_true(sn_pid_eq(moved[0], pid) || sn_pid_eq(moved[1], pid));
+    assert_int_equal(fake_forward_of(fake_sched(t), pid), 3);
+    send_u64(fake_sched(t), pid, 4);
+    fake_drain(t); /* held as well: the entry still waits for the flush */
+    assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 0);
+    send_u64(fake_sched(t), pid, 5); /* queued, not drained */
+
+    fake_clock_advance(DOWN_RELEASE_NS + FLUSH_RETRY_NS);
+    sn__loc_tick(&t->r, fake_clock());
+    fake_drain(t);
+    uint64_t want = 2;
+    while (fake_take_decoded(t, 3, SN_FRAME_SENDS, &f)) {
+        for (size_t i = 0; i < f.nsends; i++)
+            if (f.sends[i].kind == SN_EV_MESSAGE && sn_pid_eq(f.sends[i].to, pid))
+                assert_int_equal(u64_of(&f.sends[i]), want++);
+        sn_frame_clear(&f);
+    }
+    assert_int_equal(want, 6); /* 2, 3, 4, 5, in that order */
+}
+
 /* Our own monitor request, come back from another node: it goes on from
  * here only if its record is still here (taken then); with none it was
  * answered already (the request monitor_again sent home, come back after
@@ -621,6 +679,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_home_follows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_back_where_its_sender_is, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_while_on_its_way_undone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_released_after_it_moved_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_request_returned, setup, teardown),
     };
