@@ -281,6 +281,41 @@ END {
   exit 1
 }'
 
+# What happened around the first lost or reordered message, for a failure
+# seen only in a run whose logs stay on another machine (CI): the sink's
+# moves and the pair's deliveries in the seconds around it, the faults
+# then, and what the nodes logged about that sink. Reads the checker's
+# output (stdin) and LOGDIR's parent (the node logs).
+story() { # LOGDIR
+  local d=$1 line src sink seq ts pid from to
+  line=$(grep -m1 -E '^ +[^ ]+\.log:[0-9]+: S ' | sed 's/^ *[^ ]*: //') || return 0
+  read -r _ src sink seq _ ts _ <<<"$line"
+  [ -n "$ts" ] || return 0
+  from=$((ts - 4000000)) to=$((ts + 4000000))
+  echo "chaos: the first one: source $src, sink $sink, seq $seq, sent at $(date -u -d "@$((ts / 1000000))" +%T).$(printf %06d $((ts % 1000000)))"
+  echo "chaos: that sink's moves, and the pair's deliveries, 4 s either side (node, then time):"
+  cat "$d"/*.log | awk -v s="$sink" -v src="$src" -v a="$from" -v b="$to" '
+    # (a PID compared as a number would match its neighbours: strings)
+    $1 == "M" && $2 "" == s && $7 + 0 >= a && $7 + 0 <= b { print $7, "  moved from node " $4 " to node " $5 " (delivery " $3 ")" }
+    $1 == "R" && $2 "" == s && $4 "" == src && $7 + 0 >= a && $7 + 0 <= b { r[++n] = $7 "  got " $5 " on node " $6 }
+    $1 == "E" && $2 "" == src && $3 "" == s && $7 + 0 >= a && $7 + 0 <= b { print $7, "  error for " $4 ": " $5 }
+    END { for (i = 1; i <= n; i++) if (i <= 6 || i > n - 6 || n <= 12) print r[i]; else if (i == 7) { split(r[i], f, " "); print f[1], "  ..." } }' |
+    sort -n | awk 'NF { t = $1; $1 = ""; printf "    %s.%06d%s\n", strftime("%T", int(t / 1000000), 1), t % 1000000, $0 }'
+  echo "chaos: faults then:"
+  awk -v a="$((from - 4000000))" -v b="$to" '$1 == "FAULT" && $5 + 0 >= a && $5 + 0 <= b {
+      printf "    %s.%06d %s node %s %s ms\n", strftime("%T", int($5 / 1000000), 1), $5 % 1000000, $2, $3, $4 }' "$d/chaos.meta"
+  pid=${sink#*.}
+  echo "chaos: the node logs on $sink:"
+  grep -H -F "$pid" "$d"/../node*.log 2>/dev/null | sed 's#^.*/##; s/^/    /' | head -40
+  echo "chaos: what the nodes logged then (node log: line):"
+  local t0 t1
+  t0=$(date -u -d "@$((from / 1000000))" +%T) t1=$(date -u -d "@$((to / 1000000))" +%T)
+  for f in "$d"/../node*.log; do
+    awk -v a="$t0" -v b="$t1" -v f="$(basename "$f")" '$3 ~ /^[0-9]+-/ && substr($4, 1, 8) >= a && substr($4, 1, 8) <= b {
+        print $4, "   " f ": " $0 }' "$f"
+  done | sort | cut -d' ' -f2- | head -60
+}
+
 check() { # LOGDIR
   local d=$1
   shopt -s nullglob
@@ -700,8 +735,9 @@ f=$(cat "$dir"/node*.log | grep -c "no flush answer")
 [ "$f" -gt 0 ] && note "$f 'no flush answer' warnings in the node logs"
 
 # ---- check
-check "$log" | sed 's/^chaos-check/chaos/'
+check "$log" | sed 's/^chaos-check/chaos/' | tee "$dir/check.out"
 [ "${PIPESTATUS[0]}" = 0 ] || failed=1
+[ "$failed" = 0 ] || story "$log" <"$dir/check.out"
 if [ "$failed" = 0 ]; then
   echo "chaos: seed $seed"
   echo "chaos: PASS"
