@@ -506,6 +506,37 @@ static void stall_flush(void)
 #endif
 }
 
+/* Another node's marker s ends here, at a process settling here (its
+ * arrival's own flush is under way, or about to begin): it waits in the
+ * entry, with the sends it holds, and is answered when that flush ends
+ * (finish routes it here again: sn__loc_flush). This node may have passed
+ * the origin's messages on down the path the process took when it left
+ * here, and they may still be on it (in a node that is down or slow) while
+ * the process came back round by another way; answered at once, the origin
+ * would send what it holds straight here, ahead of them (chaos seed 346120:
+ * node 2's 869 forwarded by node 1 into node 4, frozen; the sink back on
+ * node 1 by way of node 3; 870-912 delivered, then 869 from node 4). Its
+ * own flush goes down that path behind them. False: no memory (answered
+ * at once, as before). */
+static bool hold_marker(sn_relay_t *r, loc_t *l, const sn_wire_send_t *s)
+{
+    item_t **h = sn__grow(l->held, &l->cap, l->nheld, sizeof *h, 16, 0);
+    if (!h)
+        return false;
+    l->held = h;
+    item_t *it = sn__relay_new_item();
+    if (!it)
+        return false;
+    it->kind = ITEM_SEND;
+    it->dest = r->node; /* (a forward: route() takes it here again, past this entry) */
+    it->diverted = false;
+    it->forwarded = true;
+    it->s = *s;
+    it->s.payload = NULL; /* (a marker has none: the caller frees s's) */
+    l->held[l->nheld++] = it;
+    return true;
+}
+
 void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
 {
     sn_pid_t pid = s->to;
@@ -514,6 +545,9 @@ void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
      * went from here (the forwarding entry), never by the cache */
     uint32_t next = sn__migrate_here(r->sched, pid) ? 0 : sn__migrate_forward_of(r->sched, pid);
     if (next == 0 || next == r->node) { /* the end of the path: it lives here (or nowhere) */
+        loc_t *l = origin != r->node && next == 0 ? find(r->locs, pid) : NULL;
+        if (l && l->pending && sn__migrate_here(r->sched, pid) && hold_marker(r, l, s))
+            return;
         if (origin == r->node) {
             sn__loc_flushed(r, pid, r->node, s->id);
         } else {

@@ -15,7 +15,10 @@
  * arrival, and the hold before it), and so do those of a third node that
  * reach it while P is on its way there (they wait for the commit), and
  * so do the messages such a flush held once it gives up after P moved on
- * again (passed on ahead of what was queued since). A monitor that a node going down
+ * again (passed on ahead of what was queued since), and so do a third
+ * node's when the process comes back round to a node whose forwards to
+ * it are still on a frozen node (that node's arrival flush answers the
+ * third node's marker). A monitor that a node going down
  * never confirmed goes to the process's home again (relay/watch.c).
  */
 #include <setjmp.h>
@@ -36,7 +39,7 @@
 #define MS UINT64_C(1000000)
 
 typedef struct trio {
-    fake_node_t *n[4]; /* nodes 1, 2, 3 */
+    fake_node_t *n[5]; /* nodes 1, 2, 3 (and 4: setup4) */
 } trio_t;
 
 static int setup(void **state)
@@ -53,12 +56,23 @@ static int setup(void **state)
     return 0;
 }
 
+/* Four nodes, each a member of every other's view. */
+static int setup4(void **state)
+{
+    setup(state);
+    trio_t *c = *state;
+    c->n[4] = fake_node_new(4, 1, mover_types, 2, true, true);
+    for (uint32_t i = 1; i <= 3; i++)
+        fake_link(c->n[i], c->n[4]);
+    return 0;
+}
+
 static int teardown(void **state)
 {
     trio_t *c = *state;
-    for (uint32_t i = 1; i <= 3; i++)
+    for (uint32_t i = 1; i <= 4; i++)
         movers_release(i);
-    for (uint32_t i = 1; i <= 3; i++)
+    for (uint32_t i = 1; i <= 4; i++)
         fake_node_destroy(&c->n[i]);
     free(c);
     return 0;
@@ -73,7 +87,9 @@ static size_t steal(trio_t *c, uint32_t victim, uint32_t thief, sn_pid_t *moved)
     sn_stats_t st;
     sn_sched_stats(fake_sched(v), &st);
     fake_say_load(t, victim, st.ready);
-    fake_say_load(t, 6 - victim - thief, 0);
+    for (uint32_t k = 1; k <= 4; k++) /* the others have nothing */
+        if (c->n[k] && k != victim && k != thief)
+            fake_say_load(t, k, 0);
     sn__steal_tick(&t->r, fake_clock());
     assert_true(fake_pass(t, v, SN_FRAME_STEAL_REQUEST, NULL));
     assert_true(fake_pass(v, t, SN_FRAME_STEAL_OFFER, NULL));
@@ -653,6 +669,125 @@ static void test_released_after_it_moved_on(void **state)
     assert_int_equal(want, 6); /* 2, 3, 4, 5, in that order */
 }
 
+/* P, a mover of home node 1, moves 1 -> 2 -> 3 (node 3's news for the
+ * home not passed: the home's route still goes to node 2); nodes 2 and 3
+ * keep their one worker held, the home runs what it has left (nothing
+ * Ready there: it can steal). Returns P. */
+static sn_pid_t moved_twice(trio_t *c, uint64_t *idx)
+{
+    fake_node_t *h = c->n[1];
+    movers_hold(fake_sched(h));
+    movers_hold(fake_sched(c->n[2]));
+    movers_hold(fake_sched(c->n[3]));
+    sn_pid_t spawned[4], moved[4];
+    for (uint64_t i = 0; i < 4; i++)
+        spawned[i] = mover_spawn(fake_sched(h), i);
+    assert_int_equal(steal(c, 1, 2, moved), 2);
+    movers_release(1);
+    atomic_store(&c->n[3]->r.want_work, 1);
+    assert_int_equal(steal(c, 2, 3, moved), 1);
+    sn_pid_t pid = moved[0];
+    *idx = 0;
+    while (!sn_pid_eq(spawned[*idx], pid))
+        (*idx)++;
+    assert_int_equal(fake_forward_of(fake_sched(h), pid), 2);
+    for (int k = 0; k < 200; k++) { /* (the home's two ran) */
+        sn_stats_t st;
+        sn_sched_stats(fake_sched(h), &st);
+        if (st.ready == 0 && st.idle_workers == 1)
+            break;
+        sleep_ms(5);
+    }
+    return pid;
+}
+
+/* Every frame on every link between the four nodes, each node's queue
+ * drained first, until nothing moves. */
+static void pass_everything(trio_t *c)
+{
+    int passed;
+    do {
+        passed = 0;
+        for (uint32_t a = 1; a <= 4; a++) {
+            fake_drain(c->n[a]);
+            for (uint32_t b = 1; b <= 4; b++)
+                passed += a != b ? pass_all(c, a, b) : 0;
+        }
+    } while (passed);
+}
+
+/* Four nodes. P (home node 1) moves 1 -> 2 -> 3; node 4's message 1 goes
+ * to the home, which passes it on to node 2 (its forwarding entry) and
+ * tells node 4 where P is; 1 stays on the link to node 2, and so does
+ * node 4's flush marker behind it: node 2 is frozen, and the home holds
+ * it down. Node 4 holds its 2. P comes back home from node 3 while the
+ * home's forwards are still in node 2: the home's arrival flush goes down
+ * that path, and waits. Node 4's marker, sent again, reaches the home,
+ * where P now is: it must not be answered before the home's own flush
+ * ends (answered, node 4 sent 2 straight to the home, and node 2, resumed,
+ * passed 1 on behind it: chaos seed 346120, 870-912 then 869). */
+static void test_flush_waits_for_the_arrival_here(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *h = c->n[1], *x = c->n[2], *y = c->n[3], *s = c->n[4];
+    uint64_t idx;
+    sn_pid_t moved[4], pid = moved_twice(c, &idx);
+
+    /* 1: node 4 -> the home -> the link to node 2, where it stays */
+    send_u64(fake_sched(s), pid, 1);
+    fake_drain(s);
+    assert_int_equal(pass_all(c, 4, 1), 1);
+    fake_drain(h);
+    assert_int_equal(fake_count(h, 2, SN_FRAME_SENDS), 1);
+    assert_int_equal(pass_all(c, 1, 4), 1); /* the REDIRECT: P is on node 2 */
+    /* 2 waits at node 4 behind its marker, which the home passes on to node 2 too */
+    send_u64(fake_sched(s), pid, 2);
+    fake_drain(s);
+    assert_int_equal(pass_all(c, 4, 1), 1);
+    fake_drain(h);
+    assert_int_equal(fake_count(h, 2, SN_FRAME_SENDS), 2);
+    /* node 2 is frozen past the down timeout: the home holds it down */
+    peer_t *at2 = fake_peer(h, 2);
+    atomic_store(&at2->down, 1);
+    sn__relay_bounce_peer(&h->r, at2, SN_ENODEDOWN, false);
+
+    /* P comes home from node 3 */
+    for (uint64_t i = 4; i < 8; i++)
+        (void)mover_spawn(fake_sched(y), i);
+    atomic_store(&h->r.want_work, 1);
+    size_t n = steal(c, 3, 1, moved);
+    bool came = false;
+    for (size_t i = 0; i < n; i++)
+        came = came || sn_pid_eq(moved[i], pid);
+    assert_true(came);
+    fake_drain(h); /* its arrival flush: down the home's path to P, through node 2, which is down */
+    /* node 4's marker, again, now reaches P's node */
+    fake_clock_advance(FLUSH_RETRY_NS + 100 * MS);
+    sn__loc_tick(&s->r, fake_clock());
+    fake_drain(s);
+    assert_int_equal(pass_all(c, 4, 1), 1);
+    fake_drain(h);
+    assert_int_equal(fake_count(h, 4, SN_FRAME_SENDS), 0); /* not answered yet */
+
+    /* node 2 resumes: what the home sent it comes out, and the home's
+     * marker (sent again) behind it: 2 -> 3 -> 1 */
+    atomic_store(&at2->down, 0);
+    sn__loc_peer_up(&h->r, 2);
+    fake_drain(h);
+    assert_true(pass_all(c, 1, 2) >= 3); /* 1, node 4's marker, the home's */
+    fake_drain(x);
+    assert_true(pass_all(c, 2, 3) >= 3);
+    fake_drain(y);
+    assert_true(pass_all(c, 3, 1) >= 3);
+    fake_drain(h);
+    /* the home's flush ended: node 4's marker is answered, 2 goes */
+    assert_true(fake_count(h, 4, SN_FRAME_SENDS) >= 1);
+    pass_everything(c);
+    assert_true(mover_wait_msgs(idx, 2));
+    assert_int_equal(mover_msg(idx, 0), 1);
+    assert_int_equal(mover_msg(idx, 1), 2);
+}
+
 /* Our own monitor request, come back from another node: it goes on from
  * here only if its record is still here (taken then); with none it was
  * answered already (the request monitor_again sent home, come back after
@@ -680,6 +815,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_back_where_its_sender_is, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_while_on_its_way_undone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_released_after_it_moved_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_waits_for_the_arrival_here, setup4, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_request_returned, setup, teardown),
     };
