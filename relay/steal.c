@@ -385,8 +385,16 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
     offer_t *o = find_offer(s, t->node, f->steal_id);
-    if (!o)
-        return; /* we gave up on it already (and sent the abort) */
+    if (!o) {
+        /* We gave up on it already: on its deadline (the abort went then),
+         * or when we held the thief down, which may only have been frozen
+         * (no abort went: sn__steal_peer_gone). The abort again: the
+         * thief drops its copies and lets go of what it holds for them
+         * (sn__steal_hold); without it, it held their messages, and the
+         * acknowledgements of their frames, for good. */
+        send_commit(r, t, f->steal_id, NULL, 0, NULL, 0);
+        return;
+    }
     sn_pid_t *done = calloc(o->n ? o->n : 1, sizeof *done);
     sn_wire_send_t *fw = NULL;
     size_t ndone = 0, nfw = 0, capfw = 0;

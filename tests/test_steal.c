@@ -8,7 +8,8 @@
  * on exactly one side at each step, a message sent mid-handover following
  * the process; and its aborts: the thief never accepts (the victim's offer
  * times out and it reverts), the thief leaves mid-handover, a late accept
- * after the abort.
+ * after the abort (the abort again), and the accept of a thief the victim
+ * held down meanwhile (only frozen), which gets the abort then.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -221,9 +222,14 @@ static void test_offer_times_out(void **state)
     assert_int_equal(ab.npids, 0);
     sn_frame_clear(&ab);
 
-    /* the late accept: no offer of that id any more, no commit */
+    /* the late accept: no offer of that id any more, no commit: the
+     * abort again (harmless: the thief has dropped its copies) */
     fake_inbound(p->v, acc.buf, acc.len, NULL, 0, false);
     free(acc.buf);
+    assert_true(fake_take_decoded(p->v, 2, SN_FRAME_STEAL_COMMIT, &ab));
+    assert_int_equal(ab.steal_id, id);
+    assert_int_equal(ab.npids, 0);
+    sn_frame_clear(&ab);
     assert_int_equal(fake_count(p->v, 0, 0), 0);
     assert_int_equal(atomic_load(&p->v->r.steals_out), 0);
     assert_int_equal(atomic_load(&p->t->r.steals_in), 0);
@@ -281,12 +287,70 @@ static void test_thief_leaves(void **state)
     assert_int_equal(atomic_load(&p->v->r.steals_out), 0);
 }
 
+/* The victim holds the thief down (it was only frozen) after its offer:
+ * the offer is undone at once, with no abort (the thief is down). The
+ * thief's accept, when it resumes, gets the abort: it drops its copies,
+ * and lets go of a message it held for one of them, and of the
+ * acknowledgements of its frame. (It held them for good: no commit or
+ * abort was ever to come, and the sender neither saw its message
+ * delivered nor returned.) */
+static void test_thief_held_down(void **state)
+{
+    pair_t *p = *state;
+    uint64_t id = request(p);
+    sn_frame_t off;
+    offer(p, id, &off);
+    sn_pid_t moving = off.migrants[0].pid;
+    sn_frame_clear(&off);
+    fake_frame_t acc;
+    assert_true(fake_take(p->t, 1, SN_FRAME_STEAL_ACCEPT, &acc));
+    /* meanwhile a message for it reaches the thief (as from a third node: the victim's connection here) */
+    peer_t *from = fake_peer(p->t, 1);
+    sn_wire_send_t m = {.to = moving, .from = {1, 999}, .kind = SN_EV_MESSAGE, .id = 77};
+    p->t->r.in_seq = from->recv_seq = 5;
+    assert_true(sn__steal_hold(&p->t->r, from, &m));
+    p->t->r.in_seq = 0;
+    assert_int_equal(from->nheld, 1);
+    assert_int_equal(sn__relay_ackable(from), 4); /* (not the frame that brought it) */
+
+    peer_t *thief = fake_peer(p->v, 2);
+    atomic_store(&thief->down, 1);
+    thief->state = SN_MEMBER_DOWN;
+    sn__relay_bounce_peer(&p->v->r, thief, SN_ENODEDOWN, false);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(owner(p, p->pids[i]), 1);
+    assert_int_equal(fake_count(p->v, 0, 0), 0); /* (no abort to a node that is down) */
+
+    fake_inbound(p->v, acc.buf, acc.len, NULL, 0, false); /* it resumes: its accept */
+    free(acc.buf);
+    assert_int_equal(p->v->bad, 0);
+    sn_frame_t ab;
+    assert_true(fake_pass(p->v, p->t, SN_FRAME_STEAL_COMMIT, &ab));
+    assert_int_equal(ab.steal_id, id);
+    assert_int_equal(ab.npids, 0);
+    sn_frame_clear(&ab);
+    assert_false(fake_here(fake_sched(p->t), moving));
+    assert_int_equal(from->nheld, 0); /* let go: on to the process's node */
+    assert_int_equal(sn__relay_ackable(from), 5);
+    fake_drain(p->t);
+    sn_frame_t f;
+    assert_true(fake_take_decoded(p->t, 1, SN_FRAME_SENDS, &f));
+    assert_int_equal(f.nsends, 1);
+    assert_true(sn_pid_eq(f.sends[0].to, moving));
+    sn_frame_clear(&f);
+    p->t->r.in_seq = 6;
+    sn_wire_send_t again = {.to = moving, .from = {1, 999}, .kind = SN_EV_MESSAGE, .id = 78};
+    assert_false(sn__steal_hold(&p->t->r, from, &again)); /* nothing is on its way here */
+    p->t->r.in_seq = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_handover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offer_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thief_leaves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_thief_held_down, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
