@@ -19,6 +19,7 @@
 
 #include <czmq.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -167,6 +168,7 @@ typedef struct seed {
 struct sn_relay {
     sn_sched_t *sched;
     uint32_t node;
+    uint64_t serial; /* this relay's, unique in the process (from 1): route.c's per-thread state names it */
     uint64_t incarnation, first_serial;
     size_t max_frame;
     int hb_ms, down_ms;
@@ -215,8 +217,8 @@ struct sn_relay {
      * (any thread: relay_deliver; relaxed, only uniqueness matters), and
      * the errors returned to senders here, by id (I/O thread; relay.c,
      * error_repeat; allocated at the first) */
-    _Atomic uint64_t next_send_id;
-    struct err_slot *errs;
+    alignas(64) _Atomic uint64_t next_send_id; /* (a line of its own: workers take one per send) */
+    alignas(64) struct err_slot *errs;
     uint64_t errors_repeated; /* repeats not returned (I/O thread) */
     /* one bit per PID hash: this node sent something over the network to
      * a process with that hash (never cleared). A process that arrives
@@ -245,14 +247,21 @@ struct sn_relay {
      * when the frame being handled was read (I/O thread) */
     bool hop_trace;
     uint64_t hop_recv_ns;
-    sn__mpsc_t outq;
+    /* The outbound queue: producers (any thread) write this line (outq's
+     * head, `signaled`, `enqueued`); the consumer (the holder of io_mu)
+     * keeps its position (outq_cur: sn__mpsc_pop_at) and count on a line
+     * of its own, and writes outq.tail back once per drain (route.c). */
+    alignas(64) sn__mpsc_t outq;
     int efd;
     _Atomic int signaled;
     /* items pushed on outq (any thread, relaxed: on the line `signaled`
      * already takes every push to) and popped (I/O thread): the queue's
      * depth for metrics, a display figure */
-    _Atomic uint64_t enqueued, drained;
-    sn__hist_t delivery; /* cross-node delivery times (I/O thread writes; relay.h) */
+    _Atomic uint64_t enqueued;
+    alignas(64) _Atomic uint64_t drained;
+    sn__mpsc_node_t *outq_cur;
+    unsigned drain_depth;            /* (a drain inside a drain shares outq_cur) */
+    alignas(64) sn__hist_t delivery; /* cross-node delivery times (I/O thread writes; relay.h) */
     zsock_t *router;
     zsock_t *router_monitor;       /* refused connections (secure clusters) */
     sn__log_limit_t refuse_log[4]; /* per SN_KEYS_* kind */

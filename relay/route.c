@@ -46,6 +46,78 @@ static _Thread_local struct {
     unsigned n;
 } held;
 
+/* This thread's block of send ids (r->next_send_id, ID_BLOCK at a time:
+ * one locked operation per ID_BLOCK sends, not one each) and its pushes
+ * not yet added to r->enqueued (added every ENQ_BATCH, and at the end of
+ * each run: relay_flush). Keyed by the relay's serial, not its address: a
+ * relay made where an ended one was must not take that one's ids. Ids stay
+ * unique per node; they increase per thread, not across threads (nothing
+ * orders by them: error_repeat and the flushes only compare them). */
+#define ID_BLOCK 256
+#define ENQ_BATCH 64
+static _Thread_local struct {
+    uint64_t serial; /* the relay's (0: none) */
+    uint64_t next, end;
+    uint64_t enq; /* pushes not yet counted */
+    sn_relay_t *r;
+} mine;
+
+static void mine_for(sn_relay_t *r)
+{
+    if (mine.serial == r->serial)
+        return;
+    if (mine.enq && mine.r) /* (another relay's: it may have ended; counted in ENQ_BATCH at most, as a stat) */
+        mine.enq = 0;
+    mine.serial = r->serial;
+    mine.r = r;
+    mine.next = mine.end = 0;
+}
+
+static uint64_t new_send_id(sn_relay_t *r)
+{
+    mine_for(r);
+    if (mine.next == mine.end) {
+        mine.next = atomic_fetch_add_explicit(&r->next_send_id, ID_BLOCK, memory_order_relaxed);
+        mine.end = mine.next + ID_BLOCK;
+    }
+    return mine.next++;
+}
+
+/* Counts a push on r's outbound queue (see `mine`). */
+static void count_push(sn_relay_t *r)
+{
+    mine_for(r);
+    if (++mine.enq == ENQ_BATCH) {
+        atomic_fetch_add_explicit(&r->enqueued, mine.enq, memory_order_relaxed);
+        mine.enq = 0;
+    }
+}
+
+static void count_pushes_now(sn_relay_t *r)
+{
+    if (mine.serial == r->serial && mine.enq) {
+        atomic_fetch_add_explicit(&r->enqueued, mine.enq, memory_order_relaxed);
+        mine.enq = 0;
+    }
+}
+
+/* Tells the I/O thread (writes its eventfd) unless it was told already.
+ * The seq_cst load first spares the locked exchange while the flag is
+ * set, as it is through a burst of sends: it is the second half of the
+ * store-buffering pair as the exchange was (the caller's push, a seq_cst
+ * exchange, comes before it; the I/O thread clears the flag, seq_cst,
+ * before it looks at the queue): a load that still reads 1 reads it
+ * before that clear, so the I/O thread's look comes after our push. */
+static void tell(sn_relay_t *r)
+{
+    if (!atomic_load_explicit(&r->signaled, memory_order_seq_cst) &&
+        !atomic_exchange_explicit(&r->signaled, 1, memory_order_seq_cst)) {
+        uint64_t one = 1;
+        ssize_t n = write(r->efd, &one, sizeof one);
+        (void)n; /* an eventfd write only fails at 2^64-1 pending */
+    }
+}
+
 void sn__relay_poke(sn_relay_t *r)
 {
     /* seq_cst: the same store-buffering pair as enqueue below */
@@ -63,11 +135,7 @@ void sn__relay_enqueue(sn_relay_t *r, item_t *it)
     /* seq_cst: pairs with the I/O thread's clear of `signaled` before it
      * drains (a store-buffering pair): either it sees our item, or we see
      * the flag clear and write the eventfd */
-    if (!atomic_exchange_explicit(&r->signaled, 1, memory_order_seq_cst)) {
-        uint64_t one = 1;
-        ssize_t n = write(r->efd, &one, sizeof one);
-        (void)n; /* an eventfd write only fails at 2^64-1 pending */
-    }
+    tell(r);
 }
 
 /* Set by the I/O thread while it hands the scheduler a send that came
@@ -136,8 +204,7 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
                              .error = error,
                              .payload = msg ? sn_take(msg) : NULL,
                              .hops = passing_on ? passing_hops + 1 : 0,
-                             .id = carry_id ? carry_id
-                                            : atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed),
+                             .id = carry_id ? carry_id : new_send_id(r),
                              /* timed from here to the receiver's delivery (metrics): a
                               * process's own send, not one passing through */
                              .handed_ns = !passing_on && sn__relay_for_process(kind) ? sn__relay_now_ns() : 0};
@@ -159,11 +226,14 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
     } else if (held.n < HOLD_MAX && (!held.r || held.r == r) && sn__worker_running()) {
         held.r = r; /* relay_flush sends it when the run ends */
         held.n++;
-        atomic_fetch_add_explicit(&r->enqueued, 1, memory_order_relaxed);
+        count_push(r);
         sn__mpsc_push(&r->outq, &it->link);
+    } else if (held.r == r) {  /* a worker's run, past HOLD_MAX: relay_flush counts what is left */
+        held.n = HOLD_MAX + 1; /* told now: what it held goes with this */
+        count_push(r);
+        sn__mpsc_push(&r->outq, &it->link);
+        tell(r); /* (seq_cst: as in sn__relay_enqueue) */
     } else {
-        if (held.r == r)
-            held.n = HOLD_MAX + 1; /* told now: what it held goes with this */
         sn__relay_enqueue(r, it);
     }
     return 0;
@@ -176,6 +246,7 @@ static void relay_flush(void *arg)
     sn_relay_t *r = arg;
     if (held.r != r)
         return;
+    count_pushes_now(r);
     bool told = held.n > HOLD_MAX;
     held.r = NULL;
     held.n = 0;
@@ -315,7 +386,9 @@ bool sn__relay_drain(sn_relay_t *r)
     bool more = false;
     uint64_t until = 0; /* the end of this turn's slice (relay_int.h), from the first check */
     sn__mpsc_node_t *n;
-    while (!more && (n = sn__mpsc_pop(&r->outq))) {
+    if (r->drain_depth++ == 0)
+        r->outq_cur = r->outq.tail;
+    while (!more && (n = sn__mpsc_pop_at(&r->outq, &r->outq_cur))) {
         item_t *it = (item_t *)n;
         if (it->kind == ITEM_REPLY) {
             reply_item_t *ri = (reply_item_t *)it;
@@ -328,6 +401,9 @@ bool sn__relay_drain(sn_relay_t *r)
         }
         more = ++done == DRAIN_BUDGET || (done % SN_TURN_CHECK == 0 && sn__relay_slice_over(&until));
     }
+    if (r->outq.tail != r->outq_cur)
+        r->outq.tail = r->outq_cur; /* (once per drain: see relay_int.h) */
+    r->drain_depth--;
     if (done) /* (the only writer: a load and a store) */
         atomic_store_explicit(&r->drained, atomic_load_explicit(&r->drained, memory_order_relaxed) + done,
                               memory_order_relaxed);

@@ -306,8 +306,9 @@ static int hook_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int
 fake_node_t *fake_node_new(uint32_t node, int workers, const sn_type_t *const *types, size_t ntypes, bool joined,
                            bool steal)
 {
-    fake_node_t *n = calloc(1, sizeof *n);
+    fake_node_t *n = aligned_alloc(64, sizeof *n); /* (the relay's state is aligned: relay_int.h) */
     assert_non_null(n);
+    memset(n, 0, sizeof *n);
     sn__log_set_level(-1); /* silent: what the tests cause (downs, refusals, releases) is expected */
     sn_relay_t *r = &n->r;
     r->sched = sn_sched_new(&(sn_sched_config_t){node, workers, 1});

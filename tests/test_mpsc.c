@@ -117,9 +117,12 @@ static void chain_smoke(void **st)
     assert_false(sn__mpsc_maybe_nonempty(&q));
 }
 
-static void stress_exactly_once_fifo_per_producer(void **st)
+/* The consumer pops with sn__mpsc_pop (at_cursor false), or as the
+ * relay drains (true): with sn__mpsc_pop_at and its position outside the
+ * queue, written back to the queue every so often (a drain's end), with
+ * plain pops in between. */
+static void stress(bool at_cursor)
 {
-    (void)st;
     shared_t s;
     sn__mpsc_init(&s.q);
     s.items = calloc((size_t)PRODUCERS * PER, sizeof *s.items);
@@ -134,8 +137,16 @@ static void stress_exactly_once_fifo_per_producer(void **st)
         pthread_create(&th[i], NULL, producer, &args[i]);
     }
     long got = 0;
+    sn__mpsc_node_t *cur = s.q.tail;
     while (got < (long)PRODUCERS * PER) {
-        sn__mpsc_node_t *n = sn__mpsc_pop(&s.q);
+        sn__mpsc_node_t *n;
+        if (at_cursor && got % 997 != 0) {
+            n = sn__mpsc_pop_at(&s.q, &cur);
+        } else {
+            s.q.tail = cur; /* (a drain ended: written back; a plain pop, then the next drain starts) */
+            n = sn__mpsc_pop(&s.q);
+            cur = s.q.tail;
+        }
         if (!n)
             continue; /* empty or a push in flight */
         item_t *it = (item_t *)n;
@@ -149,10 +160,23 @@ static void stress_exactly_once_fifo_per_producer(void **st)
     }
     for (int i = 0; i < PRODUCERS; i++)
         pthread_join(th[i], NULL);
+    s.q.tail = cur;
     assert_null(sn__mpsc_pop(&s.q));
     assert_false(sn__mpsc_maybe_nonempty(&s.q));
     free(seen);
     free(s.items);
+}
+
+static void stress_exactly_once_fifo_per_producer(void **st)
+{
+    (void)st;
+    stress(false);
+}
+
+static void stress_pop_at_cursor(void **st)
+{
+    (void)st;
+    stress(true);
 }
 
 int main(void)
@@ -162,6 +186,7 @@ int main(void)
         cmocka_unit_test(has_linked_tracks_queued_nodes),
         cmocka_unit_test(chain_smoke),
         cmocka_unit_test(stress_exactly_once_fifo_per_producer),
+        cmocka_unit_test(stress_pop_at_cursor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

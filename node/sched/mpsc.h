@@ -51,6 +51,29 @@ static inline sn__mpsc_node_t *sn__mpsc_pop(sn__mpsc_t *q)
     }
     return sn__mpsc_pop_slow(q);
 }
+/* sn__mpsc_pop with the consumer's position kept at *cur, outside the
+ * queue (start it at q->tail; q->tail is stale until the caller writes
+ * *cur back). A consumer popping a long run writes its own line per pop
+ * then, not the one producers exchange `head` on: the relay's outbound
+ * queue took a cache-line transfer each way per message (both ends on
+ * one line: perf put half of a sending worker's relay hook on its first
+ * locked op there). The slow path, near empty, works on q itself. */
+static inline sn__mpsc_node_t *sn__mpsc_pop_at(sn__mpsc_t *q, sn__mpsc_node_t **cur)
+{
+    sn__mpsc_node_t *tail = *cur;
+    if (tail != &q->stub) {
+        sn__mpsc_node_t *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+        if (next) {
+            *cur = next;
+            __builtin_prefetch(next);
+            return tail;
+        }
+    }
+    q->tail = tail;
+    sn__mpsc_node_t *n = sn__mpsc_pop_slow(q);
+    *cur = q->tail;
+    return n;
+}
 /* Consumer only. False only if the queue is certainly empty. */
 bool sn__mpsc_maybe_nonempty(sn__mpsc_t *q);
 /* Consumer only. True if a fully linked node is ready to pop... almost:
