@@ -22,8 +22,10 @@ bool sn__relay_logic_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsign
     case SN_FRAME_STEAL_COMMIT:
         if (p && p->state == SN_MEMBER_UP)
             sn__steal_frame(r, p, f);
-        else if (p && p->state == SN_MEMBER_DOWN && f->kind == SN_FRAME_STEAL_ACCEPT)
-            sn__steal_frame(r, p, f); /* a thief held down, only frozen: our offer is undone, it hears so (steal.c) */
+        else if (p && p->state == SN_MEMBER_DOWN &&
+                 (f->kind == SN_FRAME_STEAL_ACCEPT || f->kind == SN_FRAME_STEAL_COMMIT))
+            sn__steal_frame(r, p, f); /* held down, only frozen: a thief's accept gets the abort (its
+                                       * offer is undone), a victim's commit or abort ends its handover */
         else
             sn__relay_bad(r, "steal message from a node that is not a live member", f->node);
         return true;

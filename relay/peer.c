@@ -285,7 +285,7 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
     for (size_t i = 0; i < p->nctl; i++) /* handovers with it end (steal.c) */
         free(p->ctl[i].buf);
     p->nctl = 0;
-    sn__steal_peer_gone(r, p);
+    sn__steal_peer_gone(r, p, gone);
     sn__await_peer_down(r, p->node, gone); /* the parents of children there (awaited.c) */
     if (gone) { /* the path through it ended: a process that moved on from there is found by where it was
                  * seen last (locate.c); one seen last there is gone with it (its DOWNs came from the

@@ -651,8 +651,10 @@ int sn__steal_hook(void *arg, sn_sched_t *sched);
 void sn__steal_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f);
 /* Timeouts, and a request when the node is idle and someone is loaded. */
 void sn__steal_tick(sn_relay_t *r, uint64_t now);
-/* p went down, left or restarted: handovers with it end. */
-void sn__steal_peer_gone(sn_relay_t *r, peer_t *p);
+/* p went down, left or restarted (gone: its run ended): handovers with it
+ * end; those where it is the victim only when its run ended (a victim held
+ * down may still commit). */
+void sn__steal_peer_gone(sn_relay_t *r, peer_t *p, bool gone);
 /* p's heartbeat now shows work to steal (it had none): ask at once. */
 void sn__steal_loaded(sn_relay_t *r, peer_t *p);
 /* p advertised its types: is it a steal partner? */

@@ -173,6 +173,9 @@ bool sn__steal_hold(sn_relay_t *r, const peer_t *from, sn_wire_send_t *snd)
         install_t *in = &s->inst[i];
         if (!sn_pid_eq(in->pid, snd->to))
             continue;
+        peer_t *v = sn__relay_find_peer(r, in->victim);
+        if (v && atomic_load_explicit(&v->down, memory_order_relaxed))
+            return false;                               /* (its victim is down: passed on, see sn__steal_peer_gone) */
         peer_t *p = sn__relay_find_peer(r, from->node); /* (from, writable: its nheld) */
         if (!p)
             return false;
@@ -599,7 +602,7 @@ void sn__steal_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f)
     }
 }
 
-void sn__steal_peer_gone(sn_relay_t *r, peer_t *p)
+void sn__steal_peer_gone(sn_relay_t *r, peer_t *p, bool gone)
 {
     struct sn_steal *s = r->steal;
     if (!s)
@@ -613,14 +616,29 @@ void sn__steal_peer_gone(sn_relay_t *r, peer_t *p)
         }
     }
     for (size_t i = 0; i < s->ninst;) { /* it was the victim: it owned them */
-        if (s->inst[i].victim == p->node) {
+        if (s->inst[i].victim != p->node) {
+            i++;
+        } else if (gone) { /* (its run ended: no commit can come) */
             held_t *q;
             size_t nq;
             sn__migrate_discard(r->sched, s->inst[i].handle);
             drop_install(s, i, &q, &nq);
             release_held(r, q, nq, false);
         } else {
-            i++;
+            /* Only down: it may be frozen with its commit on the way (it
+             * committed, and the processes are no longer there), so the
+             * copies wait for its commit or abort (taken from a member
+             * held down: dispatch.c), or for its run to end. Dropped, the
+             * processes were lost between two live nodes. What was held
+             * for them goes on now (down their path, it comes back as
+             * nodedown), and nothing more is held while it is down
+             * (sn__steal_hold): their senders are not kept waiting. */
+            install_t *in = &s->inst[i++];
+            held_t *q = in->q;
+            size_t nq = in->nq;
+            in->q = NULL;
+            in->nq = in->capq = 0;
+            release_held(r, q, nq, false);
         }
     }
     if (s->asked == p->node)

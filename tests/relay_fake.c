@@ -140,7 +140,7 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
     for (size_t i = 0; i < p->nctl; i++)
         free(p->ctl[i].buf);
     p->nctl = 0;
-    sn__steal_peer_gone(r, p);
+    sn__steal_peer_gone(r, p, gone);
     sn__await_peer_down(r, p->node, gone);
     sn__loc_peer_down(r, p->node, gone);
 }

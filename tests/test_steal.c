@@ -9,7 +9,8 @@
  * the process; and its aborts: the thief never accepts (the victim's offer
  * times out and it reverts), the thief leaves mid-handover, a late accept
  * after the abort (the abort again), and the accept of a thief the victim
- * held down meanwhile (only frozen), which gets the abort then.
+ * held down meanwhile (only frozen), which gets the abort then; and the
+ * commit of a victim the thief held down meanwhile, which still lands.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -344,6 +345,58 @@ static void test_thief_held_down(void **state)
     p->t->r.in_seq = 0;
 }
 
+/* The thief holds the victim down (it was only frozen) after the victim
+ * committed, its commit still on the way: the thief keeps its copies (a
+ * victim that is only down may have committed), lets go of a message it
+ * held for one (its frame acknowledged), and the commit, when it comes
+ * from the member held down, lands: each process on exactly one side.
+ * (The thief dropped its copies and then the commit: the processes were
+ * in neither table, lost between two live nodes.) */
+static void test_victim_held_down(void **state)
+{
+    pair_t *p = *state;
+    uint64_t id = request(p);
+    sn_frame_t off;
+    offer(p, id, &off);
+    size_t n = off.nmigrants;
+    sn_pid_t moving = off.migrants[0].pid;
+    sn_frame_clear(&off);
+    peer_t *from = fake_peer(p->t, 1);
+    sn_wire_send_t m = {.to = moving, .from = {1, 999}, .kind = SN_EV_MESSAGE, .id = 77};
+    p->t->r.in_seq = from->recv_seq = 5;
+    assert_true(sn__steal_hold(&p->t->r, from, &m)); /* (as from a third node) */
+    p->t->r.in_seq = 0;
+    assert_true(fake_pass(p->t, p->v, SN_FRAME_STEAL_ACCEPT, NULL));
+    fake_frame_t com; /* on its way */
+    assert_true(fake_take(p->v, 2, SN_FRAME_STEAL_COMMIT, &com));
+    assert_int_equal(owner(p, moving), 0);
+
+    peer_t *victim = fake_peer(p->t, 1);
+    atomic_store(&victim->down, 1);
+    victim->state = SN_MEMBER_DOWN;
+    sn__relay_bounce_peer(&p->t->r, victim, SN_ENODEDOWN, false);
+    assert_int_equal(from->nheld, 0); /* let go */
+    assert_int_equal(sn__relay_ackable(from), 5);
+    p->t->r.in_seq = 6;
+    sn_wire_send_t again = {.to = moving, .from = {1, 999}, .kind = SN_EV_MESSAGE, .id = 78};
+    assert_false(sn__steal_hold(&p->t->r, from, &again)); /* not while its victim is down */
+    p->t->r.in_seq = 0;
+
+    fake_inbound(p->t, com.buf, com.len, NULL, 0, false); /* it resumes: its commit */
+    free(com.buf);
+    assert_int_equal(p->t->bad, 0);
+    int on_v = 0, on_t = 0;
+    for (int i = 0; i < N; i++) {
+        int o = owner(p, p->pids[i]);
+        assert_true(o == 1 || o == 2); /* exactly one side */
+        on_v += o == 1;
+        on_t += o == 2;
+    }
+    assert_int_equal(on_t, (int)n);
+    assert_int_equal(owner(p, moving), 2);
+    assert_int_equal(on_v, N - (int)n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -351,6 +404,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_offer_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thief_leaves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thief_held_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_victim_held_down, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
