@@ -287,12 +287,17 @@ END {
 # then, and what the nodes logged about that sink. Reads the checker's
 # output (stdin) and LOGDIR's parent (the node logs).
 story() { # LOGDIR
-  local d=$1 line src sink seq ts pid from to
-  line=$(grep -m1 -E '^ +[^ ]+\.log:[0-9]+: S ' | sed 's/^ *[^ ]*: //') || return 0
-  read -r _ src sink seq _ ts _ <<<"$line"
+  local d=$1 line src sink seq ts pid from to what
+  # the first violation that names a message: one sent (S: lost) or
+  # delivered (R: out of order)
+  line=$(grep -m1 -E '^ +[^ ]+\.log:[0-9]+: [SR] ' | sed 's/^ *[^ ]*: //') || return 0
+  case $line in
+    S*) read -r _ src sink seq _ ts _ <<<"$line"; what="sent" ;;
+    *) read -r _ sink _ src seq _ ts _ <<<"$line"; what="delivered out of order" ;;
+  esac
   [ -n "$ts" ] || return 0
   from=$((ts - 4000000)) to=$((ts + 4000000))
-  echo "chaos: the first one: source $src, sink $sink, seq $seq, sent at $(date -u -d "@$((ts / 1000000))" +%T).$(printf %06d $((ts % 1000000)))"
+  echo "chaos: the first one: source $src, sink $sink, seq $seq, $what at $(date -u -d "@$((ts / 1000000))" +%T).$(printf %06d $((ts % 1000000)))"
   echo "chaos: that sink's moves, and the pair's deliveries, 4 s either side (node, then time):"
   cat "$d"/*.log | awk -v s="$sink" -v src="$src" -v a="$from" -v b="$to" '
     # (a PID compared as a number would match its neighbours: strings)
