@@ -35,6 +35,7 @@ static const struct {
     {SCHEDNODE__ENVELOPE__BODY_REQUEST, SN_FRAME_REQUEST, "request"},
     {SCHEDNODE__ENVELOPE__BODY_REPLY, SN_FRAME_REPLY, "reply"},
     {SCHEDNODE__ENVELOPE__BODY_ACK, SN_FRAME_ACK, "ack"},
+    {SCHEDNODE__ENVELOPE__BODY_PART, SN_FRAME_PART, "part"},
 };
 
 const char *sn_frame_kind_name(sn_frame_kind_t kind)
@@ -510,15 +511,36 @@ int sn_codec_encode_leave(uint32_t node, uint64_t incarnation, const char *reaso
     return pack(&env, buf, len);
 }
 
-int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len)
+int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, uint64_t refused_from, uint64_t refused_to,
+                        int error, void **buf, size_t *len)
 {
     Schednode__Ack ack;
     schednode__ack__init(&ack);
     ack.seq = seq;
+    ack.refused_from = refused_from;
+    ack.refused_to = refused_from ? refused_to : 0;
+    ack.refused_error = refused_from ? error : 0;
     Schednode__Envelope env;
     envelope(&env, node, incarnation);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_ACK;
     env.ack = &ack;
+    return pack(&env, buf, len);
+}
+
+int sn_codec_encode_part(uint32_t node, uint64_t incarnation, uint64_t seq, uint64_t total, uint64_t offset,
+                         const void *data, size_t n, void **buf, size_t *len)
+{
+    Schednode__Part part;
+    schednode__part__init(&part);
+    part.seq = seq;
+    part.total = total;
+    part.offset = offset;
+    part.data.data = (uint8_t *)data;
+    part.data.len = n;
+    Schednode__Envelope env;
+    envelope(&env, node, incarnation);
+    env.body_case = SCHEDNODE__ENVELOPE__BODY_PART;
+    env.part = &part;
     return pack(&env, buf, len);
 }
 
@@ -1190,7 +1212,30 @@ static int decode_body(const Schednode__Envelope *env, sn_frame_t *out, const ch
     switch (out->kind) {
     case SN_FRAME_ACK:
         out->seq = env->ack ? env->ack->seq : 0;
+        if (env->ack && env->ack->refused_from) {
+            *what = "bad ack";
+            if (env->ack->refused_to < env->ack->refused_from || env->ack->refused_error >= 0)
+                return SN_EPROTO;
+            out->refused_from = env->ack->refused_from;
+            out->refused_to = env->ack->refused_to;
+            out->refused_error = env->ack->refused_error;
+        }
         return 0;
+    case SN_FRAME_PART: {
+        const Schednode__Part *pt = env->part;
+        *what = "bad part";
+        if (!pt || !pt->seq || pt->offset >= pt->total || pt->data.len == 0 || pt->data.len > pt->total - pt->offset)
+            return SN_EPROTO;
+        out->seq = pt->seq;
+        out->part_offset = pt->offset;
+        out->part_total = pt->total;
+        out->part_len = pt->data.len;
+        out->part = malloc(pt->data.len);
+        if (!out->part)
+            return SN_ENOMEM;
+        memcpy(out->part, pt->data.data, pt->data.len);
+        return 0;
+    }
     case SN_FRAME_SENDS:
         out->seq = env->sends ? env->sends->seq : 0;
         out->to_incarnation = env->sends ? env->sends->to_incarnation : 0;
@@ -1309,5 +1354,6 @@ void sn_frame_clear(sn_frame_t *f)
     free(f->migrants);
     free(f->pids);
     free(f->reason);
+    free(f->part);
     memset(f, 0, sizeof *f);
 }

@@ -14,7 +14,7 @@
 
 #define SN_WIRE_VERSION 1u
 /* Default cap on one frame; larger frames are dropped before decoding. */
-#define SN_WIRE_MAX_FRAME (16u << 20)
+#define SN_WIRE_MAX_FRAME (1u << 20)
 
 /* What an Envelope carries (its oneof case). */
 typedef enum sn_frame_kind {
@@ -35,7 +35,8 @@ typedef enum sn_frame_kind {
     SN_FRAME_LEAVE,
     SN_FRAME_REQUEST,
     SN_FRAME_REPLY,
-    SN_FRAME_ACK
+    SN_FRAME_ACK,
+    SN_FRAME_PART
 } sn_frame_kind_t;
 
 /* Short name of a frame kind, for logs ("sends", "hello", ...). */
@@ -197,7 +198,15 @@ typedef struct sn_frame {
     sn_frame_kind_t kind;
     sn_wire_send_t *sends; /* SN_FRAME_SENDS: owned by the frame */
     size_t nsends;
-    uint64_t seq;              /* SN_FRAME_SENDS: batch number; SN_FRAME_ACK: acknowledged up to */
+    uint64_t seq; /* SN_FRAME_SENDS: batch number; SN_FRAME_ACK: acknowledged up to; SN_FRAME_PART: its batch's */
+    /* SN_FRAME_ACK: batches refused_from..refused_to not taken (0: none), and why */
+    uint64_t refused_from, refused_to;
+    int refused_error;
+    /* SN_FRAME_PART: a slice of a big frame: its bytes (owned by the
+     * frame), where they go, and the whole frame's length */
+    void *part;
+    size_t part_len;
+    uint64_t part_offset, part_total;
     uint64_t to_incarnation;   /* SN_FRAME_SENDS: the receiver's run it was meant for (0: any) */
     uint64_t sent_us;          /* SN_FRAME_SENDS: the sender's realtime clock at encoding, us (0: not timed) */
     sn_wire_request_t request; /* SN_FRAME_REQUEST */
@@ -267,7 +276,15 @@ int sn_codec_encode_steal_accept(uint32_t node, uint64_t incarnation, uint64_t i
                                  void **buf, size_t *len);
 int sn_codec_encode_steal_commit(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
                                  const sn_wire_send_t *sends, size_t nsends, void **buf, size_t *len);
-int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, void **buf, size_t *len);
+/* An Ack of every batch up to seq; with refused_from > 0, batches
+ * refused_from..refused_to were not taken (their sends go back with
+ * error). */
+int sn_codec_encode_ack(uint32_t node, uint64_t incarnation, uint64_t seq, uint64_t refused_from, uint64_t refused_to,
+                        int error, void **buf, size_t *len);
+/* A slice of a big encoded frame (batch seq, total bytes): data[0..n) at
+ * offset. */
+int sn_codec_encode_part(uint32_t node, uint64_t incarnation, uint64_t seq, uint64_t total, uint64_t offset,
+                         const void *data, size_t n, void **buf, size_t *len);
 int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *len);
 int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_reply_t *rep, void **buf, size_t *len);
 

@@ -31,6 +31,7 @@ void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node)
 }
 
 static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
+static void part_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len);
 
 /* WATCHED from node `from`: the watcher's record of that monitor moves
  * under it, so that its failure reports the monitor (nodedown). */
@@ -370,6 +371,91 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+sn__relay_drop_fn sn__relay_test_drop;
+
+/* Whether batch f from member p may be taken, by its number. Batches
+ * numbered for this run of this node come one after another on p's
+ * connection: one that skips numbers shows that those before it were not
+ * taken (lost on the way, or dropped here as bad), and p hears so before
+ * any ack past them (sn__relay_refuse), so that it returns their sends
+ * instead of freeing them; one numbered at or below what was settled
+ * already is dropped. A batch a test drops (sn__relay_test_drop) is
+ * refused the same way. Guarded by test_relay_edges. */
+static bool in_order(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const unsigned char *ident)
+{
+    if (!p || !ident || !f->seq || f->to_incarnation != r->incarnation)
+        return true; /* (not numbered for this run: no order to check) */
+    if (f->seq <= p->recv_seq) {
+        sn__relay_bad(r, "a batch numbered at or below one settled already", f->node);
+        return false;
+    }
+    if (f->seq > p->recv_seq + 1) {
+        sn__relay_bad(r, "a gap in the numbering of its batches: those missing come back to their senders", f->node);
+        sn__relay_refuse(r, p, p->recv_seq + 1, f->seq - 1, SN_EDROPPED);
+    }
+    if (sn__relay_test_drop && sn__relay_test_drop(r->node, f->node, f->seq)) {
+        sn__relay_bad(r, "dropped by a test", f->node);
+        sn__relay_refuse(r, p, f->seq, f->seq, SN_EDROPPED);
+        return false;
+    }
+    return true;
+}
+
+/* A Part of a big batch from member p, on its connection (ident): the
+ * Parts of one batch come in order; joined, the batch is taken as any
+ * frame. A batch over what this node joins (max_msg and a frame's worth
+ * besides) is refused as too big; Parts out of order drop what was
+ * joined (the batch's number then shows as a gap: in_order). */
+static void part_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
+{
+    size_t most = r->max_msg + r->max_frame + ((size_t)1 << 20);
+    if (f->part_offset == 0) {
+        if (p->rx_buf)
+            sn__relay_bad(r, "a big batch cut short", f->node);
+        free(p->rx_buf);
+        p->rx_buf = NULL;
+        p->rx_len = p->rx_total = 0;
+        if (f->part_total > most) {
+            sn__relay_bad(r, "a batch bigger than this node takes: its sends come back as too big", f->node);
+            if (f->seq > p->recv_seq)
+                sn__relay_refuse(r, p, f->seq, f->seq, SN_ETOOBIG);
+            return;
+        }
+        if (!(p->rx_buf = malloc(f->part_total))) {
+            sn__relay_bad(r, "no memory for a big batch", f->node);
+            return;
+        }
+        p->rx_total = f->part_total;
+        p->rx_seq = f->seq;
+    } else if (!p->rx_buf || f->seq != p->rx_seq || f->part_total != p->rx_total || f->part_offset != p->rx_len) {
+        if (p->rx_buf || f->seq != p->rx_seq) /* (the rest of one refused above: no more lines for it) */
+            sn__relay_bad(r, "a part of a batch out of order", f->node);
+        free(p->rx_buf);
+        p->rx_buf = NULL;
+        p->rx_len = p->rx_total = 0;
+        return;
+    }
+    memcpy(p->rx_buf + p->rx_len, f->part, f->part_len);
+    p->rx_len += f->part_len;
+    if (p->rx_len < p->rx_total)
+        return;
+    unsigned char *buf = p->rx_buf;
+    size_t len = p->rx_len;
+    uint64_t seq = p->rx_seq;
+    p->rx_buf = NULL;
+    p->rx_len = p->rx_total = 0;
+    sn_frame_t whole;
+    const char *why = "undecodable";
+    if (sn_codec_decode(buf, len, most, &whole, &why) != 0)
+        sn__relay_bad(r, why, f->node);
+    else if (whole.kind != SN_FRAME_SENDS || whole.node != p->node || whole.seq != seq)
+        sn__relay_bad(r, "parts that do not make a batch of that node's", f->node);
+    else
+        sn__relay_inbound_decoded(r, &whole, ident, ident_len, NULL);
+    sn_frame_clear(&whole);
+    free(buf);
+}
+
 /* A batch of sends from node f->node (p: the member, or NULL); its timed
  * messages' delivery times go to the histogram (relay.h), measured as
  * this node reads the batch. */
@@ -382,6 +468,8 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         SNLOG_DEBUG(r, "dropped a batch from node %" PRIu32 " meant for an earlier run of this node", f->node);
         return;
     }
+    if (!in_order(r, p, f, ident))
+        return;
     uint64_t msgs = 0, sent_ns = f->sent_us * 1000u, now = sent_ns ? realtime_ns() : 0;
     /* A process a batch of a few sends wakes while no worker runs one runs
      * on this thread once the batch is handed over, as the scheduler's
@@ -443,8 +531,16 @@ void sn__relay_inbound_decoded(sn_relay_t *r, sn_frame_t *f, const unsigned char
         sends_in(r, p, f, ident, ident_len);
         break;
     case SN_FRAME_ACK:
+        if (p && f->refused_from) /* (before the ack: it may cover them) */
+            sn__relay_refused(r, p, f->refused_from, f->refused_to, f->refused_error);
         if (p)
-            sn__relay_acked(p, f->seq);
+            sn__relay_acked(r, p, f->seq);
+        break;
+    case SN_FRAME_PART:
+        if (p && ident)
+            part_in(r, p, f, ident, ident_len);
+        else
+            sn__relay_bad(r, "a part of a batch from a node that is not a member, or not on its connection", f->node);
         break;
     case SN_FRAME_REQUEST:
         if (ident)

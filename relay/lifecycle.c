@@ -40,6 +40,8 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->incarnation = cfg->incarnation;
     r->first_serial = cfg->first_serial;
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
+    r->max_msg = cfg->max_message ? cfg->max_message : SN_MAX_MESSAGE;
+    r->max_backlog = cfg->max_backlog ? cfg->max_backlog : SN_MAX_BACKLOG;
     r->hop_trace = getenv("SN_HOP_TRACE") != NULL; /* schedbench xnode-rtt --breakdown */
     r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : SN_SWIM_PERIOD_MS;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
@@ -104,7 +106,11 @@ static int open_router(sn_relay_t *r, const sn_relay_config_t *cfg, char *err, s
     r->router_monitor = sn_keys_monitor(r->router, true);
     zsock_set_router_mandatory(r->router, 1);
     zsock_set_sndhwm(r->router, SN_SNDHWM);
-    zsock_set_rcvhwm(r->router, SN_RCVHWM);
+    /* what waits for this thread in each peer's pipe is bounded in bytes:
+     * frames of max_frame at most, this many (past it libzmq reads no
+     * more from that connection, and its sender's backlog fills: it waits) */
+    size_t hwm = r->max_backlog / r->max_frame;
+    zsock_set_rcvhwm(r->router, hwm < 16 ? 16 : hwm > SN_RCVHWM ? SN_RCVHWM : (int)hwm);
     /* frames up to twice the cap reach us, to be counted and dropped; past
      * that libzmq closes the connection before buffering them */
     zsock_set_maxmsgsize(r->router, (int64_t)r->max_frame * 2 + 1024);
@@ -299,10 +305,13 @@ void sn_relay_destroy(sn_relay_t **self_p)
         for (size_t k = 0; k < p->nbatch; k++)
             sn__relay_free_item(p->batch[k]);
         free(p->batch);
-        free(p->pending);
+        sn__relay_drop_buf(p->pending, p->pending_refs);
         for (size_t k = 0; k < p->nunacked; k++)
-            free(p->unacked[k].buf);
+            sn__relay_drop_buf(p->unacked[k].buf, p->unacked[k].refs);
         free(p->unacked);
+        free(p->waiters);
+        free(p->refusals);
+        free(p->rx_buf);
         free(p->watch);
         for (size_t k = 0; k < p->nctl; k++)
             free(p->ctl[k].buf);

@@ -60,7 +60,8 @@ static void look_later(sn_relay_t *r, peer_t *p)
     sn__relay_io_list(r->io_later, &r->nio_later, &p->io_later, r, p);
 }
 
-bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
+/* p's DEALER, made at the first send to it; NULL if it cannot be. */
+static void *dealer_of(sn_relay_t *r, peer_t *p)
 {
     if (!p->dealer && p->dial) { /* the first send to it: connect now (members.c, connect_to) */
         sn__relay_set_dealer(r, p, sn__relay_dealer_to(r, p->endpoint, p->public_key, NULL));
@@ -70,49 +71,176 @@ bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
                         zmq_strerror(zmq_errno()));
         }
     }
-    if (!p->dealer)
-        return false;
-    if (zmq_send(zsock_resolve(p->dealer), buf, len, ZMQ_DONTWAIT) >= 0) {
+    return p->dealer ? zsock_resolve(p->dealer) : NULL;
+}
+
+/* What a send's outcome asks of the I/O loop: a look at p soon (sent), or
+ * now (refused: the pipe is full, or not yet connected, and its POLLOUT
+ * wakes us). */
+static bool sent_or_not(sn_relay_t *r, peer_t *p, bool sent)
+{
+    if (sent)
         look_later(r, p);
-        return true;
+    else
+        sn__relay_io_look(r, p);
+    return sent;
+}
+
+bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len)
+{
+    void *d = dealer_of(r, p);
+    return d && sent_or_not(r, p, zmq_send(d, buf, len, ZMQ_DONTWAIT) >= 0);
+}
+
+/* libzmq is done with a shared buffer (any thread: its I/O thread calls
+ * this). acq_rel: the last holder's free comes after every other
+ * holder's use. */
+static void unshare(void *data, void *hint)
+{
+    _Atomic uint32_t *refs = hint;
+    if (atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) == 1) {
+        free(data);
+        free((void *)refs);
     }
-    sn__relay_io_look(r, p);
-    return false; /* EAGAIN: the pipe is full (or not yet connected): its POLLOUT wakes us */
+}
+
+void sn__relay_drop_buf(void *buf, _Atomic uint32_t *refs)
+{
+    if (refs)
+        unshare(buf, (void *)refs);
+    else
+        free(buf);
+}
+
+/* Sends buf, kept by us until acknowledged, without a copy: libzmq holds
+ * a reference of its own until it has written it (*refs: made at the
+ * first try). A frame in libzmq's pipe is then counted once, in unacked,
+ * and the backlog's byte bound is the memory it takes. */
+static bool send_shared(sn_relay_t *r, peer_t *p, void *buf, size_t len, _Atomic uint32_t **refs)
+{
+    void *d = dealer_of(r, p);
+    if (!d)
+        return false;
+    if (!*refs) {
+        if (!(*refs = malloc(sizeof **refs)))
+            return sn__relay_try_send(r, p, buf, len); /* (no memory: a copy) */
+        atomic_init(*refs, 1);
+    }
+    atomic_fetch_add_explicit(*refs, 1, memory_order_relaxed); /* (ours is held: no order needed to take one) */
+    zmq_msg_t m;
+    zmq_msg_init_data(&m, buf, len, unshare, (void *)*refs);
+    if (zmq_msg_send(&m, d, ZMQ_DONTWAIT) >= 0)
+        return sent_or_not(r, p, true);
+    zmq_msg_close(&m); /* (libzmq's reference goes: unshare) */
+    return sent_or_not(r, p, false);
+}
+
+/* The backlog to p changed: past max_backlog it is full (senders here
+ * wait: sn__throttle); at half of it, no longer (they go on). Guarded by
+ * test_relay_edges backpressure and tests/cut_memory.sh. */
+static void backlog_changed(sn_relay_t *r, peer_t *p)
+{
+    size_t b = p->bytes + (p->pending ? p->pending_len : 0) + p->unacked_bytes;
+    bool full = atomic_load_explicit(&p->full, memory_order_relaxed);
+    if (!full && b > r->max_backlog) {
+        atomic_store_explicit(&p->full, 1, memory_order_relaxed);
+        SNLOG_DEBUG(r, "the backlog to node %" PRIu32 " is full (%zu bytes): its senders here wait", p->node, b);
+    } else if (full && b <= r->max_backlog / 2) {
+        atomic_store_explicit(&p->full, 0, memory_order_relaxed);
+        for (size_t i = 0; i < p->nwaiters; i++)
+            sn__unthrottle(r->sched, p->waiters[i]);
+        SNLOG_DEBUG(r, "the backlog to node %" PRIu32 " has room (%zu bytes): %zu senders go on", p->node, b,
+                    p->nwaiters);
+        p->nwaiters = 0;
+        p->last_waiter = SN_PID_NONE;
+    }
+}
+
+/* A process here sent it to p while p's backlog is full: it waits before
+ * its next step until there is room (backlog_changed). */
+static void throttle(sn_relay_t *r, peer_t *p, const item_t *it)
+{
+    sn_pid_t from = it->s.from;
+    if (r->no_steal || it->forwarded || !sn__relay_for_process(it->s.kind) || sn_pid_is_none(from) ||
+        sn_pid_eq(from, p->last_waiter))
+        return;
+    sn_pid_t *w = sn__grow(p->waiters, &p->capwaiters, p->nwaiters, sizeof *w, 16, 0);
+    if (!w || !sn__throttle(r->sched, from))
+        return; /* (not here, or asked already; no memory: it goes on) */
+    p->waiters = w;
+    p->waiters[p->nwaiters++] = from;
+    p->last_waiter = from;
 }
 
 /* Keeps a sent frame until the peer acknowledges it. */
-static void keep(peer_t *p, void *buf, size_t len, uint64_t seq)
+static void keep(peer_t *p, void *buf, size_t len, uint64_t seq, _Atomic uint32_t *refs)
 {
     sent_t *u = sn__grow(p->unacked, &p->capunacked, p->nunacked, sizeof *u, 64, 0);
     if (!u) { /* out of memory: it is sent, we just cannot bounce it later */
-        free(buf);
+        sn__relay_drop_buf(buf, refs);
         return;
     }
     p->unacked = u;
-    p->unacked[p->nunacked++] = (sent_t){buf, len, seq};
+    p->unacked[p->nunacked++] = (sent_t){buf, len, seq, refs};
+    p->unacked_bytes += len;
 }
 
 /* The peer has every batch up to seq: forget them. */
-void sn__relay_acked(peer_t *p, uint64_t seq)
+void sn__relay_acked(sn_relay_t *r, peer_t *p, uint64_t seq)
 {
     size_t k = 0;
-    while (k < p->nunacked && p->unacked[k].seq <= seq)
-        free(p->unacked[k++].buf);
+    while (k < p->nunacked && p->unacked[k].seq <= seq) {
+        p->unacked_bytes -= p->unacked[k].len;
+        sn__relay_drop_buf(p->unacked[k].buf, p->unacked[k].refs);
+        k++;
+    }
     if (k) {
         memmove(p->unacked, p->unacked + k, (p->nunacked - k) * sizeof *p->unacked);
         p->nunacked -= k;
+        backlog_changed(r, p);
     }
+}
+
+/* The chunk of a big frame one Part carries: a Part's envelope (its
+ * numbers, the sender's) takes well under PART_ROOM of max_frame. */
+#define PART_ROOM 256
+
+/* Sends p's pending frame, whole or (over max_frame) as Parts from
+ * pending_off on; true once all of it is out (then kept until acked). */
+static bool send_pending(sn_relay_t *r, peer_t *p)
+{
+    if (p->pending_len <= r->max_frame) {
+        if (!send_shared(r, p, p->pending, p->pending_len, &p->pending_refs))
+            return false;
+    } else {
+        size_t chunk = r->max_frame - PART_ROOM;
+        while (p->pending_off < p->pending_len) {
+            size_t n = p->pending_len - p->pending_off < chunk ? p->pending_len - p->pending_off : chunk;
+            void *buf;
+            size_t len;
+            if (sn_codec_encode_part(r->node, r->incarnation, p->pending_seq, p->pending_len, p->pending_off,
+                                     (const unsigned char *)p->pending + p->pending_off, n, &buf, &len) != 0)
+                return false; /* (no memory: again next turn) */
+            _Atomic uint32_t *refs = NULL;
+            bool sent = send_shared(r, p, buf, len, &refs);
+            sn__relay_drop_buf(buf, refs);
+            if (!sent)
+                return false;
+            p->pending_off += n;
+        }
+    }
+    sn__add(&r->frames_out, 1);
+    keep(p, p->pending, p->pending_len, p->pending_seq, p->pending_refs);
+    p->pending = NULL;
+    p->pending_refs = NULL;
+    p->pending_off = 0;
+    return true;
 }
 
 void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
 {
-    if (p->pending) {
-        if (!sn__relay_try_send(r, p, p->pending, p->pending_len))
-            return;
-        keep(p, p->pending, p->pending_len, p->pending_seq);
-        p->pending = NULL;
-        sn__add(&r->frames_out, 1);
-    }
+    if (p->pending && !send_pending(r, p))
+        return;
     while (p->nctl) { /* in order, behind the pending batch */
         if (!sn__relay_try_send(r, p, p->ctl[0].buf, p->ctl[0].len))
             return;
@@ -146,14 +274,12 @@ void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
         sn__relay_free_item(p->batch[i]);
     p->nbatch = 0;
     p->bytes = 0;
-    if (sn__relay_try_send(r, p, buf, len)) {
-        sn__add(&r->frames_out, 1);
-        keep(p, buf, len, seq);
-    } else {
-        p->pending = buf;
-        p->pending_len = len;
-        p->pending_seq = seq;
-    }
+    p->pending = buf;
+    p->pending_len = len;
+    p->pending_seq = seq;
+    p->pending_off = 0;
+    send_pending(r, p);
+    backlog_changed(r, p);
 }
 
 /* Every send in an encoded frame goes back to its sender with `error`. */
@@ -206,7 +332,7 @@ static void bounce_one(sn_relay_t *r, bounce_t *b)
 {
     if (b->buf) {
         bounce_frame(r, b->buf, b->len, b->error, b->at);
-        free(b->buf);
+        sn__relay_drop_buf(b->buf, b->refs);
     } else {
         sn__relay_bounce_local(r, &b->it->s, b->error, b->at);
         sn__relay_free_item(b->it);
@@ -228,7 +354,7 @@ static void bq_push(sn_relay_t *r, bounce_t b)
 
 void sn__relay_bounce_item(sn_relay_t *r, item_t *it, int error, uint32_t at)
 {
-    bounce_t b = {NULL, 0, it, error, at};
+    bounce_t b = {NULL, 0, NULL, it, error, at};
     if (r->bq_head == r->bq_n)
         bounce_one(r, &b); /* nothing waits: it need not either */
     else
@@ -255,7 +381,7 @@ void sn__relay_bounce_fini(sn_relay_t *r)
 {
     for (size_t i = r->bq_head; i < r->bq_n; i++) {
         if (r->bq[i].buf)
-            free(r->bq[i].buf);
+            sn__relay_drop_buf(r->bq[i].buf, r->bq[i].refs);
         else
             sn__relay_free_item(r->bq[i].it);
     }
@@ -271,16 +397,20 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
      * an unacknowledged send may have arrived before the peer died: the
      * error says the node went down, not that the message was lost */
     for (size_t i = 0; i < p->nunacked; i++)
-        bq_push(r, (bounce_t){p->unacked[i].buf, p->unacked[i].len, NULL, error, p->node});
+        bq_push(r, (bounce_t){p->unacked[i].buf, p->unacked[i].len, p->unacked[i].refs, NULL, error, p->node});
     p->nunacked = 0;
-    if (p->pending) {
-        bq_push(r, (bounce_t){p->pending, p->pending_len, NULL, error, p->node});
+    p->unacked_bytes = 0;
+    if (p->pending) { /* (Parts of it sent: the peer drops a big batch cut short) */
+        bq_push(r, (bounce_t){p->pending, p->pending_len, p->pending_refs, NULL, error, p->node});
         p->pending = NULL;
+        p->pending_refs = NULL;
+        p->pending_off = 0;
     }
     for (size_t i = 0; i < p->nbatch; i++)
-        bq_push(r, (bounce_t){NULL, 0, p->batch[i], error, p->node});
+        bq_push(r, (bounce_t){NULL, 0, NULL, p->batch[i], error, p->node});
     p->nbatch = 0;
     p->bytes = 0;
+    backlog_changed(r, p);
     sn__relay_bounce_some(r);            /* (the first slice now) */
     for (size_t i = 0; i < p->nctl; i++) /* handovers with it end (steal.c) */
         free(p->ctl[i].buf);
@@ -320,11 +450,13 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
         return;
     }
     p->ctl = c;
-    p->ctl[p->nctl++] = (sent_t){buf, len, 0};
+    p->ctl[p->nctl++] = (sent_t){buf, len, 0, NULL};
 }
 
 void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
 {
+    if (atomic_load_explicit(&p->full, memory_order_relaxed))
+        throttle(r, p, it);
     item_t **b = sn__grow(p->batch, &p->cap, p->nbatch, sizeof *b, 256, 0);
     if (!b) {
         sn__relay_bounce_local(r, &it->s, SN_ENOMEM, p->node);
@@ -337,6 +469,43 @@ void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
     sn__relay_io_list(r->io_batch, &r->nio_batch, &p->io_batch, r, p); /* sent at the end of the drain at the latest */
     if (!p->pending && !p->nctl && (p->nbatch >= BATCH_MAX || p->bytes >= r->max_frame / 2))
         sn__relay_flush_peer(r, p);
+    else
+        backlog_changed(r, p);
+}
+
+void sn__relay_refused(sn_relay_t *r, peer_t *p, uint64_t from, uint64_t to, int error)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < p->nunacked; i++) {
+        sent_t *u = &p->unacked[i];
+        if (u->seq < from || u->seq > to) {
+            p->unacked[k++] = *u;
+            continue;
+        }
+        SNLOG_WARN(r, "node %" PRIu32 " did not take batch %" PRIu64 " (%zu bytes): its sends come back (%s)", p->node,
+                   u->seq, u->len, sn_strerror(error));
+        p->unacked_bytes -= u->len;
+        bq_push(r, (bounce_t){u->buf, u->len, u->refs, NULL, error, p->node});
+    }
+    if (k != p->nunacked) {
+        p->nunacked = k;
+        sn__relay_bounce_some(r);
+        backlog_changed(r, p);
+    }
+}
+
+void sn__relay_refuse(sn_relay_t *r, peer_t *p, uint64_t from, uint64_t to, int error)
+{
+    refusal_t *f = sn__grow(p->refusals, &p->caprefusals, p->nrefusals, sizeof *f, 4, 0);
+    if (!f)
+        return; /* (no memory: the next ack frees them unseen; logged as the bad frame it was) */
+    p->refusals = f;
+    p->refusals[p->nrefusals++] = (refusal_t){from, to, error};
+    if (to > p->recv_seq)
+        p->recv_seq = to;               /* (settled: one that comes after all is dropped) */
+    p->ack_due_ns = sn__relay_now_ns(); /* told at once */
+    if (p->ident_len)
+        sn__relay_io_list(r->io_ack, &r->nio_ack, &p->io_ack, r, p);
 }
 
 void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len)
@@ -366,35 +535,52 @@ void sn__relay_send_reply(sn_relay_t *r, const unsigned char *ident, size_t iden
  * unacknowledged or the oldest has waited ACK_DELAY_NS; the sender keeps
  * its frames that much longer (and a node that dies bounces them as
  * nodedown, which means "not confirmed": see docs/guarantees.md). */
+/* One Ack to p on its connection: every batch up to upto, and the
+ * refusal f (NULL: none); false if it could not go (tried again
+ * ACK_DELAY_NS later, not every turn: a peer whose connection is gone
+ * would spin this thread until it is found down or back). */
+static bool ack_out(sn_relay_t *r, peer_t *p, uint64_t upto, const refusal_t *f, uint64_t now)
+{
+    void *router = zsock_resolve(r->router), *buf;
+    size_t len;
+    if (sn_codec_encode_ack(r->node, r->incarnation, upto, f ? f->from : 0, f ? f->to : 0, f ? f->error : 0, &buf,
+                            &len) != 0)
+        return false;
+    r->router_look = true;
+    bool sent = zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+                zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0;
+    free(buf);
+    p->ack_retry_ns = sent ? 0 : now + ACK_DELAY_NS;
+    return sent;
+}
+
 void sn__relay_send_acks(sn_relay_t *r, uint64_t now)
 {
-    void *router = zsock_resolve(r->router);
     for (size_t i = 0; i < r->nio_ack;) { /* the peers with batches not yet acknowledged */
         peer_t *p = &r->peers[r->io_ack[i]];
-        if (p->recv_seq <= p->acked_seq || p->ident_len == 0) { /* (done, or reset: sn__relay_reset_peer) */
+        if ((p->recv_seq <= p->acked_seq && !p->nrefusals) || p->ident_len == 0) { /* (done, or reset) */
             p->io_ack = false;
             r->io_ack[i] = r->io_ack[--r->nio_ack];
             continue;
         }
         i++;
+        if (now < p->ack_retry_ns)
+            continue;
+        /* refusals first, each before any ack past it: a sender frees
+         * what an ack covers, and a batch this node did not take must go
+         * back to its senders instead (test_relay_edges dropped_frame) */
+        while (p->nrefusals && ack_out(r, p, p->acked_seq, &p->refusals[0], now))
+            memmove(p->refusals, p->refusals + 1, --p->nrefusals * sizeof *p->refusals);
+        if (p->nrefusals)
+            continue;
         uint64_t upto = sn__relay_ackable(p); /* (short of a frame with a message held: steal.c) */
-        if (upto <= p->acked_seq || now < p->ack_retry_ns ||
-            (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns))
+        if (upto <= p->acked_seq || (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns))
             continue;
-        void *buf;
-        size_t len;
-        if (sn_codec_encode_ack(r->node, r->incarnation, upto, &buf, &len) != 0)
-            continue;
-        r->router_look = true;
-        if (zmq_send(router, p->ident, p->ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-            zmq_send(router, buf, len, ZMQ_DONTWAIT) >= 0) {
-            p->acked_seq = upto, p->ack_retry_ns = 0;
+        if (ack_out(r, p, upto, NULL, now)) {
+            p->acked_seq = upto;
             if (upto == p->recv_seq)
                 p->ack_due_ns = 0;
-        } else /* (its connection is gone, or full: again in a while, not every turn, which spun
-                * this thread until the peer was found down or back) */
-            p->ack_retry_ns = now + ACK_DELAY_NS;
-        free(buf);
+        }
     }
 }
 

@@ -36,7 +36,9 @@ typedef struct sn_relay_config {
     int steal;              /* cross-node stealing: 1 on (the default is off: 0) */
     int steal_batch;        /* most processes one steal moves (0: 64) */
     uint64_t incarnation;   /* this run of the node */
-    size_t max_frame;       /* bytes; 0 = SN_WIRE_MAX_FRAME (16 MiB) */
+    size_t max_frame;       /* bytes; 0 = SN_WIRE_MAX_FRAME (1 MiB): a batch over it goes in Parts */
+    size_t max_message;     /* bytes; 0 = SN_MAX_MESSAGE (64 MiB): a bigger send fails with SN_ETOOBIG */
+    size_t max_backlog;     /* bytes held for one peer; 0 = SN_MAX_BACKLOG (64 MiB): senders to it wait */
     int heartbeat_ms;       /* the SWIM probe period; 0 = SN_SWIM_PERIOD_MS (swim.h) */
     int down_after_ms;      /* no frame from a peer for this long: down; 0 = 1500 */
     /* Called once, on the relay's I/O thread, when this run is put out of
@@ -66,6 +68,9 @@ typedef struct sn_relay_peer_stats {
 } sn_relay_peer_stats_t;
 
 typedef struct sn_relay sn_relay_t;
+
+#define SN_MAX_MESSAGE ((size_t)64 << 20)
+#define SN_MAX_BACKLOG ((size_t)64 << 20)
 
 /* Starts the relay for sched and installs it as sched's relay hook. On
  * failure returns NULL and writes a one-line reason to err. Caller owns the
@@ -123,5 +128,11 @@ struct sn_wire_reply;
 int sn_client_call(const char *endpoint, const sn_security_t *security, const struct sn_wire_request *req,
                    int timeout_ms, struct sn_wire_reply *reply, char *err, size_t errlen);
 void sn_client_reply_clear(struct sn_wire_reply *reply);
+
+/* For tests only: when set, node `at` drops every batch from node `from`
+ * numbered `seq` for which it returns true, as a frame lost on the way
+ * (relay/inbound.c: in_order). Set it before the relays start. */
+typedef bool (*sn__relay_drop_fn)(uint32_t at, uint32_t from, uint64_t seq);
+extern sn__relay_drop_fn sn__relay_test_drop;
 
 #endif

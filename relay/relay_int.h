@@ -61,12 +61,26 @@ typedef struct reply_item {
     size_t ident_len;
 } reply_item_t;
 
-/* An encoded batch kept until the peer acknowledges it. */
+/* An encoded batch kept until the peer acknowledges it. `refs`: the
+ * buffer is shared with libzmq, which sends it without a copy (peer.c:
+ * send_shared); each holder drops its reference with sn__relay_drop_buf,
+ * and the last frees it. NULL: the buffer is only ours (free it). */
 typedef struct sent {
     void *buf;
     size_t len;
     uint64_t seq;
+    _Atomic uint32_t *refs;
 } sent_t;
+
+/* Frees buf, or drops our reference to it when libzmq shares it (refs). */
+void sn__relay_drop_buf(void *buf, _Atomic uint32_t *refs);
+
+/* Batches of a peer's refused by this node, to tell it (peer.c,
+ * sn__relay_send_acks): their sends go back to their senders with error. */
+typedef struct refusal {
+    uint64_t from, to;
+    int error;
+} refusal_t;
 
 /* A process here watching one on a peer (a remote monitor): if the peer
  * goes down, leaves or restarts, the watcher gets DOWN (nodedown), unless
@@ -85,7 +99,8 @@ typedef struct watch {
 typedef struct bounce {
     void *buf; /* an encoded frame (sent, or refused by a full pipe), or NULL: */
     size_t len;
-    item_t *it; /* a send not encoded */
+    _Atomic uint32_t *refs; /* (buf's, as in sent_t) */
+    item_t *it;             /* a send not encoded */
     int error;
     uint32_t at;
 } bounce_t;
@@ -102,14 +117,25 @@ typedef struct peer {
     bool tell_load;      /* new here: it gets our row, we have work to give (members.c: tell_load) */
     uint64_t last_heard_ns;
     /* outbound: the batch being filled, a frame the socket refused (full
-     * pipe), and frames sent but not yet acknowledged, oldest first */
+     * pipe; a frame over max_frame goes as Parts, pending_off of it sent),
+     * and frames sent but not yet acknowledged, oldest first */
     item_t **batch;
     size_t nbatch, cap, bytes;
     void *pending;
-    size_t pending_len;
+    _Atomic uint32_t *pending_refs;
+    size_t pending_len, pending_off;
     uint64_t pending_seq, next_seq;
     sent_t *unacked;
-    size_t nunacked, capunacked;
+    size_t nunacked, capunacked, unacked_bytes;
+    /* The backlog's bound (peer.c, backlog_changed): past max_backlog
+     * bytes (batch, pending, unacked) `full` is set and every process here
+     * that sends to it waits before its next step (sn__throttle), listed
+     * in waiters; at half of it they go on. `full`: any thread reads
+     * (relaxed: a worker only uses it to ask for a wait early). */
+    _Atomic int full;
+    sn_pid_t *waiters;
+    size_t nwaiters, capwaiters;
+    sn_pid_t last_waiter;
     /* control frames (stealing) to send after `pending`, before any newer
      * batch: they keep their place in the order of everything sent to p */
     sent_t *ctl;
@@ -119,6 +145,15 @@ typedef struct peer {
     uint64_t incarnation, recv_seq, acked_seq;
     uint64_t ack_due_ns;   /* recv_seq > acked_seq: acknowledge by then (0: nothing to acknowledge) */
     uint64_t ack_retry_ns; /* an ack to it failed: not again before this (peer.c: sn__relay_send_acks) */
+    /* its batches this node refused (a gap in their numbering: lost on the
+     * way, or dropped as bad), to tell it before any ack past them */
+    refusal_t *refusals;
+    size_t nrefusals, caprefusals;
+    /* a big batch of its coming in Parts (inbound.c: part_in): the bytes
+     * so far, of rx_total, of batch rx_seq */
+    unsigned char *rx_buf;
+    size_t rx_len, rx_total;
+    uint64_t rx_seq;
     /* its messages held for processes on their way here (steal.c:
      * sn__steal_hold): while any, acknowledge no frame past held_cap */
     uint32_t nheld;
@@ -171,6 +206,8 @@ struct sn_relay {
     uint64_t serial; /* this relay's, unique in the process (from 1): route.c's per-thread state names it */
     uint64_t incarnation, first_serial;
     size_t max_frame;
+    size_t max_msg;     /* the largest message that crosses nodes (bytes) */
+    size_t max_backlog; /* what is held for one peer (bytes): see peer_t.full */
     int hb_ms, down_ms;
     void (*on_out)(void *arg); /* the config's: see put_out in members.c */
     void *on_out_arg;
@@ -397,7 +434,15 @@ void sn__relay_watches_lost(sn_relay_t *r, peer_t *p);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 {
+    if (!p->incarnation) { /* (learning its run, not a restart: the numbering goes on) */
+        p->incarnation = incarnation;
+        return;
+    }
     p->incarnation = incarnation;
+    p->nrefusals = 0;
+    free(p->rx_buf);
+    p->rx_buf = NULL;
+    p->rx_len = p->rx_total = 0;
     p->recv_seq = p->acked_seq = p->ack_due_ns = p->ack_retry_ns = 0;
     p->nheld = 0; /* (what is held from the old run goes in, or on, without it) */
     p->next_seq = 0;
@@ -481,7 +526,12 @@ void sn__relay_io_list(uint16_t *list, size_t *n, bool *flag, sn_relay_t *r, pee
 void sn__relay_io_look(sn_relay_t *r, peer_t *p);
 void sn__relay_flush_peer(sn_relay_t *r, peer_t *p);
 void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it);
-void sn__relay_acked(peer_t *p, uint64_t seq);
+void sn__relay_acked(sn_relay_t *r, peer_t *p, uint64_t seq);
+/* p did not take its batches from..to: their sends go back with error. */
+void sn__relay_refused(sn_relay_t *r, peer_t *p, uint64_t from, uint64_t to, int error);
+/* This node does not take p's batches from..to (numbered in p's run):
+ * p hears before any ack past them. */
+void sn__relay_refuse(sn_relay_t *r, peer_t *p, uint64_t from, uint64_t to, int error);
 void sn__relay_ack_later(sn_relay_t *r, peer_t *p, uint64_t seq, const unsigned char *ident, size_t ident_len);
 void sn__relay_send_acks(sn_relay_t *r, uint64_t now);
 uint64_t sn__relay_acks_due_ns(sn_relay_t *r);

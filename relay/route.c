@@ -185,6 +185,8 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
      * may still be going back to their senders, so a sender sees its
      * errors in the order it sent. Failing it here, at once, overtook them
      * (faults.sh: sends 34000-34169 came back, then 1442000, then the rest). */
+    if (p && !passing_on && msg && *msg && (*msg)->len > r->max_msg)
+        return SN_ETOOBIG; /* (its payload stays the sender's: it comes back with the error) */
     bool message = kind == SN_EV_MESSAGE;
     if (p && !message && atomic_load_explicit(&p->down, memory_order_acquire))
         return SN_ENODEDOWN;

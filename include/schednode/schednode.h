@@ -94,7 +94,9 @@ extern "C" {
     X(SN_EBADWAIT, -15, "WAIT with no pending yields")                                                                 \
     X(SN_EKILLED, -16, "killed")                                                                                       \
     X(SN_EPROTO, -17, "protocol error")                                                                                \
-    X(SN_EREFUSED, -18, "refused")
+    X(SN_EREFUSED, -18, "refused")                                                                                     \
+    X(SN_ETOOBIG, -19, "message too big")                                                                              \
+    X(SN_EDROPPED, -20, "dropped on the way")
 
 enum {
 #define SN__ERR_ENUM(name, code, text) name = code,

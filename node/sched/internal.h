@@ -137,7 +137,13 @@ struct sn_ctx {
     /* SN__KILL_* bits, set by sn__sched_kill under the shard lock: ASKED
      * (its end is reported to the relay's `ended` hook, and it no longer
      * moves), FORCE (stored with kill_reason, released; the worker that
-     * runs it next reads it, acquire, and ends it: kill.c) */
+     * runs it next reads it, acquire, and ends it: kill.c). And the
+     * SN__THR_* bits of backpressure (sn__throttle): ASKED (by the relay,
+     * under the shard lock), HELD (the worker that would have run it left
+     * it Ready and in no queue: worker.c, hold); whoever clears HELD
+     * schedules it. acq_rel on each change of those: the holder hands the
+     * process over with them. (One word for both: the header has no byte
+     * to spare, see below.) */
     _Atomic uint32_t killed;
     /* the reason for its DOWN and awaiter when killed; exchanged (under the
      * shard lock by the killer, by sn__complete once out of the table) */
@@ -613,6 +619,10 @@ void sn__pcache_fini(sn__worker_t *w);
 
 #define SN__KILL_ASKED 1u
 #define SN__KILL_FORCE 2u
+#define SN__KILL_BITS (SN__KILL_ASKED | SN__KILL_FORCE)
+#define SN__THR_ASKED 0x100u
+#define SN__THR_HELD 0x200u
+#define SN__THR_BITS (SN__THR_ASKED | SN__THR_HELD)
 /* kill.c: the process was killed (p->killed): it ends now, with
  * SN_EKILLED and the killer's reason. The calling worker runs it. */
 void sn__kill_now(sn__worker_t *w, sn__proc_t *p);

@@ -30,7 +30,8 @@
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
 {
     return p->type->marshal && p->type->unmarshal && p->pending == 0 && (p->awaited != SN__AWAIT_NONE || !p->cb) &&
-           !p->monitors && !atomic_load_explicit(&p->killed, memory_order_relaxed) && (!accept || accept(arg, p->type));
+           !p->monitors && !(atomic_load_explicit(&p->killed, memory_order_relaxed) & SN__KILL_BITS) &&
+           (!accept || accept(arg, p->type));
 }
 
 /* One candidate popped from a run queue: freeze and marshal it into *m

@@ -402,6 +402,41 @@ int sn__send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_
     return sn__deliver(sched, sender, SN_EV_YIELD_COMPLETE, error, tag, target, msg, false);
 }
 
+bool sn__throttle(sn_sched_t *sched, sn_pid_t pid)
+{
+    if (atomic_load_explicit(&sched->shutting_down, memory_order_acquire))
+        return false;
+    sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, pid);
+    bool asked = false;
+    if (p) {
+        uint32_t k = atomic_load_explicit(&p->killed, memory_order_relaxed);
+        /* (a loop: a worker may turn nothing else of the word meanwhile, a killer under this lock neither) */
+        while (!(k & SN__THR_BITS) &&
+               !(asked = atomic_compare_exchange_weak_explicit(&p->killed, &k, k | SN__THR_ASKED, memory_order_acq_rel,
+                                                               memory_order_relaxed)))
+            ;
+    }
+    sn__shard_unlock(s);
+    return asked;
+}
+
+void sn__unthrottle(sn_sched_t *sched, sn_pid_t pid)
+{
+    sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, pid);
+    /* acq_rel: a HELD one was handed over by the worker's release (sn__run) */
+    bool held = p && (atomic_fetch_and_explicit(&p->killed, ~SN__THR_BITS, memory_order_acq_rel) & SN__THR_HELD) != 0;
+    sn__shard_unlock(s);
+    /* A held process is Ready and in no queue: nobody else queues it (a
+     * waker sees Ready), so it stays alive and is ours to schedule, out of
+     * the shard lock (the guest may run it here: sn__schedule). */
+    if (held)
+        sn__schedule(sched, p, false);
+}
+
 int sn_cancel(sn_sched_t *sched, sn_pid_t pid)
 {
     return sn__deliver(sched, pid, SN_EV_CANCEL, 0, 0, SN_PID_NONE, NULL, false);
@@ -640,7 +675,7 @@ void sn__complete(sn_sched_t *sched, sn__worker_t *w, sn__proc_t *p, sn_status_t
 
     if (p->type->close)
         p->type->close(p, p->user);
-    if (atomic_load_explicit(&p->killed, memory_order_relaxed)) /* (set under the lock we took above) */
+    if (atomic_load_explicit(&p->killed, memory_order_relaxed) & SN__KILL_BITS) /* (set under the lock we took above) */
         sn__kill_report(sched, p, status == SN_DONE ? 0 : (error ? error : SN_EFAILED), result ? *result : NULL);
 
     if (p->came_from) { /* the node it came from forwards to here no more */
@@ -1019,8 +1054,10 @@ int sn_sched_shutdown(sn_sched_t *sched, int timeout_ms)
     /* 1. CANCEL to every live process (PIDs first: posting takes locks). */
     size_t n = 0;
     sn_pid_t *pids = collect(sched, true, &n);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         (void)sn_cancel(sched, pids[i]);
+        sn__unthrottle(sched, pids[i]); /* (one held by backpressure runs its CANCEL too) */
+    }
     free(pids);
 
     /* 2. Bounded wait for them to finish. */

@@ -107,6 +107,15 @@ int sn__deliver_inbound(sn_sched_t *sched, sn_pid_t to, sn_pid_t from, uint64_t 
  * left with the caller: the sender may have moved on). */
 int sn__send_failed(sn_sched_t *sched, sn_pid_t sender, sn_pid_t target, uint64_t tag, int error, sn_payload_t **msg);
 
+/* Backpressure (any thread). sn__throttle: the process pid, if it lives
+ * here, runs no further step until sn__unthrottle (it is held Ready, in no
+ * queue; what comes for it meanwhile waits in its queue). Returns true if
+ * it was asked now (not already, not shutting down). sn__unthrottle lets
+ * it go on (scheduled again if it was held). The relay asks it of a
+ * process that sends to a peer whose backlog is full. */
+bool sn__throttle(sn_sched_t *sched, sn_pid_t pid);
+void sn__unthrottle(sn_sched_t *sched, sn_pid_t pid);
+
 /* Monitors `target` on behalf of `watcher` (either may be remote; the
  * relay calls these for monitors that cross nodes). If target is a local
  * process that does not exist, the DOWN (noproc) is sent at once. */

@@ -767,6 +767,31 @@ static void yield_back(sn__worker_t *w, sn__proc_t *p)
         to_global(sched, p);
 }
 
+/* Backpressure: the relay asked p to wait (sn__throttle) before its
+ * next step. It is left Ready and in no queue (a waker sees Ready and
+ * does nothing; its events wait in its queue) until sn__unthrottle
+ * schedules it. Ready is stored before HELD: the unthrottler schedules
+ * only a HELD process, and must find it Ready. If the ask was withdrawn
+ * meanwhile, it runs now. Returns true if it was held. Guarded by
+ * test_relay_edges backpressure. */
+static bool hold(sn__worker_t *w, sn__proc_t *p)
+{
+    if (atomic_load_explicit(&w->sched->shutting_down, memory_order_acquire)) {
+        atomic_fetch_and_explicit(&p->killed, ~SN__THR_BITS, memory_order_relaxed);
+        return false;
+    }
+    atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+    uint32_t k = atomic_load_explicit(&p->killed, memory_order_relaxed);
+    /* acq_rel: hands the process (and Ready) to the unthrottler; the loop
+     * only retries when a killer set its bits meanwhile */
+    while (k & SN__THR_ASKED)
+        if (atomic_compare_exchange_weak_explicit(&p->killed, &k, (k & ~SN__THR_BITS) | SN__THR_HELD,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return true;
+    sn__schedule(w->sched, p, false); /* (let go meanwhile: it runs after all) */
+    return true;
+}
+
 void sn__run(sn__worker_t *w, sn__proc_t *p)
 {
     sn_sched_t *sched = w->sched;
@@ -784,6 +809,9 @@ void sn__run(sn__worker_t *w, sn__proc_t *p)
         sn__kill_now(w, p); /* no step: it was told to end */
         return;
     }
+
+    if ((atomic_load_explicit(&p->killed, memory_order_relaxed) & SN__THR_ASKED) && hold(w, p))
+        return;
 
     sn_step_out_t *out = &w->out;
     sn__out_reset(out);

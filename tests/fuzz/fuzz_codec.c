@@ -110,7 +110,12 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         rc = sn_codec_encode_sends(f->node, f->incarnation, f->seq, f->sends, f->nsends, buf, len);
         break;
     case SN_FRAME_ACK:
-        rc = sn_codec_encode_ack(f->node, f->incarnation, f->seq, buf, len);
+        rc = sn_codec_encode_ack(f->node, f->incarnation, f->seq, f->refused_from, f->refused_to, f->refused_error, buf,
+                                 len);
+        break;
+    case SN_FRAME_PART:
+        rc = sn_codec_encode_part(f->node, f->incarnation, f->seq, f->part_total, f->part_offset, f->part, f->part_len,
+                                  buf, len);
         break;
     case SN_FRAME_HEARTBEAT:
         rc = sn_codec_encode_probe(f->node, f->incarnation, &f->probe, f->has_stats ? &f->stats : NULL, f->cluster,
@@ -170,7 +175,11 @@ static bool same(const sn_frame_t *a, const sn_frame_t *b)
     case SN_FRAME_SENDS:
         return a->seq == b->seq && a->nsends == b->nsends && sends_eq(a->sends, b->sends, a->nsends);
     case SN_FRAME_ACK:
-        return a->seq == b->seq;
+        return a->seq == b->seq && a->refused_from == b->refused_from && a->refused_to == b->refused_to &&
+               a->refused_error == b->refused_error;
+    case SN_FRAME_PART:
+        return a->seq == b->seq && a->part_total == b->part_total && a->part_offset == b->part_offset &&
+               a->part_len == b->part_len && memcmp(a->part, b->part, a->part_len) == 0;
     case SN_FRAME_HEARTBEAT:
         return a->has_stats == b->has_stats && (!a->has_stats || stats_eq(&a->stats, &b->stats)) &&
                str_eq(a->cluster, b->cluster) && a->probe.kind == b->probe.kind && a->probe.seq == b->probe.seq &&

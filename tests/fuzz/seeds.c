@@ -370,7 +370,7 @@ static void codec_member_seeds(void)
     must(sn_codec_encode_leave(2, 5, "shutdown", &f.buf, &f.len));
     write_file("codec", "leave", f.buf, f.len);
     free(f.buf);
-    must(sn_codec_encode_ack(2, 5, 17, &f.buf, &f.len));
+    must(sn_codec_encode_ack(2, 5, 17, 0, 0, 0, &f.buf, &f.len));
     write_file("codec", "ack", f.buf, f.len);
     free(f.buf);
 }
@@ -574,7 +574,7 @@ static void send_seeds(seq_t *s)
     seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 5, 2, in, 1));
     seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 4, 3, in, 1)); /* an earlier run */
     frame_t f;
-    must(sn_codec_encode_ack(2, 5, 1, &f.buf, &f.len));
+    must(sn_codec_encode_ack(2, 5, 1, 0, 0, 0, &f.buf, &f.len));
     seq_frame(s, OP(FZ_PEER, 0), f);
     seq_op(s, OP(FZ_PEER_GONE, 0));
     seq_frame(s, OP(FZ_ROUTER, 0), sends(2, 6, 1, in, 2)); /* back, a new run */
@@ -720,7 +720,7 @@ static void bad_frame_seeds(seq_t *s)
     memcpy(g.buf, "\x0a\x05junk", 5);
     seq_frame(s, OP(FZ_PEER, 0), g);
     frame_t f;
-    must(sn_codec_encode_ack(9, 1, 1, &f.buf, &f.len));
+    must(sn_codec_encode_ack(9, 1, 1, 0, 0, 0, &f.buf, &f.len));
     seq_frame(s, OP(FZ_ROUTER, 1), f);
     seq_write(s, "bad-frames");
 }
