@@ -438,13 +438,21 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
             return -1;
         o->steal_batch = (int)n;
     } else if (!strcmp(key, "max-frame")) {
-        if (number(c, path, nth, v, 1024, 1LL << 30, &n))
+        if (number(c, path, nth, v, 4096, 1LL << 30, &n))
             return -1;
         o->max_frame = n;
+    } else if (!strcmp(key, "max-message")) {
+        if (number(c, path, nth, v, 1, 1LL << 32, &n))
+            return -1;
+        o->max_message = n;
+    } else if (!strcmp(key, "max-backlog")) {
+        if (number(c, path, nth, v, 1LL << 20, 1LL << 40, &n))
+            return -1;
+        o->max_backlog = n;
     } else {
         return fail(c, path, nth,
                     "unknown key (cluster takes name, seed, heartbeat-ms, down-after-ms, "
-                    "join-timeout-ms, max-frame, steal, steal-batch)");
+                    "join-timeout-ms, max-frame, max-message, max-backlog, steal, steal-batch)");
     }
     return 0;
 }

@@ -21,7 +21,7 @@ typedef struct sn_node_config {
     const char *cert, *authorized;   /* paths made absolute against the file's directory */
     int insecure;                    /* -1: not set, else 0 or 1 */
     int heartbeat_ms, down_after_ms, join_timeout_ms;
-    long long max_frame;
+    long long max_frame, max_message, max_backlog;
     int steal;       /* -1: not set, else 0 or 1 */
     int steal_batch; /* 0: not set */
     const char **seeds;

@@ -108,7 +108,13 @@ static void usage_options(FILE *f)
                "      --insecure             plain TCP, no keys (only for a cluster that is all --insecure)\n"
                "      --no-steal             do not take work from other nodes, nor give any\n"
                "      --steal-batch N        most processes one steal moves (default 64)\n"
-               "      --max-frame BYTES      largest frame accepted from the network (default 16 MiB)\n"
+               "      --max-frame BYTES      largest frame on the network (default 1 MiB); a batch over it\n"
+               "                             goes in parts\n"
+               "      --max-message BYTES    largest message to another node (default 64 MiB); a bigger\n"
+               "                             send fails at once (message too big)\n"
+               "      --max-backlog BYTES    what a node holds for one peer (default 64 MiB); past it, a\n"
+               "                             process sending there waits until half of it is sent\n"
+               "                             (BYTES: a number, or with K, M or G: 64M)\n"
                "      --heartbeat-ms MS      probe period, up to ten nodes (default 200; x1.5 at 100)\n"
                "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
                "      --metrics ENDPOINT     serve Prometheus metrics over HTTP at ENDPOINT/metrics,\n"
@@ -141,6 +147,27 @@ static void die_usage(const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     sn_cli_vusage(fmt, ap);
+}
+
+/* A size in bytes: a number, or one with K, M or G (KiB, MiB, GiB: 1024s),
+ * from lo to hi; else a usage error naming the flag (exit 2). */
+static long long sn_parse_bytes(const char *flag, const char *s, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30, end++;
+    if (shift && (!strcmp(end, "iB") || !strcmp(end, "B")))
+        end += strlen(end);
+    if (errno || end == s || *end || v < 0 || v > (hi >> shift) || (v << shift) < lo)
+        die_usage("%s: '%s' is not a size from %lld to %lld bytes (a number, or with K, M or G)", flag, s, lo, hi);
+    return v << shift;
 }
 
 static long long parse_num(const char *flag, const char *s, long long lo, long long hi)
@@ -239,6 +266,8 @@ enum {
     OPT_LISTEN,
     OPT_PEER,
     OPT_MAXFRAME,
+    OPT_MAXMSG,
+    OPT_MAXBACKLOG,
     OPT_HB,
     OPT_DOWN,
     OPT_JSON,
@@ -283,6 +312,8 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"no-steal", no_argument, NULL, OPT_NO_STEAL},
                                           {"steal-batch", required_argument, NULL, OPT_STEAL_BATCH},
                                           {"max-frame", required_argument, NULL, OPT_MAXFRAME},
+                                          {"max-message", required_argument, NULL, OPT_MAXMSG},
+                                          {"max-backlog", required_argument, NULL, OPT_MAXBACKLOG},
                                           {"heartbeat-ms", required_argument, NULL, OPT_HB},
                                           {"down-after-ms", required_argument, NULL, OPT_DOWN},
                                           {"metrics", required_argument, NULL, OPT_METRICS},
@@ -356,6 +387,8 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
     o->relay.heartbeat_ms = f->heartbeat_ms;
     o->relay.down_after_ms = f->down_after_ms;
     o->relay.max_frame = (size_t)f->max_frame;
+    o->relay.max_message = (size_t)f->max_message;
+    o->relay.max_backlog = (size_t)f->max_backlog;
     if (f->steal >= 0)
         o->relay.steal = f->steal;
     o->relay.steal_batch = f->steal_batch;
@@ -533,7 +566,13 @@ static int cluster_flag(options_t *o, int c, char *arg)
         o->join_timeout_ms = (int)parse_num("--join-timeout", arg, 100, INT_MAX);
         return 1;
     case OPT_MAXFRAME:
-        r->max_frame = (size_t)parse_num("--max-frame", arg, 1024, 1LL << 30);
+        r->max_frame = (size_t)sn_parse_bytes("--max-frame", arg, 4096, 1LL << 30);
+        return 1;
+    case OPT_MAXMSG:
+        r->max_message = (size_t)sn_parse_bytes("--max-message", arg, 1, 1LL << 32);
+        return 1;
+    case OPT_MAXBACKLOG:
+        r->max_backlog = (size_t)sn_parse_bytes("--max-backlog", arg, 1LL << 20, 1LL << 40);
         return 1;
     case OPT_HB:
         r->heartbeat_ms = (int)parse_num("--heartbeat-ms", arg, 10, 60000);

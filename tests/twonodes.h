@@ -16,6 +16,11 @@ typedef struct node {
     sn_relay_t *relay;
 } node_t;
 
+/* The relays' limits (0: their defaults); a test sets them before it starts nodes. */
+static struct {
+    size_t max_frame, max_message, max_backlog;
+} tn_limits;
+
 /* Node `id` (2 workers) listening on `port`, with node `peer_id` at
  * `peer_port` as its peer, and the ntypes types registered. */
 static inline void node_start(node_t *nd, uint32_t id, int port, uint32_t peer_id, int peer_port,
@@ -24,16 +29,21 @@ static inline void node_start(node_t *nd, uint32_t id, int port, uint32_t peer_i
     char listen[64], peer_ep[64], err[256] = "";
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port);
     snprintf(peer_ep, sizeof peer_ep, "tcp://127.0.0.1:%d", peer_port);
-    nd->sched = sn_sched_new(&(sn_sched_config_t){id, 2, 1});
-    assert_non_null(nd->sched);
-    for (size_t i = 0; i < ntypes; i++)
-        assert_int_equal(sn_type_register(nd->sched, &types[i]), 0);
+    if (!nd->sched) { /* (a test may make the scheduler first, to spawn before the relay takes frames) */
+        nd->sched = sn_sched_new(&(sn_sched_config_t){id, 2, 1});
+        assert_non_null(nd->sched);
+        for (size_t i = 0; i < ntypes; i++)
+            assert_int_equal(sn_type_register(nd->sched, &types[i]), 0);
+    }
     sn_peer_config_t peer = {peer_id, peer_ep};
     sn_relay_config_t cfg = {.listen = listen,
                              .peers = &peer,
                              .npeers = 1,
                              .first_serial = 1,
                              .incarnation = (uint64_t)time(NULL),
+                             .max_frame = tn_limits.max_frame,
+                             .max_message = tn_limits.max_message,
+                             .max_backlog = tn_limits.max_backlog,
                              .heartbeat_ms = 5000,
                              .down_after_ms = 120000};
     nd->relay = sn_relay_new(nd->sched, &cfg, err, sizeof err);
@@ -54,6 +64,7 @@ static inline void two_nodes(node_t *n1, node_t *n2, const sn_type_t *types, siz
 {
     sn_relay_set_log_level(1); /* warnings and errors */
     int p1 = free_port(), p2 = free_port();
+    n1->sched = n2->sched = NULL;
     node_start(n2, 2, p2, 1, p1, types, ntypes);
     node_start(n1, 1, p1, 2, p2, types, ntypes);
 }
