@@ -25,13 +25,13 @@ static int client_take(zsock_t *s, const char *endpoint, uint64_t id, sn_wire_re
     size_t size = zmq_msg_size(&m);
     sn_frame_t f;
     const char *why = "";
-    if (size > SN_WIRE_MAX_FRAME) {
+    if (size > SN_CLIENT_MAX_ANSWER) {
         snprintf(err, errlen,
-                 "the answer from %s is %zu bytes, over the client's limit of %u bytes (%u MiB, the "
-                 "largest frame schednode reads): a call's result must be smaller",
-                 endpoint, size, SN_WIRE_MAX_FRAME, SN_WIRE_MAX_FRAME >> 20);
+                 "the answer from %s is %zu bytes, over the client's limit of %zu bytes (the largest "
+                 "message, 64 MiB, and room for the rest): a call's result must be smaller",
+                 endpoint, size, SN_CLIENT_MAX_ANSWER);
         rc = SN_EPROTO;
-    } else if (sn_codec_decode(zmq_msg_data(&m), size, SN_WIRE_MAX_FRAME, &f, &why) == 0) {
+    } else if (sn_codec_decode(zmq_msg_data(&m), size, SN_CLIENT_MAX_ANSWER, &f, &why) == 0) {
         if (f.kind == SN_FRAME_REPLY && f.reply.id == id && f.reply.started) {
             /* a call's process started: its result comes later */
             reply->started = 1;
@@ -131,7 +131,15 @@ int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire
     void *buf;
     size_t len;
     rc = sn_codec_encode_request(req, &buf, &len);
-    if (rc == 0) {
+    if (rc == 0 && len > SN_WIRE_MAX_FRAME) { /* a node drops it unread (its --max-frame) */
+        snprintf(err, errlen,
+                 "the request is %zu bytes (its argument or message %zu): a node takes at most %u bytes "
+                 "from a client (--max-frame, default 1 MiB); pass bigger data between processes, "
+                 "as messages of up to --max-message (64 MiB)",
+                 len, req->arg ? (size_t)req->arg->len : (size_t)0, SN_WIRE_MAX_FRAME);
+        free(buf);
+        rc = SN_ETOOBIG;
+    } else if (rc == 0) {
         zmq_send(zsock_resolve(s), buf, len, 0);
         free(buf);
         zmq_pollitem_t it[2] = {{zsock_resolve(s), 0, ZMQ_POLLIN, 0},

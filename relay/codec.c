@@ -193,11 +193,17 @@ int sn_codec_encode_sends(uint32_t node, uint64_t incarnation, uint64_t seq, con
 int sn_codec_encode_sends_to(uint32_t node, uint64_t incarnation, uint64_t seq, uint64_t to_incarnation,
                              const sn_wire_send_t *sends, size_t n, void **buf, size_t *len)
 {
-    if (!sends || n == 0 || !buf || !len)
+    if ((!sends && n) || (n == 0 && !seq) || !buf || !len)
         return SN_EINVAL;
     Schednode__SendBatch batch;
     void *mem = NULL;
-    int rc = build_batch(&batch, seq, sends, n, &mem);
+    int rc = 0;
+    if (n) {
+        rc = build_batch(&batch, seq, sends, n, &mem);
+    } else { /* an empty numbered batch (relay/peer.c: probe_gaps) */
+        schednode__send_batch__init(&batch);
+        batch.seq = seq;
+    }
     if (rc != 0)
         return rc;
     batch.to_incarnation = to_incarnation;
@@ -867,8 +873,8 @@ static int pid_from_pb(const Schednode__Pid *p, sn_pid_t *out)
 static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
 {
     size_t n = b ? b->n_to_serial : 0;
-    if (n == 0 || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n || b->n_size != n ||
-        (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n) ||
+    if (!b || (n == 0 && !b->seq) || b->n_from_node != n || b->n_from_serial != n || b->n_tag != n || b->n_ctype != n ||
+        b->n_size != n || (b->n_kind != 0 && b->n_kind != n) || (b->n_error != 0 && b->n_error != n) ||
         (b->n_to_nodes != 0 && b->n_to_nodes != n) || (b->n_hops != 0 && b->n_hops != n) ||
         (b->n_id_delta != 0 && b->n_id_delta != n) || (b->n_waited_us != 0 && b->n_waited_us != n))
         return SN_EPROTO;
@@ -882,6 +888,8 @@ static int decode_sends(const Schednode__SendBatch *b, sn_frame_t *out)
     }
     if (bytes != b->data.len)
         return SN_EPROTO;
+    if (n == 0) /* (an empty numbered batch: a sender's probe for a gap, relay/peer.c) */
+        return 0;
     out->sends = calloc(n, sizeof *out->sends);
     if (!out->sends)
         return SN_ENOMEM;

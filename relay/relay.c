@@ -309,6 +309,7 @@ static bool turn(sn_relay_t *r, zsock_t *pipe, turn_t *t)
     if (sweep) {
         r->sweep_ns = now + SWEEP_NS;
         r->router_look = true;
+        sn__relay_probe_gaps(r, now);
     }
     if ((t->pipe_look || sweep || r->pipe_used) && pipe_commands(r, pipe))
         return true;

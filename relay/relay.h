@@ -70,6 +70,9 @@ typedef struct sn_relay_peer_stats {
 typedef struct sn_relay sn_relay_t;
 
 #define SN_MAX_MESSAGE ((size_t)64 << 20)
+/* The largest answer a client takes: a result of SN_MAX_MESSAGE and room
+ * for the rest of the reply. */
+#define SN_CLIENT_MAX_ANSWER (SN_MAX_MESSAGE + ((size_t)1 << 20))
 #define SN_MAX_BACKLOG ((size_t)64 << 20)
 
 /* Starts the relay for sched and installs it as sched's relay hook. On

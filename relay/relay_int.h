@@ -127,6 +127,7 @@ typedef struct peer {
     uint64_t pending_seq, next_seq;
     sent_t *unacked;
     size_t nunacked, capunacked, unacked_bytes;
+    uint64_t acked_ns; /* the last ack that freed some, or the first kept since none was (peer.c: probe_gaps) */
     /* The backlog's bound (peer.c, backlog_changed): past max_backlog
      * bytes (batch, pending, unacked) `full` is set and every process here
      * that sends to it waits before its next step (sn__throttle), listed
@@ -527,6 +528,9 @@ void sn__relay_io_look(sn_relay_t *r, peer_t *p);
 void sn__relay_flush_peer(sn_relay_t *r, peer_t *p);
 void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it);
 void sn__relay_acked(sn_relay_t *r, peer_t *p, uint64_t seq);
+/* Once a second: an empty numbered batch to each peer whose batches have
+ * waited a second for an ack, so that a gap at the end shows. */
+void sn__relay_probe_gaps(sn_relay_t *r, uint64_t now);
 /* p did not take its batches from..to: their sends go back with error. */
 void sn__relay_refused(sn_relay_t *r, peer_t *p, uint64_t from, uint64_t to, int error);
 /* This node does not take p's batches from..to (numbered in p's run):

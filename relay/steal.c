@@ -298,6 +298,25 @@ static bool thief_takes(void *arg, const sn_type_t *type)
 
 /* ------------------------------------------------------------- victim */
 
+/* An offer is one frame of at most max_frame: the processes taken whose
+ * states do not fit in it (one bigger than half of it never does) run
+ * here again; a process is not stolen whose state is over the limit.
+ * Returns how many stay, m[0..n) (test_steal: too_big_to_move). */
+static size_t fit_frame(sn_relay_t *r, sn_migrant_t *m, size_t got)
+{
+    size_t room = r->max_frame / 2, k = 0;
+    for (size_t i = 0; i < got; i++) {
+        size_t need = (m[i].state ? m[i].state->len : 0) + 256; /* (its record's fields, generously) */
+        if (need <= room) {
+            room -= need;
+            m[k++] = m[i];
+        } else {
+            sn__migrate_revert(r->sched, &m[i]);
+        }
+    }
+    return k;
+}
+
 static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
@@ -321,6 +340,7 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         n = 0; /* out of memory: nothing moves */
     sn_migrant_t *m = n ? calloc(n, sizeof *m) : NULL;
     size_t got = m ? sn__migrate_take(r->sched, n, thief_takes, t, m) : 0;
+    got = fit_frame(r, m, got);
     sn_wire_migrant_t *w = got ? calloc(got, sizeof *w) : NULL;
     if (got && !w) {
         offer_t tmp = {0, 0, 0, m, got};

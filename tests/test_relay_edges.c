@@ -5,7 +5,8 @@
  *                  from three senders: the biggest come back as too big,
  *                  the rest arrive whole and in order (batches over
  *                  max-frame go as Parts: relay/peer.c, send_pending)
- *   dropped_frame: node 2 drops two of node 1's batches (a test hook):
+ *   dropped_frame: node 2 drops three of node 1's batches (a test hook),
+ *                  the last one last of all:
  *                  their sends come back as dropped, no later ack frees
  *                  them unseen (relay/inbound.c, in_order)
  *   backpressure:  node 2 is away while a sender streams to it: the
@@ -273,17 +274,19 @@ static void test_sizes(void **unused)
     }
 }
 
-/* Node 2 drops node 1's batches 5 and 9. */
-static bool drop_two(uint32_t at, uint32_t from, uint64_t seq)
+/* Node 2 drops node 1's batches 5, 9 and 40: in a ping-pong, one
+ * message each, the last one last of all (nothing follows it but the
+ * sender's empty probe: relay/peer.c, probe_gaps). */
+static bool drop_three(uint32_t at, uint32_t from, uint64_t seq)
 {
-    return at == 2 && from == 1 && (seq == 5 || seq == 9);
+    return at == 2 && from == 1 && (seq == 5 || seq == 9 || seq == 40);
 }
 
 static void test_dropped_frame(void **unused)
 {
     (void)unused;
     reset();
-    sn__relay_test_drop = drop_two;
+    sn__relay_test_drop = drop_three;
     node_t n1, n2;
     two_nodes(&n1, &n2, types, sizeof types / sizeof types[0]);
     sn_pid_t sink;
@@ -300,7 +303,8 @@ static void test_dropped_frame(void **unused)
     if (!done)
         fail_msg("%llu delivered, %llu returned of %u: a dropped batch's sends neither arrived nor came back",
                  (unsigned long long)seen.delivered[0], (unsigned long long)seen.returned[0], count);
-    assert_int_equal(seen.returned[0], 2);
+    assert_int_equal(seen.returned[0], 3);
+    assert_int_equal(seen.err_of[0][count - 1], SN_EDROPPED); /* (the last: told by the probe) */
     for (uint32_t seq = 0; seq < count; seq++)
         if (seen.err_of[0][seq] && (seen.err_of[0][seq] != SN_EDROPPED || seen.got[0][seq]))
             fail_msg("send %u: error %s, delivered %d", seq, sn_strerror(seen.err_of[0][seq]), seen.got[0][seq]);

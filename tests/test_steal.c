@@ -194,6 +194,24 @@ static void test_handover(void **state)
     run_where_they_are(p, moved[0]);
 }
 
+/* An offer is one frame: processes whose states do not fit in half of
+ * the victim's max_frame stay there, Ready, and run there (steal.c,
+ * fit_frame); one whose state is over the limit is never stolen. */
+static void test_too_big_to_move(void **state)
+{
+    pair_t *p = *state;
+    p->v->r.max_frame = 2 * 200; /* room for no mover's state (under 64 bytes, and 256 for its record) */
+    (void)request(p);
+    assert_true(fake_pass(p->t, p->v, SN_FRAME_STEAL_REQUEST, NULL));
+    sn_frame_t f;
+    assert_true(fake_peek(p->v, 2, SN_FRAME_STEAL_OFFER, &f));
+    assert_int_equal(f.nmigrants, 0);
+    sn_frame_clear(&f);
+    movers_release(1); /* each runs on the victim, Ready again */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mover_wait_ran((uint64_t)i), 1);
+}
+
 /* The thief's accept never comes: the victim's offer times out, it sends
  * the abort (an empty commit) and runs them again; a late accept then
  * changes nothing. */
@@ -402,6 +420,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_handover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offer_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_too_big_to_move, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thief_leaves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thief_held_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_victim_held_down, setup, teardown),
