@@ -1,7 +1,7 @@
 /* schedbench.c - the benchmark driver: `schedbench CASE [--workers N]`.
  * Each case prints what it measured and ends with one line
  *   RESULT <name> <value> <unit>
- * Cases: skynet, pingpong, pairs, spawn, memory, deque, idle, xnode-send,
+ * Cases: skynet, pingpong, pairs, spawn, memory, deque, idle, xnode-send, xnode-big,
  * xnode-rtt, steal-imbalance, steal-join, the Savina cases of savina.c
  * (threadring, chameneos, big, fjthrput, count, fjcreate, pipeline, or
  * savina for all seven), all.
@@ -592,6 +592,10 @@ static int bench_xnode_send(void)
 {
     return sn_bench_xnode_send(workers);
 }
+static int bench_xnode_big(void)
+{
+    return sn_bench_xnode_big(workers);
+}
 static int breakdown; /* --breakdown: xnode-rtt's hops */
 
 static int bench_xnode_rtt(void)
@@ -610,17 +614,12 @@ static int bench_steal_join(void)
 static const struct {
     const char *name;
     int (*fn)(void);
-} cases[] = {{"skynet", bench_skynet},
-             {"pingpong", bench_pingpong},
-             {"pairs", bench_pairs},
-             {"step-timing", bench_step_timing},
-             {"spawn", bench_spawn},
-             {"memory", bench_memory},
-             {"deque", bench_deque},
-             {"idle", bench_idle},
-             {"xnode-send", bench_xnode_send},
-             {"xnode-rtt", bench_xnode_rtt},
-             {"steal-imbalance", bench_steal_imbalance},
+} cases[] = {{"skynet", bench_skynet},         {"pingpong", bench_pingpong},
+             {"pairs", bench_pairs},           {"step-timing", bench_step_timing},
+             {"spawn", bench_spawn},           {"memory", bench_memory},
+             {"deque", bench_deque},           {"idle", bench_idle},
+             {"xnode-send", bench_xnode_send}, {"xnode-big", bench_xnode_big},
+             {"xnode-rtt", bench_xnode_rtt},   {"steal-imbalance", bench_steal_imbalance},
              {"steal-join", bench_steal_join}};
 
 static void usage(FILE *f)

@@ -6,6 +6,9 @@
  *   xnode-send: 1,000,000 Sends of 64-byte payloads from a process on node 1
  *               to one on node 2, until the receiver has them all (it acks);
  *               3 rounds taking turns with raw PUSH/PULL, medians compared.
+ *   xnode-big:  messages of 1 MiB (256 of them) and of 32 MiB (8), node 1 to
+ *               node 2, as xnode-send; raw PUSH/PULL of the same sizes in
+ *               turn; 3 rounds each, medians compared (bytes a second).
  *   xnode-rtt:  process-to-process round trips across the two nodes, each
  *               timed from the step that sends to the step that gets the
  *               answer (stamps in the payload): p50 and p99. With
@@ -104,6 +107,9 @@ static void ping_record(sn_payload_t *m)
     rec.s[rec.n++][0] = now - t0;
 }
 
+/* The size of a source's messages (xnode-big sets it). */
+static size_t msg_bytes = MSG_BYTES;
+
 /* Sends (m, or a new probe) to `to`, stamped with the time it is sent. */
 static void ping_send(sn_step_out_t *out, sn_pid_t to, sn_payload_t *m)
 {
@@ -148,9 +154,10 @@ static void b_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step
         return;
     }
     if (b->role == 1 && n == 0) { /* source: send */
-        uint64_t k = b->n - b->done < CHUNK ? b->n - b->done : CHUNK;
+        uint64_t chunk = msg_bytes > 4096 ? 1 : CHUNK;
+        uint64_t k = b->n - b->done < chunk ? b->n - b->done : chunk;
         for (uint64_t i = 0; i < k; i++) {
-            sn_payload_t *m = sn_payload_new(SN_CT_BYTES, NULL, MSG_BYTES);
+            sn_payload_t *m = sn_payload_new(SN_CT_BYTES, NULL, msg_bytes);
             uint64_t seq = b->done + i; /* the sink checks the order */
             memcpy(m->data, &seq, sizeof seq);
             sn_out_send(out, b->peer, 0, &m);
@@ -295,18 +302,19 @@ static double run_on_node1(node_t *nd, const char *method, sn_pid_t peer, uint64
  * the kernel as libc's does (pidcache.c is off there): the baseline is
  * libzmq as any program runs it, not with this program's cache (with
  * SN_RAW_PIDCACHE set in the environment they keep it: like with like).
- *   __pull PORT BACK N   binds PULL on PORT, takes N messages, then says
- *                        so on a PUSH to BACK
- *   __push PORT BACK N   starts __pull, binds BACK, sends N messages to
- *                        PORT, waits for the word; prints the seconds
+ *   __pull PORT BACK N SIZE  binds PULL on PORT, takes N messages, then
+ *                        says so on a PUSH to BACK
+ *   __push PORT BACK N SIZE  starts __pull, binds BACK, sends N messages
+ *                        of SIZE bytes to PORT, waits for the word; prints
+ *                        the seconds
  *   __rep PORT N         binds REP on PORT, answers N requests
  *   __req PORT           connects REQ to PORT, warms up (100 round
  *                        trips), then for each count K read on stdin makes
  *                        K round trips and writes their times (K uint64
  *                        ns) to stdout; a count of 0 ends it */
-static void raw_push(void *ctx, const char *port, const char *back, long n)
+static void raw_push(void *ctx, const char *port, const char *back, long n, size_t size)
 {
-    char bin[PATH_MAX], ep[64], buf[MSG_BYTES] = {0}, k;
+    char bin[PATH_MAX], ep[64], k, *buf = calloc(1, size);
     void *push = zmq_socket(ctx, ZMQ_PUSH), *done = zmq_socket(ctx, ZMQ_PULL);
     int hwm = 100000, linger = 0;
     zmq_setsockopt(push, ZMQ_SNDHWM, &hwm, sizeof hwm);
@@ -315,20 +323,22 @@ static void raw_push(void *ctx, const char *port, const char *back, long n)
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", back);
     zmq_bind(done, ep);
     sibling("schedbench", bin, sizeof bin);
-    char n_s[24];
+    char n_s[24], size_s[24];
     snprintf(n_s, sizeof n_s, "%ld", n);
-    char *argv[] = {bin, "__pull", (char *)port, (char *)back, n_s, NULL};
+    snprintf(size_s, sizeof size_s, "%zu", size);
+    char *argv[] = {bin, "__pull", (char *)port, (char *)back, n_s, size_s, NULL};
     pid_t child = start(argv);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", port);
     zmq_connect(push, ep);
     double t0 = now_s();
     for (long i = 0; i < n; i++)
-        zmq_send(push, buf, sizeof buf, 0);
+        zmq_send(push, buf, size, 0);
     zmq_recv(done, &k, 1, 0);
     double secs = now_s() - t0;
     zmq_close(push);
     zmq_close(done);
     waitpid(child, NULL, 0);
+    free(buf);
     printf("%.9f\n", secs);
 }
 
@@ -366,8 +376,10 @@ int sn_bench_raw_child(int argc, char **argv)
         sn__pidcache_off();
     void *ctx = zmq_ctx_new();
     char buf[MSG_BYTES], ep[64];
-    if (argc == 5 && !strcmp(argv[1], "__pull")) {
+    if (argc == 6 && !strcmp(argv[1], "__pull")) {
         void *pull = zmq_socket(ctx, ZMQ_PULL), *done = zmq_socket(ctx, ZMQ_PUSH);
+        zmq_msg_t m;
+        zmq_msg_init(&m);
         int hwm = 100000;
         zmq_setsockopt(pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[2]);
@@ -375,13 +387,14 @@ int sn_bench_raw_child(int argc, char **argv)
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[3]);
         zmq_connect(done, ep);
         long n = atol(argv[4]);
-        for (long i = 0; i < n; i++)
-            zmq_recv(pull, buf, sizeof buf, 0);
+        for (long i = 0; i < n; i++) /* (the whole message is taken, as a receiver would) */
+            zmq_msg_recv(&m, pull, 0);
+        zmq_msg_close(&m);
         zmq_send(done, "k", 1, 0);
         zmq_close(pull);
         zmq_close(done);
-    } else if (argc == 5 && !strcmp(argv[1], "__push")) {
-        raw_push(ctx, argv[2], argv[3], atol(argv[4]));
+    } else if (argc == 6 && !strcmp(argv[1], "__push")) {
+        raw_push(ctx, argv[2], argv[3], atol(argv[4]), (size_t)atol(argv[5]));
     } else if (argc == 4 && !strcmp(argv[1], "__rep")) {
         void *rep = zmq_socket(ctx, ZMQ_REP);
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[2]);
@@ -432,15 +445,16 @@ static pid_t start_piped(char *const argv[], FILE **to, FILE **from)
     return child;
 }
 
-/* One raw PUSH/PULL run of SEND_N messages: its seconds, or -1. */
-static double raw_push_pull(void)
+/* One raw PUSH/PULL run of n messages of `size` bytes: its seconds, or -1. */
+static double raw_push_pull(long n, size_t size)
 {
-    char bin[PATH_MAX], port_s[16], back_s[16], n_s[16];
+    char bin[PATH_MAX], port_s[16], back_s[16], n_s[24], size_s[24];
     sibling("schedbench", bin, sizeof bin);
     snprintf(port_s, sizeof port_s, "%d", free_port());
     snprintf(back_s, sizeof back_s, "%d", free_port());
-    snprintf(n_s, sizeof n_s, "%d", SEND_N);
-    char *argv[] = {bin, "__push", port_s, back_s, n_s, NULL};
+    snprintf(n_s, sizeof n_s, "%ld", n);
+    snprintf(size_s, sizeof size_s, "%zu", size);
+    char *argv[] = {bin, "__push", port_s, back_s, n_s, size_s, NULL};
     FILE *to, *from;
     pid_t child = start_piped(argv, &to, &from);
     if (child < 0)
@@ -519,17 +533,17 @@ static int two_nodes(int workers, const char *type, const char *method, const ch
     return 0;
 }
 
-/* One round of ours: two nodes up, SEND_N Sends, both down; seconds or -1. */
-static double xnode_send_once(int workers)
+/* One round of ours: two nodes up, n Sends, both down; seconds or -1. */
+static double xnode_send_once(int workers, long n)
 {
     char arg[32];
-    snprintf(arg, sizeof arg, "%d", SEND_N);
+    snprintf(arg, sizeof arg, "%ld", n);
     sn_pid_t sink;
     node_t nd;
     pid_t child;
     if (two_nodes(workers, "xsink", "collect", arg, &sink, &nd, &child) != 0)
         return -1;
-    double secs = run_on_node1(&nd, "source", sink, SEND_N);
+    double secs = run_on_node1(&nd, "source", sink, (uint64_t)n);
     node_stop(&nd);
     stop_child(child);
     return secs;
@@ -549,11 +563,11 @@ int sn_bench_xnode_send(int workers)
 {
     double raw[SEND_ROUNDS], ours[SEND_ROUNDS];
     for (int r = 0; r < SEND_ROUNDS; r++) {
-        if ((raw[r] = raw_push_pull()) < 0) {
+        if ((raw[r] = raw_push_pull(SEND_N, MSG_BYTES)) < 0) {
             fprintf(stderr, "schedbench: xnode-send: the raw PUSH/PULL pair failed\n");
             return 1;
         }
-        if ((ours[r] = xnode_send_once(workers)) < 0)
+        if ((ours[r] = xnode_send_once(workers, SEND_N)) < 0)
             return 1;
         printf("xnode-send: round %d: %d Sends of %d bytes, node 1 -> node 2 (separate processes), %.1f ms, all in "
                "order; raw PUSH/PULL %.1f ms\n",
@@ -566,6 +580,43 @@ int sn_bench_xnode_send(int workers)
     printf("RESULT zmq-raw-push-pull %.0f msgs/s\n", SEND_N / rm);
     printf("RESULT xnode-send %.0f msgs/s\n", SEND_N / om);
     printf("RESULT xnode-send-ratio %.2f x\n", rm / om);
+    return 0;
+}
+
+/* Big messages: for each size, raw PUSH/PULL and ours take turns,
+ * SEND_ROUNDS rounds each, as xnode-send; the medians' bytes a second. */
+int sn_bench_xnode_big(int workers)
+{
+    static const struct {
+        const char *name;
+        size_t size;
+        long n;
+    } sizes[] = {{"1MiB", (size_t)1 << 20, 256}, {"32MiB", (size_t)32 << 20, 8}};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        double raw[SEND_ROUNDS], ours[SEND_ROUNDS];
+        size_t size = sizes[z].size;
+        long n = sizes[z].n;
+        msg_bytes = size;
+        for (int r = 0; r < SEND_ROUNDS; r++) {
+            if ((raw[r] = raw_push_pull(n, size)) < 0) {
+                fprintf(stderr, "schedbench: xnode-big: the raw PUSH/PULL pair failed\n");
+                return 1;
+            }
+            if ((ours[r] = xnode_send_once(workers, n)) < 0)
+                return 1;
+            printf("xnode-big: round %d: %ld Sends of %s, node 1 -> node 2 (separate processes), %.1f ms, all in "
+                   "order; raw PUSH/PULL %.1f ms\n",
+                   r + 1, n, sizes[z].name, ours[r] * 1e3, raw[r] * 1e3);
+        }
+        msg_bytes = MSG_BYTES;
+        qsort(raw, SEND_ROUNDS, sizeof *raw, cmp_double);
+        qsort(ours, SEND_ROUNDS, sizeof *ours, cmp_double);
+        double rm = raw[SEND_ROUNDS / 2], om = ours[SEND_ROUNDS / 2], mb = (double)n * (double)size / 1e6;
+        printf("xnode-big %s: medians of %d rounds: %.2fx raw libzmq's rate\n", sizes[z].name, SEND_ROUNDS, rm / om);
+        printf("RESULT zmq-raw-push-pull-%s %.0f MB/s\n", sizes[z].name, mb / rm);
+        printf("RESULT xnode-big-%s %.0f MB/s\n", sizes[z].name, mb / om);
+        printf("RESULT xnode-big-%s-ratio %.2f x\n", sizes[z].name, rm / om);
+    }
     return 0;
 }
 

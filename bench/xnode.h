@@ -3,6 +3,8 @@
 #define SN_BENCH_XNODE_H
 
 int sn_bench_xnode_send(int workers);
+/* messages of 1 MiB and 32 MiB, against raw PUSH/PULL of the same sizes */
+int sn_bench_xnode_big(int workers);
 /* breakdown: the latency of each hop too (hop tracing: relay/hops.h) */
 int sn_bench_xnode_rtt(int workers, int breakdown);
 int sn_bench_steal_imbalance(void);
