@@ -126,7 +126,10 @@ static bool send_shared(sn_relay_t *r, peer_t *p, void *buf, size_t len, _Atomic
             return sn__relay_try_send(r, p, buf, len); /* (no memory: a copy) */
         atomic_init(*refs, 1);
     }
-    atomic_fetch_add_explicit(*refs, 1, memory_order_relaxed); /* (ours is held: no order needed to take one) */
+    /* release: libzmq's thread drops this reference (unshare, acq_rel) and
+     * so sees the buffer and the count as written here; the hand-off
+     * through libzmq's pipe is invisible to TSan, this pair is not */
+    atomic_fetch_add_explicit(*refs, 1, memory_order_release);
     zmq_msg_t m;
     zmq_msg_init_data(&m, buf, len, unshare, (void *)*refs);
     if (zmq_msg_send(&m, d, ZMQ_DONTWAIT) >= 0)
