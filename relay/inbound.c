@@ -500,17 +500,29 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         sn__sched_run_guest(r->sched);
 }
 
+/* The member whose connection has this routing id (the last batch it
+ * sent came on it), or 0: names the sender of a frame that cannot be
+ * decoded. */
+static uint32_t node_of_ident(sn_relay_t *r, const unsigned char *ident, size_t ident_len)
+{
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    for (size_t i = 0; i < np; i++)
+        if (r->peers[i].ident_len == ident_len && memcmp(r->peers[i].ident, ident, ident_len) == 0)
+            return r->peers[i].node;
+    return 0;
+}
+
 void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,
                              zsock_t *from_seed)
 {
     if (size > r->max_frame) {
-        sn__relay_bad(r, "oversize", 0);
+        sn__relay_bad(r, "oversize", ident ? node_of_ident(r, ident, ident_len) : 0);
         return;
     }
     sn_frame_t f;
     const char *why = "undecodable";
     if (sn_codec_decode(data, size, r->max_frame, &f, &why) != 0) {
-        sn__relay_bad(r, why, f.node);
+        sn__relay_bad(r, why, f.node ? f.node : ident ? node_of_ident(r, ident, ident_len) : 0);
         return;
     }
     sn__relay_inbound_decoded(r, &f, ident, ident_len, from_seed);

@@ -309,7 +309,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
         for (size_t k = 0; k < p->nunacked; k++)
             sn__relay_drop_buf(p->unacked[k].buf, p->unacked[k].refs);
         free(p->unacked);
-        free(p->waiters);
+        free(p->waiters.pids);
         free(p->refusals);
         free(p->rx_buf);
         free(p->watch);
@@ -334,6 +334,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn__manage_fini(r);
     sn__members_fini(r);
     free(r->errs);
+    free(r->held_waiters.pids);
     free(r->types);
     if (r->efd >= 0)
         close(r->efd);

@@ -293,6 +293,28 @@ static bool node_down(sn_relay_t *r, uint32_t node)
     return p && atomic_load_explicit(&p->down, memory_order_relaxed);
 }
 
+/* What the entries hold is bounded like a peer's backlog (peer.c):
+ * past max_backlog bytes, a process here whose send is held waits before
+ * its next step, until half of it went on (finish). A marker held for
+ * another node (hold_marker) has no payload and holds no one. */
+static size_t held_size(const item_t *it)
+{
+    return 64 + (it->s.payload ? it->s.payload->len : 0);
+}
+
+static void held_more(sn_relay_t *r, const item_t *it)
+{
+    r->held_bytes += held_size(it);
+    if (r->held_bytes > r->max_backlog)
+        sn__relay_hold_sender(r, &r->held_waiters, it);
+}
+
+static void held_less(sn_relay_t *r, const item_t *it)
+{
+    size_t n = held_size(it);
+    r->held_bytes = r->held_bytes > n ? r->held_bytes - n : 0;
+}
+
 /* Ends a flush: the entry says `owner` and the held sends go, in order.
  * An entry for a process here is dropped (sends to it are local) and the
  * scheduler lets local senders deliver directly again. */
@@ -307,9 +329,13 @@ static void finish(sn_relay_t *r, loc_t *l, uint32_t owner)
     size_t n = l->nheld;
     l->held = NULL;
     l->nheld = l->cap = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        held_less(r, held[i]);
         sn__relay_route(r, held[i]);
+    }
     free(held);
+    if (r->held_waiters.n && r->held_bytes <= r->max_backlog / 2)
+        sn__relay_let_go(r, &r->held_waiters);
     if (here) {
         sn_pid_t pid = l->pid;
         drop(r->locs, l);
@@ -340,6 +366,7 @@ int sn__loc_route(sn_relay_t *r, item_t *it)
         return SN_LOC_DOWN; /* no memory to hold it: it comes back (sending it on could reorder) */
     l->held = h;
     l->held[l->nheld++] = it;
+    held_more(r, it);
     return SN_LOC_HELD;
 }
 
@@ -534,6 +561,7 @@ static bool hold_marker(sn_relay_t *r, loc_t *l, const sn_wire_send_t *s)
     it->s = *s;
     it->s.payload = NULL; /* (a marker has none: the caller frees s's) */
     l->held[l->nheld++] = it;
+    held_more(r, it);
     return true;
 }
 

@@ -150,29 +150,10 @@ static void backlog_changed(sn_relay_t *r, peer_t *p)
         SNLOG_DEBUG(r, "the backlog to node %" PRIu32 " is full (%zu bytes): its senders here wait", p->node, b);
     } else if (full && b <= r->max_backlog / 2) {
         atomic_store_explicit(&p->full, 0, memory_order_relaxed);
-        for (size_t i = 0; i < p->nwaiters; i++)
-            sn__unthrottle(r->sched, p->waiters[i]);
         SNLOG_DEBUG(r, "the backlog to node %" PRIu32 " has room (%zu bytes): %zu senders go on", p->node, b,
-                    p->nwaiters);
-        p->nwaiters = 0;
-        p->last_waiter = SN_PID_NONE;
+                    p->waiters.n);
+        sn__relay_let_go(r, &p->waiters);
     }
-}
-
-/* A process here sent it to p while p's backlog is full: it waits before
- * its next step until there is room (backlog_changed). */
-static void throttle(sn_relay_t *r, peer_t *p, const item_t *it)
-{
-    sn_pid_t from = it->s.from;
-    if (r->no_steal || it->forwarded || !sn__relay_for_process(it->s.kind) || sn_pid_is_none(from) ||
-        sn_pid_eq(from, p->last_waiter))
-        return;
-    sn_pid_t *w = sn__grow(p->waiters, &p->capwaiters, p->nwaiters, sizeof *w, 16, 0);
-    if (!w || !sn__throttle(r->sched, from))
-        return; /* (not here, or asked already; no memory: it goes on) */
-    p->waiters = w;
-    p->waiters[p->nwaiters++] = from;
-    p->last_waiter = from;
 }
 
 /* Keeps a sent frame until the peer acknowledges it. */
@@ -462,7 +443,7 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
 void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
 {
     if (atomic_load_explicit(&p->full, memory_order_relaxed))
-        throttle(r, p, it);
+        sn__relay_hold_sender(r, &p->waiters, it); /* (before it goes: a flush frees it) */
     item_t **b = sn__grow(p->batch, &p->cap, p->nbatch, sizeof *b, 256, 0);
     if (!b) {
         sn__relay_bounce_local(r, &it->s, SN_ENOMEM, p->node);

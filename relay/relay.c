@@ -152,11 +152,9 @@ static bool pipe_commands(sn_relay_t *r, zsock_t *pipe)
             sn__steal_stop(r);
             r->no_steal = true; /* (and no more backpressure: the processes end) */
             size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-            for (size_t i = 0; i < np; i++) {
-                for (size_t k = 0; k < r->peers[i].nwaiters; k++)
-                    sn__unthrottle(r->sched, r->peers[i].waiters[k]);
-                r->peers[i].nwaiters = 0;
-            }
+            for (size_t i = 0; i < np; i++)
+                sn__relay_let_go(r, &r->peers[i].waiters);
+            sn__relay_let_go(r, &r->held_waiters);
             zsock_signal(pipe, 0);
         }
         zstr_free(&cmd);

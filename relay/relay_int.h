@@ -75,6 +75,15 @@ typedef struct sent {
 /* Frees buf, or drops our reference to it when libzmq shares it (refs). */
 void sn__relay_drop_buf(void *buf, _Atomic uint32_t *refs);
 
+/* Processes here held by backpressure until a backlog has room (peer.c:
+ * sn__relay_hold_sender, sn__relay_let_go); `last`: the one held last,
+ * not asked again for each of its sends. I/O thread. */
+typedef struct waiters {
+    sn_pid_t *pids;
+    size_t n, cap;
+    sn_pid_t last;
+} waiters_t;
+
 /* Batches of a peer's refused by this node, to tell it (peer.c,
  * sn__relay_send_acks): their sends go back to their senders with error. */
 typedef struct refusal {
@@ -134,9 +143,7 @@ typedef struct peer {
      * in waiters; at half of it they go on. `full`: any thread reads
      * (relaxed: a worker only uses it to ask for a wait early). */
     _Atomic int full;
-    sn_pid_t *waiters;
-    size_t nwaiters, capwaiters;
-    sn_pid_t last_waiter;
+    waiters_t waiters;
     /* control frames (stealing) to send after `pending`, before any newer
      * batch: they keep their place in the order of everything sent to p */
     sent_t *ctl;
@@ -207,8 +214,10 @@ struct sn_relay {
     uint64_t serial; /* this relay's, unique in the process (from 1): route.c's per-thread state names it */
     uint64_t incarnation, first_serial;
     size_t max_frame;
-    size_t max_msg;     /* the largest message that crosses nodes (bytes) */
-    size_t max_backlog; /* what is held for one peer (bytes): see peer_t.full */
+    size_t max_msg;         /* the largest message that crosses nodes (bytes) */
+    size_t max_backlog;     /* what is held for one peer (bytes): see peer_t.full; and by locate.c's flushes */
+    size_t held_bytes;      /* sends locate.c holds while routes change (I/O thread) */
+    waiters_t held_waiters; /* their senders held while held_bytes is over max_backlog */
     int hb_ms, down_ms;
     void (*on_out)(void *arg); /* the config's: see put_out in members.c */
     void *on_out_arg;
@@ -531,6 +540,11 @@ void sn__relay_acked(sn_relay_t *r, peer_t *p, uint64_t seq);
 /* Once a second: an empty numbered batch to each peer whose batches have
  * waited a second for an ack, so that a gap at the end shows. */
 void sn__relay_probe_gaps(sn_relay_t *r, uint64_t now);
+/* Backpressure: the sender of `it`, a process here, runs no further step
+ * until sn__relay_let_go(w) (a send passing through, or not a process's,
+ * holds no one); let_go lets every one in w go on. */
+void sn__relay_hold_sender(sn_relay_t *r, waiters_t *w, const item_t *it);
+void sn__relay_let_go(sn_relay_t *r, waiters_t *w);
 /* p did not take its batches from..to: their sends go back with error. */
 void sn__relay_refused(sn_relay_t *r, peer_t *p, uint64_t from, uint64_t to, int error);
 /* This node does not take p's batches from..to (numbered in p's run):

@@ -319,6 +319,8 @@ fake_node_t *fake_node_new(uint32_t node, int workers, const sn_type_t *const *t
     r->incarnation = 100 + node;
     r->first_serial = 1;
     r->max_frame = SN_WIRE_MAX_FRAME;
+    r->max_msg = SN_MAX_MESSAGE;
+    r->max_backlog = SN_MAX_BACKLOG;
     r->hb_ms = 200;
     r->down_ms = 1500;
     atomic_init(&r->next_send_id, (uint64_t)node << 48);

@@ -154,10 +154,64 @@ static void encode_refuses_nonsense(void **st)
     (void)st;
     void *buf = NULL;
     size_t len = 0;
-    assert_int_equal(sn_codec_encode_sends(1, 1, 1, NULL, 0, &buf, &len), SN_EINVAL);
+    assert_int_equal(sn_codec_encode_sends(1, 1, 0, NULL, 0, &buf, &len), SN_EINVAL);
+    /* an empty batch only numbered (a sender's probe for a gap: relay/peer.c) */
+    assert_int_equal(sn_codec_encode_sends(1, 1, 7, NULL, 0, &buf, &len), 0);
+    sn_frame_t f;
+    assert_int_equal(sn_codec_decode(buf, len, 0, &f, NULL), 0);
+    assert_int_equal(f.kind, SN_FRAME_SENDS);
+    assert_int_equal(f.seq, 7);
+    assert_int_equal(f.nsends, 0);
+    sn_frame_clear(&f);
+    free(buf);
+    buf = NULL;
     sn_wire_send_t bad = {{2, 1}, {1, 1}, 0, 99, 0, NULL, 0, 0, 0, 0};
     assert_int_equal(sn_codec_encode_sends(1, 1, 1, &bad, 1, &buf, &len), SN_EINVAL);
     assert_null(buf);
+}
+
+static void expect_refused(const void *buf, size_t len, size_t max, const char *reason);
+
+/* A Part of a big batch and an Ack with a refusal say what was encoded;
+ * a Part whose bytes do not fit where it says, or an Ack refusing
+ * backwards or without an error, are refused. */
+static void parts_and_refusals(void **st)
+{
+    (void)st;
+    unsigned char data[100];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (unsigned char)i;
+    void *buf;
+    size_t len;
+    sn_frame_t f;
+    assert_int_equal(sn_codec_encode_part(3, 9, 42, 1000, 900, data, sizeof data, &buf, &len), 0);
+    assert_int_equal(sn_codec_decode(buf, len, 0, &f, NULL), 0);
+    assert_int_equal(f.kind, SN_FRAME_PART);
+    assert_int_equal(f.seq, 42);
+    assert_int_equal(f.part_total, 1000);
+    assert_int_equal(f.part_offset, 900);
+    assert_int_equal(f.part_len, sizeof data);
+    assert_memory_equal(f.part, data, sizeof data);
+    sn_frame_clear(&f);
+    free(buf);
+    assert_int_equal(sn_codec_encode_part(3, 9, 42, 1000, 901, data, sizeof data, &buf, &len), 0); /* past the end */
+    expect_refused(buf, len, 0, "bad part");
+    free(buf);
+    assert_int_equal(sn_codec_encode_ack(3, 9, 10, 4, 6, SN_EDROPPED, &buf, &len), 0);
+    assert_int_equal(sn_codec_decode(buf, len, 0, &f, NULL), 0);
+    assert_int_equal(f.kind, SN_FRAME_ACK);
+    assert_int_equal(f.seq, 10);
+    assert_int_equal(f.refused_from, 4);
+    assert_int_equal(f.refused_to, 6);
+    assert_int_equal(f.refused_error, SN_EDROPPED);
+    sn_frame_clear(&f);
+    free(buf);
+    assert_int_equal(sn_codec_encode_ack(3, 9, 10, 6, 4, SN_EDROPPED, &buf, &len), 0); /* backwards */
+    expect_refused(buf, len, 0, "bad ack");
+    free(buf);
+    assert_int_equal(sn_codec_encode_ack(3, 9, 10, 4, 6, 0, &buf, &len), 0); /* no error */
+    expect_refused(buf, len, 0, "bad ack");
+    free(buf);
 }
 
 static void expect_refused(const void *buf, size_t len, size_t max, const char *reason)
@@ -337,7 +391,7 @@ int main(void)
         cmocka_unit_test(roundtrip_batch_in_order),      cmocka_unit_test(encode_refuses_nonsense),
         cmocka_unit_test(timing_rides_with_the_batch),   cmocka_unit_test(status_reply_carries_flows),
         cmocka_unit_test(hostile_frames_are_refused),    cmocka_unit_test(members_roundtrip_and_bad_endpoints),
-        cmocka_unit_test(roundtrip_migrant_await_modes),
+        cmocka_unit_test(roundtrip_migrant_await_modes), cmocka_unit_test(parts_and_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -373,6 +373,12 @@ static void codec_member_seeds(void)
     must(sn_codec_encode_ack(2, 5, 17, 0, 0, 0, &f.buf, &f.len));
     write_file("codec", "ack", f.buf, f.len);
     free(f.buf);
+    must(sn_codec_encode_ack(2, 5, 17, 12, 14, SN_EDROPPED, &f.buf, &f.len));
+    write_file("codec", "ack-refused", f.buf, f.len);
+    free(f.buf);
+    must(sn_codec_encode_part(2, 5, 18, 4096, 1024, "a slice of a big batch", 22, &f.buf, &f.len));
+    write_file("codec", "part", f.buf, f.len);
+    free(f.buf);
 }
 
 /* Replies to ps (rows, counts), types, kill (noproc, moved, ended) and a
