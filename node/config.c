@@ -422,6 +422,10 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
         if (number(c, path, nth, v, 10, 60000, &n))
             return -1;
         o->heartbeat_ms = (int)n;
+    } else if (!strcmp(key, "forget-after-ms")) {
+        if (number(c, path, nth, v, 1000, INT_MAX, &n))
+            return -1;
+        o->forget_after_ms = (int)n;
     } else if (!strcmp(key, "down-after-ms")) {
         if (number(c, path, nth, v, 50, 600000, &n))
             return -1;
@@ -451,7 +455,7 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
         o->max_backlog = n;
     } else {
         return fail(c, path, nth,
-                    "unknown key (cluster takes name, seed, heartbeat-ms, down-after-ms, "
+                    "unknown key (cluster takes name, seed, heartbeat-ms, down-after-ms, forget-after-ms, "
                     "join-timeout-ms, max-frame, max-message, max-backlog, steal, steal-batch)");
     }
     return 0;

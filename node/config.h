@@ -20,7 +20,7 @@ typedef struct sn_node_config {
     int log_format;                  /* -1: not set, else SN__LOG_TEXT or _JSON (log.h) */
     const char *cert, *authorized;   /* paths made absolute against the file's directory */
     int insecure;                    /* -1: not set, else 0 or 1 */
-    int heartbeat_ms, down_after_ms, join_timeout_ms;
+    int heartbeat_ms, down_after_ms, join_timeout_ms, forget_after_ms;
     long long max_frame, max_message, max_backlog;
     int steal;       /* -1: not set, else 0 or 1 */
     int steal_batch; /* 0: not set */

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,8 @@ static void usage_options(FILE *f)
                "                             (BYTES: a number, or with K, M or G: 64M)\n"
                "      --heartbeat-ms MS      probe period, up to ten nodes (default 200; x1.5 at 100)\n"
                "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
+               "      --forget-after-ms MS   a member down or left this long is forgotten (default\n"
+               "                             300000: 5 minutes); its id may be taken again\n"
                "      --metrics ENDPOINT     serve Prometheus metrics over HTTP at ENDPOINT/metrics,\n"
                "                             e.g. tcp://127.0.0.1:9101 (port * for any free one)\n"
                "      --dashboard ENDPOINT   serve the cluster's live dashboard over HTTP at ENDPOINT/\n"
@@ -270,6 +273,7 @@ enum {
     OPT_MAXBACKLOG,
     OPT_HB,
     OPT_DOWN,
+    OPT_FORGET,
     OPT_JSON,
     OPT_JOIN,
     OPT_ADVERTISE,
@@ -316,6 +320,7 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"max-backlog", required_argument, NULL, OPT_MAXBACKLOG},
                                           {"heartbeat-ms", required_argument, NULL, OPT_HB},
                                           {"down-after-ms", required_argument, NULL, OPT_DOWN},
+                                          {"forget-after-ms", required_argument, NULL, OPT_FORGET},
                                           {"metrics", required_argument, NULL, OPT_METRICS},
                                           {"dashboard", required_argument, NULL, OPT_DASHBOARD},
                                           {"connect", required_argument, NULL, 'c'},
@@ -386,6 +391,7 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
     o->insecure = f->insecure == 1;
     o->relay.heartbeat_ms = f->heartbeat_ms;
     o->relay.down_after_ms = f->down_after_ms;
+    o->relay.forget_after_ms = f->forget_after_ms;
     o->relay.max_frame = (size_t)f->max_frame;
     o->relay.max_message = (size_t)f->max_message;
     o->relay.max_backlog = (size_t)f->max_backlog;
@@ -576,6 +582,9 @@ static int cluster_flag(options_t *o, int c, char *arg)
         return 1;
     case OPT_HB:
         r->heartbeat_ms = (int)parse_num("--heartbeat-ms", arg, 10, 60000);
+        return 1;
+    case OPT_FORGET:
+        r->forget_after_ms = (int)parse_num("--forget-after-ms", arg, 1000, INT_MAX);
         return 1;
     case OPT_DOWN:
         r->down_after_ms = (int)parse_num("--down-after-ms", arg, 50, 600000);
@@ -777,6 +786,27 @@ static void choose_node_id(options_t *o)
 #endif
 }
 
+/* Each member costs a node about FDS_PER_MEMBER file descriptors (its
+ * outbound connection, libzmq's socket and mailbox for it, the member's
+ * connection to us): the open-file limit, raised as far as the hard limit
+ * lets at start-up, bounds the members a node can keep (the table itself
+ * grows with the cluster). */
+#define FDS_PER_MEMBER 3
+static void raise_open_files(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+        struct rlimit up = {want, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl.rlim_cur = want;
+    }
+    logf_(SN__LOG_INFO, "open files: up to %llu, room for about %llu members", (unsigned long long)rl.rlim_cur,
+          (unsigned long long)(rl.rlim_cur > 64 ? (rl.rlim_cur - 64) / FDS_PER_MEMBER : 0));
+}
+
 /* Starts the relay (*relay, set as soon as it exists) and joins the
  * cluster; a node whose random id was taken tries again with another
  * (at most 8 times). Returns 0, or the exit status having said why: 2 when
@@ -800,9 +830,11 @@ static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay)
             fprintf(stderr, "%s: %s\n", progname, err);
             return 1;
         }
-        if (tries == 1)
+        if (tries == 1) {
             logf_(SN__LOG_INFO, "listening on %s%s%s", sn_relay_endpoint(*relay),
                   o->relay.advertise ? ", advertised as " : "", o->relay.advertise ? o->relay.advertise : "");
+            raise_open_files();
+        }
         int rc = sn_relay_join_wait(*relay, o->join_timeout_ms, err, sizeof err);
         if (rc == 0)
             return 0;

@@ -39,9 +39,8 @@ static void watched_at(sn_relay_t *r, const peer_t *from, const sn_wire_send_t *
 {
     if (!from)
         return;
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         if (p == from)
             continue;
         if (sn__watch(p, s->to, s->from, s->tag, false)) {
@@ -70,9 +69,9 @@ void sn__relay_inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s
 static void gone_here(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
 {
     sn__loc_ended(r, s->to);
-    uint32_t origins[SN_MAX_NODES];
-    size_t n = from ? sn__migrate_gone(r->sched, s->to, from->node, origins, SN_MAX_NODES) : 0;
-    for (size_t k = 0; k < n && k < SN_MAX_NODES; k++)
+    uint32_t origins[256]; /* (the nodes it came here from, one per visit: more are not told) */
+    size_t n = from ? sn__migrate_gone(r->sched, s->to, from->node, origins, 256) : 0;
+    for (size_t k = 0; k < n && k < 256; k++)
         if (origins[k] != r->node)
             sn__relay_deliver(r, s->to, SN_PID_NONE, 0, SN_RELAY_GONE, 0, origins[k], NULL);
     sn_payload_destroy(&s->payload);
@@ -505,10 +504,11 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
  * decoded. */
 static uint32_t node_of_ident(sn_relay_t *r, const unsigned char *ident, size_t ident_len)
 {
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++)
-        if (r->peers[i].ident_len == ident_len && memcmp(r->peers[i].ident, ident, ident_len) == 0)
-            return r->peers[i].node;
+    SN__FOR_PEERS(r, p)
+    {
+        if (p->ident_len == ident_len && memcmp(p->ident, ident, ident_len) == 0)
+            return p->node;
+    }
     return 0;
 }
 

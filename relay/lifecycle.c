@@ -42,6 +42,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
     r->max_msg = cfg->max_message ? cfg->max_message : SN_MAX_MESSAGE;
     r->max_backlog = cfg->max_backlog ? cfg->max_backlog : SN_MAX_BACKLOG;
+    r->forget_ns = (uint64_t)(cfg->forget_after_ms > 0 ? cfg->forget_after_ms : SN_FORGET_AFTER_MS) * 1000000u;
     r->hop_trace = getenv("SN_HOP_TRACE") != NULL; /* schedbench xnode-rtt --breakdown */
     r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : SN_SWIM_PERIOD_MS;
     r->down_ms = cfg->down_after_ms > 0 ? cfg->down_after_ms : 1500;
@@ -222,8 +223,7 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     err[0] = 0;
     zsys_init();
     zsys_set_linger(0);
-    r->peers = calloc(SN_MAX_NODES, sizeof *r->peers);
-    if (!r->peers || sn__members_init(r) != 0 || (cfg->security.cert && secure(r, cfg, err, errlen) != 0) ||
+    if (sn__members_init(r) != 0 || (cfg->security.cert && secure(r, cfg, err, errlen) != 0) ||
         open_router(r, cfg, err, errlen) != 0 || sn__udp_open(r) != 0 || static_peers(r, cfg, err, errlen) != 0 ||
         dial_seeds(r, cfg, err, errlen) != 0 || take_types(r) != 0 || sn__steal_init(r, cfg) != 0 ||
         sn__loc_init(r) != 0 || sn__manage_init(r) != 0)
@@ -299,27 +299,19 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn__mpsc_node_t *n;
     while ((n = sn__mpsc_pop(&r->outq)))
         sn__relay_free_item((item_t *)n);
-    size_t np = atomic_load(&r->npeers);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
-        for (size_t k = 0; k < p->nbatch; k++)
-            sn__relay_free_item(p->batch[k]);
-        free(p->batch);
-        sn__relay_drop_buf(p->pending, p->pending_refs);
-        for (size_t k = 0; k < p->nunacked; k++)
-            sn__relay_drop_buf(p->unacked[k].buf, p->unacked[k].refs);
-        free(p->unacked);
-        free(p->waiters.pids);
-        free(p->refusals);
-        free(p->rx_buf);
-        free(p->watch);
-        for (size_t k = 0; k < p->nctl; k++)
-            free(p->ctl[k].buf);
-        free(p->ctl);
-        free(p->types);
-        zsock_destroy(&p->dealer);
+    SN__FOR_PEERS(r, p)
+    {
+        sn__relay_slot_fini(r, p);
     }
-    free(r->peers);
+    for (size_t c = 0; c < SN_PEER_CHUNKS; c++)
+        free(atomic_load_explicit(&r->chunks[c], memory_order_relaxed));
+    free(r->free_slots);
+    free(r->join_news);
+    free(r->io_look);
+    free(r->io_batch);
+    free(r->io_ack);
+    free(r->io_later);
+    free(r->io_scratch);
     sn__relay_bounce_fini(r);
     if (!had_actor)
         sn__relay_drop_seeds(r);
@@ -365,11 +357,13 @@ void sn_relay_stats(sn_relay_t *r, sn_relay_stats_t *out)
 size_t sn_relay_peer_stats(sn_relay_t *r, sn_relay_peer_stats_t *out, size_t max)
 {
     /* acquire: pairs with the release that published the slots */
-    size_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
-    for (size_t i = 0; i < n && i < max; i++) {
-        peer_t *p = &r->peers[i];
-        out[i] = (sn_relay_peer_stats_t){
-            .node = p->node,
+    size_t n = 0;
+    SN__FOR_PEERS(r, p)
+    {
+        if (n++ >= max)
+            continue;
+        out[n - 1] = (sn_relay_peer_stats_t){
+            .node = atomic_load_explicit(&p->node, memory_order_relaxed),
             .up = !atomic_load_explicit(&p->down, memory_order_relaxed),
             .msgs_in = atomic_load_explicit(&p->m_msgs_in, memory_order_relaxed),
             .msgs_out = atomic_load_explicit(&p->m_msgs_out, memory_order_relaxed),

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "relay_int.h"
 #include "swim.h"
 
@@ -58,6 +59,8 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row);
 
 static void set_down(peer_t *p, int state)
 {
+    if (state != SN_MEMBER_UP && (p->state == SN_MEMBER_UP || !p->down_ns))
+        p->down_ns = sn__relay_now_ns(); /* (forget counts from here) */
     p->state = state;
     /* release: a worker that sees the flag sees the state change */
     atomic_store_explicit(&p->down, state != SN_MEMBER_UP, memory_order_release);
@@ -66,7 +69,7 @@ static void set_down(peer_t *p, int state)
 /* Where p is (and its key): the connection is made when we first send to
  * it (sn__relay_try_send), so that a node joining a large cluster does not
  * open a connection to every member at once (nor all of them to it). */
-static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const char *key)
+static void connect_to(sn_relay_t *r, peer_t *p, uint32_t node, const char *endpoint, const char *key)
 {
     if (p->dial && !strcmp(p->endpoint, endpoint) && !strcmp(p->public_key, key))
         return;
@@ -79,11 +82,11 @@ static void connect_to(sn_relay_t *r, peer_t *p, const char *endpoint, const cha
         SNLOG_ERROR(r,
                     "node %" PRIu32 " at %s has no CurveZMQ key: this cluster is secure, it "
                     "cannot be reached",
-                    p->node, endpoint);
+                    node, endpoint);
         return;
     }
     if (!sn_wire_endpoint_ok(endpoint)) {
-        SNLOG_ERROR(r, "cannot connect to node %" PRIu32 " at %s", p->node, endpoint);
+        SNLOG_ERROR(r, "cannot connect to node %" PRIu32 " at %s", node, endpoint);
         return;
     }
     p->dial = true;
@@ -112,28 +115,29 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
     uint64_t now = sn__relay_now_ns();
     peer_t *p = sn__relay_find_peer(r, m->node);
     if (!p) {
-        if (m->state == SN_MEMBER_LEFT)
-            return NULL; /* gone before we knew it */
-        size_t n = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-        if (n == SN_MAX_NODES) {
-            SNLOG_ERROR(r, "cannot add node %" PRIu32 ": the cluster is full (%d nodes)", m->node, SN_MAX_NODES);
+        /* gone before we knew it, or forgotten here since (forget): a row
+         * is made only for a member that may be up (one that is comes
+         * back by its own frames: a Hello, or a heartbeat as a stranger) */
+        if (m->state == SN_MEMBER_LEFT || m->state == SN_MEMBER_DOWN)
+            return NULL;
+        if (!(p = sn__relay_new_slot(r))) {
+            SNLOG_ERROR(r, "cannot add node %" PRIu32 ": out of memory for its row", m->node);
             return NULL;
         }
-        p = &r->peers[n];
-        p->node = m->node;
         p->steal_ok = -1; /* until its types are known */
         p->incarnation = m->incarnation;
         p->probe_port = m->probe_port;
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
         p->last_heard_ns = now; /* a grace period of one timeout to hear from it */
         set_down(p, SN_MEMBER_UP);
-        connect_to(r, p, m->endpoint, m->public_key);
-        if (!p->dial && !r->cert)
+        connect_to(r, p, m->node, m->endpoint, m->public_key);
+        if (!p->dial && !r->cert) {
+            sn__relay_free_slot(r, p); /* (not published: back to the free slots) */
             return NULL;
+        }
+        sn__relay_publish(r, p, m->node); /* (before the steal partner check: it names the node) */
         if (m->ntypes)
             sn__steal_types(r, p, m->types, m->ntypes);
-        /* release: the slot is complete before workers can find it */
-        atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
         SNLOG_INFO(r, "node %" PRIu32 " at %s is a member (%s)", m->node, m->endpoint, how);
         sn_swim_apply(r->swim, 0, &(sn_swim_update_t){m->node, m->state, m->incarnation, m->version, m->suspected_by},
                       now);
@@ -153,7 +157,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         restarted(r, p, m->incarnation);
         p->probe_port = m->probe_port;
         atomic_store_explicit(&p->first_serial, m->first_serial, memory_order_relaxed);
-        connect_to(r, p, m->endpoint, m->public_key);
+        connect_to(r, p, p->node, m->endpoint, m->public_key);
         p->last_heard_ns = now;
         set_down(p, m->state == SN_MEMBER_LEFT ? SN_MEMBER_LEFT : SN_MEMBER_UP);
         if (p->state == SN_MEMBER_UP && !first)
@@ -199,13 +203,14 @@ peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
          * this node (endpoint, id), and no live member holds that key or
          * endpoint (a client's key, another node's, never speaks as one) */
         char why[512] = "", msg[1024];
-        size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
         if (!r->in_key)
             snprintf(why, sizeof why, "it came with no key");
         else if (!strcmp(r->in_key, r->public_key) || !strcmp(m.endpoint, r->advertise))
             snprintf(why, sizeof why, "its key or endpoint is this node's");
-        for (size_t i = 0; i < np && !why[0]; i++) {
-            const peer_t *q = &r->peers[i];
+        SN__FOR_PEERS(r, q)
+        {
+            if (why[0])
+                break;
             if (q->state == SN_MEMBER_UP && (!strcmp(q->public_key, r->in_key) || !strcmp(q->endpoint, m.endpoint)))
                 snprintf(why, sizeof why, "its %s is node %" PRIu32 "'s (at %s), which is up",
                          strcmp(q->public_key, r->in_key) ? "endpoint" : "key", q->node, q->endpoint);
@@ -242,9 +247,8 @@ static void put_out(sn_relay_t *r, const char *fmt, ...)
              r->node, why);
     SNLOG_ERROR(r, "%s", r->out_reason);
     atomic_store_explicit(&r->out, 1, memory_order_release); /* release: out_reason first */
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         if (p->state == SN_MEMBER_UP) {
             set_down(p, SN_MEMBER_DOWN);
             sn__relay_bounce_peer(r, p, SN_ENODEDOWN, false);
@@ -295,7 +299,7 @@ void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
 /* The view: ourselves first, then every member we know. */
 static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
 {
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed), k = 1;
     sn_wire_member_t *v = calloc(np + 1, sizeof *v);
     if (!v)
         return NULL;
@@ -309,10 +313,11 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
     snprintf(v[0].public_key, sizeof v[0].public_key, "%s", r->public_key);
     v[0].version = sn_swim_version(r->swim);
     v[0].probe_port = r->probe_port;
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         uint64_t run, version = 0;
         int st = sn_swim_state(r->swim, p->node, &run, &version);
+        size_t i = k++ - 1; /* (v[i + 1]: after our own row) */
         v[i + 1] = (sn_wire_member_t){.node = p->node,
                                       .state = st >= 0 && run == p->incarnation ? st : p->state,
                                       .version = version,
@@ -324,7 +329,7 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
         snprintf(v[i + 1].endpoint, sizeof v[i + 1].endpoint, "%s", p->endpoint);
         snprintf(v[i + 1].public_key, sizeof v[i + 1].public_key, "%s", p->public_key);
     }
-    *n = np + 1;
+    *n = k;
     return v;
 }
 
@@ -361,9 +366,8 @@ static int held_by_another(sn_relay_t *r, uint32_t node, const char *key, const 
                  strcmp(key, r->public_key) ? "endpoint" : "key", r->node, r->advertise);
         return SN_EREFUSED;
     }
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        const peer_t *q = &r->peers[i];
+    SN__FOR_PEERS(r, q)
+    {
         if (q->state != SN_MEMBER_UP || !q->public_key[0])
             continue;
         if (q->node == node && strcmp(q->public_key, key) != 0) {
@@ -449,8 +453,12 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
     size_t k = 0;
     while (k < r->njoin_news && r->join_news[k] != p->node)
         k++;
-    if (k == r->njoin_news && r->njoin_news < SN_MAX_NODES)
+    uint32_t *jn =
+        k == r->njoin_news ? sn__grow(r->join_news, &r->capjoin_news, r->njoin_news, sizeof *jn, 16, 0) : NULL;
+    if (jn) { /* (no memory: it hears with the next gossip) */
+        r->join_news = jn;
         r->join_news[r->njoin_news++] = p->node;
+    }
     if (sn__relay_now_ns() >= r->join_told_ns + JOIN_NEWS_GAP_NS) {
         join_news(r, v, n);
         v = NULL;
@@ -493,9 +501,8 @@ static void tell_load(sn_relay_t *r)
     if (row.ready < 2 || sn_codec_encode_heartbeat(r->node, r->incarnation, &row, r->cluster, &buf, &len) != 0)
         buf = NULL; /* (nothing to give after all: nothing to say) */
     r->tell_load_ns = UINT64_MAX;
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         if (buf && p->tell_load && p->state == SN_MEMBER_UP)
             (void)sn__relay_try_send(r, p, buf, len);
         p->tell_load = false;
@@ -649,29 +656,28 @@ int sn__members_state(sn_relay_t *r, const peer_t *p)
 
 sn_wire_stats_t *sn__members_rows(sn_relay_t *r, size_t *n)
 {
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
+    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed), k = 1;
     sn_wire_stats_t *rows = calloc(np + 1, sizeof *rows);
     if (!rows)
         return NULL;
     own_row(r, &rows[0]);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
-        sn_wire_stats_t *row = &rows[i + 1];
+    SN__FOR_PEERS(r, p)
+    {
+        sn_wire_stats_t *row = &rows[k++];
         if (p->has_stats)
             *row = p->stats;
         row->node = p->node;
         row->state = sn__members_state(r, p);
         snprintf(row->endpoint, sizeof row->endpoint, "%s", p->endpoint);
     }
-    *n = np + 1;
+    *n = k;
     return rows;
 }
 
 static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down)
 {
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         if (p->state == SN_MEMBER_LEFT || (p->state == SN_MEMBER_DOWN && !to_down))
             continue;
         (void)sn__relay_try_send(r, p, buf, len); /* one that does not fit is dropped: the next one comes */
@@ -902,18 +908,16 @@ static void load_news(sn_relay_t *r, uint64_t now)
  * resumed from a freeze), so that the views meet again. */
 static void push_view(sn_relay_t *r)
 {
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    if (np == 0)
-        return;
     bool to_down = r->push_round++ % 2;
-    peer_t *cand[SN_MAX_NODES];
+    peer_t *p = NULL;
     size_t nc = 0;
-    for (size_t i = 0; i < np; i++)
-        if (r->peers[i].state == (to_down ? SN_MEMBER_DOWN : SN_MEMBER_UP) && r->peers[i].dial)
-            cand[nc++] = &r->peers[i];
-    if (nc == 0)
+    SN__FOR_PEERS(r, q)
+    {
+        if (q->state == (to_down ? SN_MEMBER_DOWN : SN_MEMBER_UP) && q->dial && (size_t)rand() % ++nc == 0)
+            p = q; /* (reservoir: uniform among the candidates) */
+    }
+    if (!p)
         return;
-    peer_t *p = cand[(size_t)rand() % nc];
     void *buf;
     size_t len;
     /* to one held down, our row first (a heartbeat): if it is a founder
@@ -956,9 +960,8 @@ static bool hellos(sn_relay_t *r)
 static void leaving(sn_relay_t *r, uint64_t now)
 {
     bool flushed = true;
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         if (p->state == SN_MEMBER_UP && (p->nbatch || p->pending || p->nunacked))
             flushed = false;
     }
@@ -993,6 +996,33 @@ static void stalled(sn_relay_t *r, uint64_t now)
                    late / 1000000u);
 }
 
+/* A member down or left for r->forget_ns is forgotten: its row and slot
+ * go (reused by the next member added), and with them whatever was kept
+ * for its run (what it was sent and never confirmed came back as
+ * nodedown when it went down; the paths through it end now, as for a run
+ * that ended). Its id may be taken again: a node of that id that comes
+ * is a new member, whose run and first serial are its own, so nothing
+ * meant for the old run reaches it (sends carry the run they were meant
+ * for, PIDs the serial). Each member forgets on its own clock; rows of
+ * dead members in others' gossip add none back (sn__members_upsert).
+ * Guarded by tests/churn.sh. */
+static void forget_old(sn_relay_t *r, uint64_t now)
+{
+    SN__FOR_PEERS(r, p)
+    {
+        if (p->state == SN_MEMBER_UP || !p->down_ns || now - p->down_ns < r->forget_ns || p->io_look || p->io_batch ||
+            p->io_ack || p->io_later)
+            continue;
+        uint32_t node = p->node;
+        SNLOG_INFO(r, "node %" PRIu32 " at %s forgotten: %s for %.0f s", node, p->endpoint,
+                   p->state == SN_MEMBER_LEFT ? "left" : "down", (double)(now - p->down_ns) / 1e9);
+        if (p->state == SN_MEMBER_DOWN) /* (one that left ended its paths then) */
+            sn__relay_bounce_peer(r, p, SN_ENODEDOWN, true);
+        sn_swim_forget(r->swim, node);
+        sn__relay_free_slot(r, p);
+    }
+}
+
 void sn__members_tick(sn_relay_t *r)
 {
     uint64_t now = sn__relay_now_ns();
@@ -1009,6 +1039,10 @@ void sn__members_tick(sn_relay_t *r)
         r->next_hello_ns = now + (hellos(r) ? HELLO_EVERY_NS : HELLO_RETRY_NS);
     }
     stalled(r, now);
+    if (now >= r->forget_next_ns) {
+        r->forget_next_ns = now + 1000000000u;
+        forget_old(r, now);
+    }
     if (atomic_exchange_explicit(&r->load_news, 0, memory_order_acq_rel)) {
         /* Work piled up here since our load said there was none (the
          * scheduler's `loaded` hook, armed in load_news()): tell the

@@ -10,6 +10,7 @@
  * peers the I/O loop looks at (sn__relay_io_look, io_batch, io_ack). I/O thread only.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +24,15 @@
 #define ACK_DELAY_NS 4000000u  /* else within this (see sn__relay_send_acks) */
 #define LOOK_LATER_NS 5000000u /* a DEALER the I/O thread sent on is looked at within this (look_later) */
 
-/* Puts p on one of the I/O loop's lists (flag: its membership). */
-void sn__relay_io_list(uint16_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p)
+/* Puts p on one of the I/O loop's lists (flag: its membership; each
+ * list holds every slot once at most, and has room for every slot). */
+void sn__relay_io_list(uint32_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p)
 {
+    (void)r;
     if (*flag)
         return;
     *flag = true;
-    list[(*n)++] = (uint16_t)(p - r->peers);
+    list[(*n)++] = p->slot;
 }
 
 /* p's dealer needs a look this turn: it woke us, or we sent on it (libzmq
@@ -468,9 +471,8 @@ void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
 #define GAP_PROBE_NS 1000000000u
 void sn__relay_probe_gaps(sn_relay_t *r, uint64_t now)
 {
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         if (!p->nunacked || p->pending || p->nbatch || p->nctl ||
             atomic_load_explicit(&p->down, memory_order_relaxed) || now - p->acked_ns < GAP_PROBE_NS)
             continue;
@@ -583,7 +585,7 @@ static bool ack_out(sn_relay_t *r, peer_t *p, uint64_t upto, const refusal_t *f,
 void sn__relay_send_acks(sn_relay_t *r, uint64_t now)
 {
     for (size_t i = 0; i < r->nio_ack;) { /* the peers with batches not yet acknowledged */
-        peer_t *p = &r->peers[r->io_ack[i]];
+        peer_t *p = sn__relay_peer(r, r->io_ack[i]);
         if ((p->recv_seq <= p->acked_seq && !p->nrefusals) || p->ident_len == 0) { /* (done, or reset) */
             p->io_ack = false;
             r->io_ack[i] = r->io_ack[--r->nio_ack];
@@ -627,7 +629,7 @@ uint64_t sn__relay_acks_due_ns(sn_relay_t *r)
 {
     uint64_t next = UINT64_MAX;
     for (size_t i = 0; i < r->nio_ack; i++) {
-        peer_t *p = &r->peers[r->io_ack[i]];
+        peer_t *p = sn__relay_peer(r, r->io_ack[i]);
         uint64_t due = p->ack_retry_ns > p->ack_due_ns ? p->ack_retry_ns : p->ack_due_ns;
         if (due && due < next)
             next = due;

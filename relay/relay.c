@@ -69,7 +69,7 @@ void sn__relay_io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bo
 
 void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d)
 {
-    uint32_t i = (uint32_t)(p - r->peers);
+    uint32_t i = p->slot;
     if (p->dealer) {
         sn__relay_io_watch(r, p->dealer, SN_IO_PEER, i, false); /* (before the close: its fd number may be reused) */
         zsock_destroy(&p->dealer);
@@ -151,9 +151,10 @@ static bool pipe_commands(sn_relay_t *r, zsock_t *pipe)
         } else if (cmd && streq(cmd, "NOSTEAL")) {
             sn__steal_stop(r);
             r->no_steal = true; /* (and no more backpressure: the processes end) */
-            size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-            for (size_t i = 0; i < np; i++)
-                sn__relay_let_go(r, &r->peers[i].waiters);
+            SN__FOR_PEERS(r, p)
+            {
+                sn__relay_let_go(r, &p->waiters);
+            }
             sn__relay_let_go(r, &r->held_waiters);
             zsock_signal(pipe, 0);
         }
@@ -171,20 +172,21 @@ static bool look_at_peers(sn_relay_t *r)
 {
     if (r->nio_later && sn__relay_now_ns() >= r->later_due_ns) { /* (peer.c: look_later) */
         for (size_t i = 0; i < r->nio_later; i++) {
-            r->peers[r->io_later[i]].io_later = false;
-            sn__relay_io_look(r, &r->peers[r->io_later[i]]);
+            sn__relay_peer(r, r->io_later[i])->io_later = false;
+            sn__relay_io_look(r, sn__relay_peer(r, r->io_later[i]));
         }
         r->nio_later = 0;
     }
-    uint16_t look[SN_MAX_NODES];
+    uint32_t *look = r->io_scratch; /* (a copy: a look may list peers again) */
     size_t n = r->nio_look;
-    memcpy(look, r->io_look, n * sizeof *look);
+    if (n)
+        memcpy(look, r->io_look, n * sizeof *look);
     r->nio_look = 0; /* a send from here on lists its peer for the next turn */
     for (size_t i = 0; i < n; i++)
-        r->peers[look[i]].io_look = false;
+        sn__relay_peer(r, look[i])->io_look = false;
     bool more = false;
     for (size_t i = 0; i < n; i++) {
-        peer_t *p = &r->peers[look[i]];
+        peer_t *p = sn__relay_peer(r, look[i]);
         if (!p->dealer)
             continue;
         /* (a read until EAGAIN looks at the socket's commands, as
@@ -255,7 +257,7 @@ static bool wait_events(sn_relay_t *r, turn_t *t)
     for (int k = 0; k < nev; k++) {
         uint32_t kind = (uint32_t)(evs[k].data.u64 >> 32), i = (uint32_t)evs[k].data.u64;
         if (kind == SN_IO_PEER)
-            sn__relay_io_look(r, &r->peers[i]);
+            sn__relay_io_look(r, sn__relay_peer(r, i));
         else if (kind == SN_IO_ROUTER)
             r->router_look = true;
         else if (kind == SN_IO_UDP)
@@ -288,7 +290,7 @@ bool sn__relay_drain_here(sn_relay_t *r)
     if (sn__relay_drain(r) || r->router_look || r->pipe_used || r->bq_head < r->bq_n)
         return true; /* (the bounce queue: a slice a turn, peer.c) */
     for (size_t i = 0; i < r->nio_look; i++) {
-        peer_t *p = &r->peers[r->io_look[i]];
+        peer_t *p = sn__relay_peer(r, r->io_look[i]);
         if (p->pending || p->nctl || (p->dealer && (zsock_events(p->dealer) & ZMQ_POLLIN)))
             return true;
     }

@@ -41,6 +41,7 @@ typedef struct sn_relay_config {
     size_t max_backlog;     /* bytes held for one peer; 0 = SN_MAX_BACKLOG (64 MiB): senders to it wait */
     int heartbeat_ms;       /* the SWIM probe period; 0 = SN_SWIM_PERIOD_MS (swim.h) */
     int down_after_ms;      /* no frame from a peer for this long: down; 0 = 1500 */
+    int forget_after_ms;    /* a member down or left this long is forgotten; 0 = SN_FORGET_AFTER_MS */
     /* Called once, on the relay's I/O thread, when this run is put out of
      * its cluster (see sn_relay_out); the program decides how to stop
      * (schednode raises SIGTERM). NULL: only sn_relay_out reports it. */
@@ -74,6 +75,7 @@ typedef struct sn_relay sn_relay_t;
  * for the rest of the reply. */
 #define SN_CLIENT_MAX_ANSWER (SN_MAX_MESSAGE + ((size_t)1 << 20))
 #define SN_MAX_BACKLOG ((size_t)64 << 20)
+#define SN_FORGET_AFTER_MS 300000 /* 5 minutes */
 
 /* Starts the relay for sched and installs it as sched's relay hook. On
  * failure returns NULL and writes a one-line reason to err. Caller owns the

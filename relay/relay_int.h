@@ -7,12 +7,15 @@
  * the holder of io_mu does: the I/O thread holds it always but while it
  * sleeps in epoll_wait, and a worker may take it (try-lock, never waits)
  * to send what it sent in a run itself (route.c: relay_flush; below, "I/O
- * thread" means the holder). Workers only
- * read the peer table through find_peer: the table is a fixed array that
- * only grows; a slot is filled completely before `npeers` is raised with a
- * release store, and workers read `npeers` with acquire. A slot's `node`
- * never changes once published; `down` and `first_serial` are atomics the
- * actor updates in place.
+ * thread" means the holder). Workers only read the peer table through
+ * find_peer. The table (peer.c: the slots) is chunks of SN_PEER_CHUNK
+ * peers that never move; a chunk's pointer is stored before `npeers`
+ * covers it (release), and workers read `npeers` with acquire. A slot is
+ * a member's while its `node` is not 0: filled before `node` is stored
+ * (release), and emptied only after `node` went back to 0 (a member
+ * forgotten, members.c: forget), then reused. A worker holding a slot
+ * found before it was emptied reads only atomics (down, first_serial,
+ * full) and gives the I/O thread the node id, which it looks up again.
  */
 #ifndef SN_RELAY_INT_H
 #define SN_RELAY_INT_H
@@ -34,9 +37,11 @@
 #include "relay.h"
 
 /* Full mesh: every member keeps one outbound connection to every other.
- * The table is a fixed array of this many members (a restarted node reuses
- * its slot); we tested up to 5 nodes and expect a few dozen to work. */
-#define SN_MAX_NODES 256
+ * The member table grows a chunk of SN_PEER_CHUNK slots at a time, up to
+ * SN_PEER_CHUNKS chunks (262,144 members: the open-file limit binds long
+ * before); a restarted node keeps its slot, a forgotten one frees it. */
+#define SN_PEER_CHUNK 64
+#define SN_PEER_CHUNKS 4096
 #define SN_CLUSTER_MAX 64 /* bytes of a cluster name, with the NUL */
 
 enum { ITEM_SEND, ITEM_REPLY };
@@ -115,10 +120,21 @@ typedef struct bounce {
 } bounce_t;
 
 typedef struct peer {
-    uint32_t node;                 /* any thread: fixed once published */
-    _Atomic int down;              /* any thread: down or left, sends bounce */
-    _Atomic uint64_t first_serial; /* any thread: lower serials are dead */
-    int state;                     /* SN_MEMBER_UP, _DOWN or _LEFT (suspect is derived) */
+    /* any thread reads these (workers, metrics); a slot reused keeps them
+     * and stores each anew (sn__relay_free_slot) */
+    _Atomic uint32_t node;         /* 0 while the slot is free (see the top of this file) */
+    _Atomic int down;              /* down or left, sends bounce */
+    _Atomic uint64_t first_serial; /* lower serials are dead */
+    _Atomic int full;              /* its backlog is full: see backlog_changed (relaxed: it orders nothing) */
+    /* for metrics: the I/O thread adds, any thread reads (relaxed: they
+     * order nothing); kept across the peer's restarts (counters only grow) */
+    _Atomic uint64_t m_msgs_in, m_msgs_out, m_steals_in, m_steals_out;
+    _Atomic uint64_t m_rtt_ns; /* the last direct probe's round trip */
+    uint32_t slot;             /* its index in the table (sn__relay_peer): fixed */
+    /* Everything from here (down_ns, the first field) is the I/O
+     * thread's, zeroed when the slot is emptied (sn__relay_free_slot). */
+    uint64_t down_ns; /* when it went down or left (members.c: forget) */
+    int state;        /* SN_MEMBER_UP, _DOWN or _LEFT (suspect is derived) */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     char public_key[41]; /* its CurveZMQ key ("" when insecure) */
     zsock_t *dealer;     /* NULL until the first send to it (sn__relay_try_send) */
@@ -140,9 +156,7 @@ typedef struct peer {
     /* The backlog's bound (peer.c, backlog_changed): past max_backlog
      * bytes (batch, pending, unacked) `full` is set and every process here
      * that sends to it waits before its next step (sn__throttle), listed
-     * in waiters; at half of it they go on. `full`: any thread reads
-     * (relaxed: a worker only uses it to ask for a wait early). */
-    _Atomic int full;
+     * in waiters; at half of it they go on. */
     waiters_t waiters;
     /* control frames (stealing) to send after `pending`, before any newer
      * batch: they keep their place in the order of everything sent to p */
@@ -178,10 +192,6 @@ typedef struct peer {
     /* its last heartbeat's counters, for `status` */
     sn_wire_stats_t stats;
     bool has_stats;
-    /* for metrics: the I/O thread adds, any thread reads (relaxed: they
-     * order nothing); kept across the peer's restarts (counters only grow) */
-    _Atomic uint64_t m_msgs_in, m_msgs_out, m_steals_in, m_steals_out;
-    _Atomic uint64_t m_rtt_ns; /* the last direct probe's round trip */
     /* the I/O loop's lists (I/O thread; see "The I/O loop" in relay.c):
      * its dealer was sent on or woke us (look at its events this turn),
      * it has a batch to send, it has batches of its to acknowledge, the
@@ -223,8 +233,12 @@ struct sn_relay {
     void *on_out_arg;
     char cluster[SN_CLUSTER_MAX];
     char advertise[SN_WIRE_ENDPOINT_MAX];
-    peer_t *peers;         /* SN_MAX_NODES slots */
-    _Atomic size_t npeers; /* any thread: see the top of this file */
+    peer_t *_Atomic chunks[SN_PEER_CHUNKS]; /* the member table (any thread: see the top of this file) */
+    _Atomic size_t npeers;                  /* slots in use or freed (free ones have node 0) */
+    uint32_t *free_slots;                   /* slots of forgotten members, to reuse (I/O thread) */
+    size_t nfree, capfree;
+    uint64_t forget_ns;      /* a member down or left this long is forgotten (members.c: forget_old) */
+    uint64_t forget_next_ns; /* its next look */
     seed_t *seeds;
     size_t nseeds;
     char seed_list[1024]; /* for error messages (immutable after start) */
@@ -250,8 +264,8 @@ struct sn_relay {
     /* A seed's joins not yet told to the members: told together, at most
      * once per JOIN_NEWS_GAP_NS (a storm of joins costs one message per
      * member per batch, not per join). Relay thread only (members.c). */
-    uint32_t join_news[SN_MAX_NODES];
-    size_t njoin_news;
+    uint32_t *join_news;
+    size_t njoin_news, capjoin_news;
     uint64_t join_told_ns;
     uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
     sn_wire_type_t *types;      /* our process types, for the view */
@@ -323,8 +337,8 @@ struct sn_relay {
      * peers, each on a list at most once: the io_* flags) */
     int epfd;
     bool router_look; /* the ROUTER woke us, was sent on or stopped on the budget: look at it */
-    uint16_t io_look[SN_MAX_NODES], io_batch[SN_MAX_NODES], io_ack[SN_MAX_NODES], io_later[SN_MAX_NODES];
-    size_t nio_look, nio_batch, nio_ack, nio_later;
+    uint32_t *io_look, *io_batch, *io_ack, *io_later, *io_scratch; /* (as many as slots: peer.c, grow_lists) */
+    size_t nio_look, nio_batch, nio_ack, nio_later, io_cap;
     uint64_t later_due_ns;  /* nio_later > 0: when they are looked at */
     _Atomic int actor_done; /* set (release) as the actor returns */
     char endpoint[SN_WIRE_ENDPOINT_MAX];
@@ -375,16 +389,58 @@ struct sn_relay {
 #define SNLOG_DEBUG(r, ...) SN__RLOG(r, SN__LOG_DEBUG, __VA_ARGS__)
 
 uint64_t sn__relay_now_ns(void);
+/* Slot i of the member table (i < npeers; any thread). */
+static inline peer_t *sn__relay_peer(sn_relay_t *r, size_t i)
+{
+    /* (relaxed: npeers' acquire ordered the chunk's store before) */
+    return &atomic_load_explicit(&r->chunks[i / SN_PEER_CHUNK], memory_order_relaxed)[i % SN_PEER_CHUNK];
+}
+
+/* The next member's slot from *i on (advancing *i past it), or NULL at n. */
+static inline peer_t *sn__relay_next_peer(sn_relay_t *r, size_t *i, size_t n)
+{
+    while (*i < n) {
+        peer_t *p = sn__relay_peer(r, (*i)++);
+        if (atomic_load_explicit(&p->node, memory_order_acquire))
+            return p;
+    }
+    return NULL;
+}
+
+/* Each member's slot, p, in table order, free slots skipped (any thread;
+ * on the I/O thread a slot freed in the body is not seen after). The
+ * outer loop runs once: a `break` in the body ends the whole loop. */
+#define SN__FOR_PEERS(r, p)                                                                                            \
+    for (peer_t *p = NULL, **sn__once = &p; sn__once; sn__once = NULL)                                                 \
+        for (size_t sn__i = 0, sn__n = atomic_load_explicit(&(r)->npeers, memory_order_acquire);                       \
+             (p = sn__relay_next_peer((r), &sn__i, sn__n)) != NULL;)
+
 /* The peer with this node id, or NULL (any thread). */
 static inline peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
 {
+    if (!node)
+        return NULL;
     /* acquire: pairs with the release that published the slots */
     size_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
-    for (size_t i = 0; i < n; i++)
-        if (r->peers[i].node == node)
-            return &r->peers[i];
+    for (size_t i = 0; i < n; i++) {
+        peer_t *p = sn__relay_peer(r, i);
+        /* acquire: the slot was filled before its node was stored */
+        if (atomic_load_explicit(&p->node, memory_order_acquire) == node)
+            return p;
+    }
     return NULL;
 }
+
+/* A free slot for a new member (zeroed, node 0), reused or new, or NULL
+ * (no memory, or SN_PEER_CHUNKS full); sn__relay_publish makes it node's
+ * (findable from then on). sn__relay_free_slot empties a member's slot
+ * (its node goes to 0 first) for reuse. I/O thread (peer.c). */
+peer_t *sn__relay_new_slot(sn_relay_t *r);
+void sn__relay_publish(sn_relay_t *r, peer_t *p, uint32_t node);
+void sn__relay_free_slot(sn_relay_t *r, peer_t *p);
+/* Frees what a slot holds (its frames, lists, socket): at destroy, and
+ * before a slot is reused. */
+void sn__relay_slot_fini(sn_relay_t *r, peer_t *p);
 /* Counts and logs (rate-limited) a dropped frame. */
 void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node);
 /* Everything waiting for p goes back to its senders with `error`; gone:
@@ -532,7 +588,7 @@ void sn__relay_pass_end(const sn_passing_t *saved);
  * item to it. acked: the peer has every batch up to seq. ack_later: a
  * batch `seq` came from p on [ident]: acknowledged soon (send_acks, at
  * acks_due_ns). send_reply answers a client on the ROUTER. */
-void sn__relay_io_list(uint16_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p);
+void sn__relay_io_list(uint32_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p);
 void sn__relay_io_look(sn_relay_t *r, peer_t *p);
 void sn__relay_flush_peer(sn_relay_t *r, peer_t *p);
 void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it);

@@ -410,7 +410,7 @@ bool sn__relay_drain(sn_relay_t *r)
         atomic_store_explicit(&r->drained, atomic_load_explicit(&r->drained, memory_order_relaxed) + done,
                               memory_order_relaxed);
     for (size_t i = 0; i < r->nio_batch; i++) { /* the peers that got sends: each batch goes */
-        peer_t *p = &r->peers[r->io_batch[i]];
+        peer_t *p = sn__relay_peer(r, r->io_batch[i]);
         p->io_batch = false;
         sn__relay_flush_peer(r, p);
     }

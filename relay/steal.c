@@ -692,17 +692,16 @@ static uint64_t rnd(struct sn_steal *s)
 static peer_t *pick_victim(sn_relay_t *r)
 {
     struct sn_steal *s = r->steal;
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
     uint64_t top = 0;
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         if (p->state == SN_MEMBER_UP && p->steal_ok == 1 && p->has_stats && p->stats.ready > top)
             top = p->stats.ready;
     }
     peer_t *pick = NULL;
     uint64_t seen = 0;
-    for (size_t i = 0; i < np; i++) {
-        peer_t *p = &r->peers[i];
+    SN__FOR_PEERS(r, p)
+    {
         if (p->state != SN_MEMBER_UP || p->steal_ok != 1)
             continue;
         uint64_t load = p->has_stats ? p->stats.ready : 0; /* (none heard: none to give; a loaded member says so) */

@@ -724,3 +724,27 @@ void sn_swim_stats(const sn_swim_t *s, sn_swim_stats_t *out)
     *out = s->st;
     out->health = s->health;
 }
+
+void sn_swim_forget(sn_swim_t *s, uint32_t node)
+{
+    size_t i = lower_bound(s, node);
+    if (i == s->n || s->m[i].node != node)
+        return;
+    memmove(&s->m[i], &s->m[i + 1], (s->n - i - 1) * sizeof *s->m);
+    s->n--;
+    for (size_t k = 0; k < s->norder; k++)
+        if (s->order[k] == node) {
+            memmove(&s->order[k], &s->order[k + 1], (s->norder - k - 1) * sizeof *s->order);
+            s->norder--;
+            if (k < s->next)
+                s->next--;
+            break;
+        }
+    for (size_t k = 0; k < s->nsuspects; k++)
+        if (s->suspects[k].node == node) {
+            s->suspects[k] = s->suspects[--s->nsuspects];
+            break;
+        }
+    if (s->target == node) /* (no verdict on it: it is gone) */
+        s->target = 0;
+}

@@ -124,6 +124,10 @@ void sn_swim_heard(sn_swim_t *s, uint32_t from, uint64_t run, uint64_t now);
 void sn_swim_stalled(sn_swim_t *s, uint64_t late);
 /* The periodic work: call at sn_swim_next_ns() (or later). */
 void sn_swim_tick(sn_swim_t *s, uint64_t now);
+/* Forgets node (the relay forgot its row: down or left for long); what
+ * others still say of it as dead or left does not bring it back, news of
+ * it alive does. */
+void sn_swim_forget(sn_swim_t *s, uint32_t node);
 uint64_t sn_swim_next_ns(const sn_swim_t *s);
 
 /* Our own version (raised by refutations) and a member's state (-1:

@@ -109,10 +109,11 @@ void sn__relay_watches_lost(sn_relay_t *r, peer_t *p)
  * whichever peer it is; false if there was none. */
 bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag)
 {
-    size_t np = atomic_load_explicit(&r->npeers, memory_order_relaxed);
-    for (size_t i = 0; i < np; i++)
-        if (sn__watch(&r->peers[i], target, watcher, tag, false))
+    SN__FOR_PEERS(r, p)
+    {
+        if (sn__watch(p, target, watcher, tag, false))
             return true;
+    }
     return false;
 }
 

@@ -376,6 +376,48 @@ static void test_refutation(void **state)
     assert_true(sn.pings[4] > 0); /* probed again, and answering */
 }
 
+/* A member down for SN_FORGET_AFTER_MS is forgotten: its row goes, a
+ * member's gossip of it as dead brings it back no more, and a new member
+ * takes its slot (members.c: forget_old; the table does not grow with
+ * churn). Its id taken again is a new member of its own run. */
+static void test_forgotten(void **state)
+{
+    fake_node_t *n = *state;
+    seen_t sn = {0};
+    warm_up(n, &sn);
+    g_alive[4] = false;
+    run(n, fake_clock() + 20 * 1000 * MS, &sn, NULL);
+    peer_t *p = fake_peer(n, 4);
+    assert_non_null(p);
+    assert_int_equal(p->state, SN_MEMBER_DOWN);
+    size_t slots = atomic_load(&n->r.npeers);
+    uint32_t slot = p->slot;
+    /* a minute short of the time: still there */
+    run(n, fake_clock() + (uint64_t)(SN_FORGET_AFTER_MS - 60000) * MS, &sn, NULL);
+    assert_non_null(fake_peer(n, 4));
+    run(n, fake_clock() + 62000 * MS, &sn, NULL);
+    assert_null(fake_peer(n, 4));
+    assert_int_equal(sn_swim_state(n->r.swim, 4, NULL, NULL), -1);
+    /* gossip of it, dead: not added */
+    sn_wire_member_t m;
+    member(&m, 4, SN_MEMBER_DOWN, 9);
+    assert_null(sn__members_upsert(&n->r, &m, "test"));
+    assert_null(fake_peer(n, 4));
+    /* a new member takes the slot */
+    member(&m, 9, SN_MEMBER_UP, 0);
+    peer_t *q = sn__members_upsert(&n->r, &m, "test");
+    assert_non_null(q);
+    assert_int_equal(q->slot, slot);
+    assert_int_equal(atomic_load(&n->r.npeers), slots);
+    /* id 4 again, a new run: a member of its own */
+    member(&m, 4, SN_MEMBER_UP, 0);
+    m.incarnation = inc_of(4) + 1000;
+    p = sn__members_upsert(&n->r, &m, "test");
+    assert_non_null(p);
+    assert_int_equal(p->incarnation, inc_of(4) + 1000);
+    assert_int_equal(p->state, SN_MEMBER_UP);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +425,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_join_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_suspect_then_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refutation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forgotten, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -233,8 +233,8 @@ static void play(sn_relay_t *r, const uint8_t *data, size_t size)
             sn__members_tick(r);
             break;
         case FZ_PEER_GONE: { /* what members.c does when a member falls silent */
-            peer_t *p = &r->peers[(op >> 3) % atomic_load(&r->npeers)];
-            if (p->state == SN_MEMBER_UP) {
+            peer_t *p = sn__relay_peer(r, (op >> 3) % atomic_load(&r->npeers));
+            if (atomic_load(&p->node) && p->state == SN_MEMBER_UP) { /* (not a free slot) */
                 p->state = SN_MEMBER_DOWN;
                 atomic_store_explicit(&p->down, 1, memory_order_release);  /* as set_down */
                 sn__relay_bounce_peer(r, p, SN_ENODEDOWN, (op >> 11) & 1); /* down, or gone for good */
