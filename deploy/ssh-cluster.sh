@@ -118,7 +118,7 @@ bad_line() { die 2 "$hosts_file:$1: $2"; }
 
 # node/... and cluster/... keys a hosts file may set for every node; the rest
 # (id, name, listen, seed, cert, ...) this script writes itself
-settable='node/workers node/log-level node/shutdown-timeout-ms cluster/heartbeat-ms cluster/down-after-ms cluster/join-timeout-ms cluster/steal cluster/steal-batch cluster/max-frame cluster/max-message cluster/max-backlog'
+settable='node/workers node/log-level node/shutdown-timeout-ms cluster/heartbeat-ms cluster/down-after-ms cluster/join-timeout-ms cluster/steal cluster/steal-batch cluster/max-frame cluster/max-message cluster/max-backlog cluster/backlog-full cluster/forget-after-ms'
 
 read_hosts() {
   { [ -f "$hosts_file" ] && [ -r "$hosts_file" ]; } || die 2 "no hosts file '$hosts_file' (format: cluster-config/hosts.example)"

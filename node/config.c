@@ -449,6 +449,10 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
         if (number(c, path, nth, v, 1, 1LL << 32, &n))
             return -1;
         o->max_message = n;
+    } else if (!strcmp(key, "backlog-full")) {
+        if (strcmp(v, "wait") != 0 && strcmp(v, "fail") != 0)
+            return fail(c, path, nth, "'%s' is not wait or fail", v);
+        o->backlog_full = strcmp(v, "fail") == 0 ? "fail" : "wait";
     } else if (!strcmp(key, "max-backlog")) {
         if (number(c, path, nth, v, 1LL << 20, 1LL << 40, &n))
             return -1;
@@ -456,7 +460,7 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
     } else {
         return fail(c, path, nth,
                     "unknown key (cluster takes name, seed, heartbeat-ms, down-after-ms, forget-after-ms, "
-                    "join-timeout-ms, max-frame, max-message, max-backlog, steal, steal-batch)");
+                    "join-timeout-ms, max-frame, max-message, max-backlog, backlog-full, steal, steal-batch)");
     }
     return 0;
 }

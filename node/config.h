@@ -22,8 +22,9 @@ typedef struct sn_node_config {
     int insecure;                    /* -1: not set, else 0 or 1 */
     int heartbeat_ms, down_after_ms, join_timeout_ms, forget_after_ms;
     long long max_frame, max_message, max_backlog;
-    int steal;       /* -1: not set, else 0 or 1 */
-    int steal_batch; /* 0: not set */
+    const char *backlog_full; /* NULL: not set, else "wait" or "fail" */
+    int steal;                /* -1: not set, else 0 or 1 */
+    int steal_batch;          /* 0: not set */
     const char **seeds;
     size_t nseeds;
     const char **plugins; /* absolute, like cert */

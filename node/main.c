@@ -116,6 +116,8 @@ static void usage_options(FILE *f)
                "      --max-backlog BYTES    what a node holds for one peer (default 64 MiB); past it, a\n"
                "                             process sending there waits until half of it is sent\n"
                "                             (BYTES: a number, or with K, M or G: 64M)\n"
+               "      --backlog-full fail    past --max-backlog a send fails at once (backlog full)\n"
+               "                             instead of its process waiting (the default: wait)\n"
                "      --heartbeat-ms MS      probe period, up to ten nodes (default 200; x1.5 at 100)\n"
                "      --down-after-ms MS     suspicion timeout, up to ten nodes (default 1500)\n"
                "      --forget-after-ms MS   a member down or left this long is forgotten (default\n"
@@ -271,6 +273,7 @@ enum {
     OPT_MAXFRAME,
     OPT_MAXMSG,
     OPT_MAXBACKLOG,
+    OPT_BACKLOGFULL,
     OPT_HB,
     OPT_DOWN,
     OPT_FORGET,
@@ -318,6 +321,7 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"max-frame", required_argument, NULL, OPT_MAXFRAME},
                                           {"max-message", required_argument, NULL, OPT_MAXMSG},
                                           {"max-backlog", required_argument, NULL, OPT_MAXBACKLOG},
+                                          {"backlog-full", required_argument, NULL, OPT_BACKLOGFULL},
                                           {"heartbeat-ms", required_argument, NULL, OPT_HB},
                                           {"down-after-ms", required_argument, NULL, OPT_DOWN},
                                           {"forget-after-ms", required_argument, NULL, OPT_FORGET},
@@ -395,6 +399,8 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
     o->relay.max_frame = (size_t)f->max_frame;
     o->relay.max_message = (size_t)f->max_message;
     o->relay.max_backlog = (size_t)f->max_backlog;
+    if (f->backlog_full)
+        o->relay.backlog_fails = strcmp(f->backlog_full, "fail") == 0;
     if (f->steal >= 0)
         o->relay.steal = f->steal;
     o->relay.steal_batch = f->steal_batch;
@@ -576,6 +582,11 @@ static int cluster_flag(options_t *o, int c, char *arg)
         return 1;
     case OPT_MAXMSG:
         r->max_message = (size_t)sn_parse_bytes("--max-message", arg, 1, 1LL << 32);
+        return 1;
+    case OPT_BACKLOGFULL:
+        if (strcmp(arg, "wait") != 0 && strcmp(arg, "fail") != 0)
+            die_usage("--backlog-full: '%s' is not wait or fail", arg);
+        r->backlog_fails = strcmp(arg, "fail") == 0;
         return 1;
     case OPT_MAXBACKLOG:
         r->max_backlog = (size_t)sn_parse_bytes("--max-backlog", arg, 1LL << 20, 1LL << 40);

@@ -42,6 +42,7 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     r->max_frame = cfg->max_frame ? cfg->max_frame : SN_WIRE_MAX_FRAME;
     r->max_msg = cfg->max_message ? cfg->max_message : SN_MAX_MESSAGE;
     r->max_backlog = cfg->max_backlog ? cfg->max_backlog : SN_MAX_BACKLOG;
+    r->backlog_fails = cfg->backlog_fails == 1;
     r->forget_ns = (uint64_t)(cfg->forget_after_ms > 0 ? cfg->forget_after_ms : SN_FORGET_AFTER_MS) * 1000000u;
     r->hop_trace = getenv("SN_HOP_TRACE") != NULL; /* schedbench xnode-rtt --breakdown */
     r->hb_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : SN_SWIM_PERIOD_MS;

@@ -445,6 +445,11 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
 
 void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it)
 {
+    if (atomic_load_explicit(&p->full, memory_order_relaxed) && r->backlog_fails && !it->forwarded &&
+        it->s.kind == SN_EV_MESSAGE && !sn_pid_is_none(it->s.from)) {
+        sn__relay_bounce_item(r, it, SN_EFULL, p->node); /* (--backlog-full fail: back at once) */
+        return;
+    }
     if (atomic_load_explicit(&p->full, memory_order_relaxed))
         sn__relay_hold_sender(r, &p->waiters, it); /* (before it goes: a flush frees it) */
     item_t **b = sn__grow(p->batch, &p->cap, p->nbatch, sizeof *b, 256, 0);

@@ -39,6 +39,7 @@ typedef struct sn_relay_config {
     size_t max_frame;       /* bytes; 0 = SN_WIRE_MAX_FRAME (1 MiB): a batch over it goes in Parts */
     size_t max_message;     /* bytes; 0 = SN_MAX_MESSAGE (64 MiB): a bigger send fails with SN_ETOOBIG */
     size_t max_backlog;     /* bytes held for one peer; 0 = SN_MAX_BACKLOG (64 MiB): senders to it wait */
+    int backlog_fails;      /* 1: past max_backlog a send fails (SN_EFULL) instead of its sender waiting */
     int heartbeat_ms;       /* the SWIM probe period; 0 = SN_SWIM_PERIOD_MS (swim.h) */
     int down_after_ms;      /* no frame from a peer for this long: down; 0 = 1500 */
     int forget_after_ms;    /* a member down or left this long is forgotten; 0 = SN_FORGET_AFTER_MS */

@@ -226,6 +226,7 @@ struct sn_relay {
     size_t max_frame;
     size_t max_msg;         /* the largest message that crosses nodes (bytes) */
     size_t max_backlog;     /* what is held for one peer (bytes): see peer_t.full; and by locate.c's flushes */
+    bool backlog_fails;     /* past it, a process's send fails (SN_EFULL) instead of its sender waiting */
     size_t held_bytes;      /* sends locate.c holds while routes change (I/O thread) */
     waiters_t held_waiters; /* their senders held while held_bytes is over max_backlog */
     int hb_ms, down_ms;

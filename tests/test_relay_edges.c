@@ -12,7 +12,8 @@
  *   backpressure:  node 2 is away while a sender streams to it: the
  *                  sender waits once the backlog is full (relay/peer.c,
  *                  backlog_changed), and all of it arrives in order once
- *                  node 2 comes
+ *                  node 2 comes; with --backlog-full fail, what does
+ *                  not fit comes back at once as backlog full instead
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -210,6 +211,7 @@ static void reset(void)
     tn_limits.max_frame = MAX_FRAME;
     tn_limits.max_message = MAX_MSG;
     tn_limits.max_backlog = 0;
+    tn_limits.backlog_fails = 0;
     sn__relay_test_drop = NULL;
 }
 
@@ -310,11 +312,11 @@ static void test_dropped_frame(void **unused)
             fail_msg("send %u: error %s, delivered %d", seq, sn_strerror(seen.err_of[0][seq]), seen.got[0][seq]);
 }
 
-static void test_backpressure(void **unused)
+static void backpressure(bool fails)
 {
-    (void)unused;
     reset();
     tn_limits.max_backlog = 1u << 20;
+    tn_limits.backlog_fails = fails;
     const uint32_t count = 4096; /* 64 MiB in all, 16 KiB each */
     node_t n1, n2;
     sn_relay_set_log_level(1);
@@ -338,14 +340,26 @@ static void test_backpressure(void **unused)
     bool done = settled(1, count);
     node_stop(&n1);
     node_stop(&n2);
-    print_message("backpressure: %llu of %u sends of 16 KiB made while node 2 was away (backlog limit 1 MiB), "
-                  "%llu half a second later\n",
-                  (unsigned long long)away, count, (unsigned long long)later);
+    print_message("backpressure (%s): %llu of %u sends of 16 KiB made while node 2 was away (backlog limit 1 MiB), "
+                  "%llu half a second later; %llu delivered, %llu came back (backlog full)\n",
+                  fails ? "fail" : "wait", (unsigned long long)away, count, (unsigned long long)later,
+                  (unsigned long long)seen.delivered[0], (unsigned long long)seen.returned[0]);
     if (seen.bad[0])
         fail_msg("%s", seen.bad);
     if (!done)
         fail_msg("%llu delivered, %llu returned of %u", (unsigned long long)seen.delivered[0],
                  (unsigned long long)seen.returned[0], count);
+    if (fails) {
+        /* --backlog-full fail: the sender is never held; what did not fit
+         * came back as backlog full, each with its payload, the rest
+         * arrived in order (the sink checks the order) */
+        assert_int_equal(away, count);
+        assert_true(seen.returned[0] > 0);
+        for (uint32_t seq = 0; seq < count; seq++)
+            if (seen.err_of[0][seq] && seen.err_of[0][seq] != SN_EFULL)
+                fail_msg("send %u came back with %s", seq, sn_strerror(seen.err_of[0][seq]));
+        return;
+    }
     assert_int_equal(seen.returned[0], 0);
     /* the sender waited: it made a few MiB at most of its 64 (the limit,
      * and what was queued before the relay saw the backlog full), and
@@ -355,9 +369,21 @@ static void test_backpressure(void **unused)
                  (unsigned long long)away, (unsigned long long)(away * 16 / 1024), (unsigned long long)later);
 }
 
+static void test_backpressure(void **unused)
+{
+    (void)unused;
+    backpressure(false);
+}
+
+static void test_backlog_full_fails(void **unused)
+{
+    (void)unused;
+    backpressure(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_sizes), cmocka_unit_test(test_dropped_frame),
-                                       cmocka_unit_test(test_backpressure)};
+                                       cmocka_unit_test(test_backpressure), cmocka_unit_test(test_backlog_full_fails)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

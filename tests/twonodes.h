@@ -19,6 +19,7 @@ typedef struct node {
 /* The relays' limits (0: their defaults); a test sets them before it starts nodes. */
 static struct {
     size_t max_frame, max_message, max_backlog;
+    int backlog_fails;
 } tn_limits;
 
 /* Node `id` (2 workers) listening on `port`, with node `peer_id` at
@@ -44,6 +45,7 @@ static inline void node_start(node_t *nd, uint32_t id, int port, uint32_t peer_i
                              .max_frame = tn_limits.max_frame,
                              .max_message = tn_limits.max_message,
                              .max_backlog = tn_limits.max_backlog,
+                             .backlog_fails = tn_limits.backlog_fails,
                              .heartbeat_ms = 5000,
                              .down_after_ms = 120000};
     nd->relay = sn_relay_new(nd->sched, &cfg, err, sizeof err);

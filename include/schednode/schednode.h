@@ -96,7 +96,8 @@ extern "C" {
     X(SN_EPROTO, -17, "protocol error")                                                                                \
     X(SN_EREFUSED, -18, "refused")                                                                                     \
     X(SN_ETOOBIG, -19, "message too big")                                                                              \
-    X(SN_EDROPPED, -20, "dropped on the way")
+    X(SN_EDROPPED, -20, "dropped on the way")                                                                          \
+    X(SN_EFULL, -21, "backlog full")
 
 enum {
 #define SN__ERR_ENUM(name, code, text) name = code,
