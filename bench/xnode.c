@@ -847,8 +847,7 @@ int sn_bench_steal_imbalance(void)
 int sn_bench_steal_join(void)
 {
     char bin[PATH_MAX], demo[PATH_MAX], la[64], lb[64];
-    sibling("schednode", bin, sizeof bin);
-    sibling("schednode-demo.so", demo, sizeof demo); /* spread, spin: the demo plugin's */
+    sibling("schednode", bin, sizeof bin), sibling("schednode-demo.so", demo, sizeof demo); /* spread, spin */
     snprintf(la, sizeof la, "tcp://127.0.0.1:%d", free_port());
     snprintf(lb, sizeof lb, "tcp://127.0.0.1:%d", free_port());
     char *a[] = {bin, "--load", demo, "-n", "1", "-w", "1", "--listen", la, "--insecure", "--log-level", "warn", NULL};

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <czmq.h>
 #include <json-c/json.h>
 
 #include "cli.h"
@@ -100,6 +101,7 @@ static void on_signal(int sig)
 
 static void catch_signals(void)
 {
+    zsys_handler_set(NULL); /* czmq's own (zsys_init) would take them from us */
     if (pipe(sig_pipe) != 0)
         return;
     for (int i = 0; i < 2; i++) {
@@ -635,6 +637,69 @@ static int cmd_kill(const sn_cli_t *c)
     return code;
 }
 
+/* ---------------------------------------------------------------- send */
+
+/* send PID DATA: the node that holds the process is found (as kill finds
+ * it) and asked to put the message into its mailbox, so every node the
+ * client talks to answers the same: exit 0 when that node took it for a
+ * live process, 4 when no process has that PID (it ended, never existed,
+ * or its node is not an up member). Guarded by cli.sh (send's exit codes
+ * through every node of a 3-node cluster). */
+static int cmd_send(const sn_cli_t *c)
+{
+    sn_pid_t pid;
+    if (c->nargs != 2)
+        usage_error("usage: send PID DATA --connect ENDPOINT");
+    if (sn_pid_parse(c->args[0], &pid) != 0)
+        usage_error("send: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", c->args[0]);
+    cluster_t cl;
+    if (cluster_load(c, &cl) != 0)
+        return SN_EXIT_FAILED;
+    const sn_wire_stats_t *home = cluster_node(&cl, pid.node);
+    end_t how = {0};
+    char text[1024];
+    int rc = SN_ENOPROC, code;
+    uint32_t node = pid.node;
+    if (!home || !node_alive(home)) {
+        fprintf(stderr, "%s: send: no process %s: node %" PRIu32 " is %s\n", progname, c->args[0], pid.node,
+                home ? sn__member_state_name(home->state) : "not a member of the cluster");
+        sn_client_reply_clear(&cl.status);
+        return SN_EXIT_NOPROC;
+    }
+    for (int tries = 0; tries < 3 && rc == SN_ENOPROC && !got_signal; tries++) {
+        sn_proc_row_t row;
+        if (!(node = locate(c, &cl, pid, node ? node : pid.node, &row, &how)))
+            break;
+        const sn_wire_stats_t *n = cluster_node(&cl, node);
+        char err[512];
+        sn_wire_request_t req = {.op = SN_OP_SEND, .to = pid, .arg = sn_payload_text(c->args[1])};
+        sn_wire_reply_t rep;
+        rc = ask(c, n->endpoint, &req, request_ms(c), &rep, err, sizeof err);
+        sn_payload_destroy(&req.arg);
+        if (rc == 0)
+            rc = rep.error;
+        else
+            fprintf(stderr, "%s: send: node %" PRIu32 ": %s\n", progname, node, err);
+        sn_client_reply_clear(&rep);
+    }
+    if (rc == 0) {
+        code = 0;
+    } else if (rc == SN_ENOPROC) {
+        if (how.known)
+            fprintf(stderr, "%s: send: %s has ended%s\n", progname, c->args[0], end_text(&how, text, sizeof text));
+        else
+            fprintf(stderr, "%s: send: no process %s in the cluster (it has ended, or never existed)\n", progname,
+                    c->args[0]);
+        code = SN_EXIT_NOPROC;
+    } else {
+        fprintf(stderr, "%s: send: %s: %s\n", progname, c->args[0], sn_strerror(rc));
+        code = SN_EXIT_FAILED;
+    }
+    sn_payload_destroy(&how.result);
+    sn_client_reply_clear(&cl.status);
+    return code;
+}
+
 /* ---------------------------------------------------------------- call */
 
 /* call stopped waiting (its --timeout, or a signal) with its process
@@ -767,6 +832,8 @@ static int cli_run(const sn_cli_t *c)
         return cmd_list(c, SN_OP_TYPES);
     if (!strcmp(c->cmd, "kill"))
         return cmd_kill(c);
+    if (!strcmp(c->cmd, "send"))
+        return cmd_send(c);
     return cmd_simple(c);
 }
 

@@ -50,7 +50,8 @@ static void usage_commands(FILE *f)
             "                          print its result; exit 1 with the error if it fails\n"
             "Client commands (talk to a running node, --connect ENDPOINT):\n"
             "  spawn TYPE METHOD [ARG] spawn a process there, print its PID\n"
-            "  send PID DATA           send DATA (text) to PID\n"
+            "  send PID DATA           put DATA (text) into PID's mailbox, on the node that holds it (exit 0\n"
+            "                          once it is there; 4 if no such process)\n"
             "  call TYPE METHOD [ARG]  spawn, wait (forever, or --timeout MS), print the result; exit 1\n"
             "                          with the error if it fails, 5 if it timed out (the process is\n"
             "                          then cancelled, unless --no-cancel-on-timeout)\n"
@@ -126,13 +127,22 @@ static void usage_options(FILE *f)
                "      --node N               ps, types: ask node N only\n"
                "      --reason TEXT          kill: why (the CANCEL's data, the DOWN's reason)\n"
                "      --cancel-on-timeout    call: cancel the process when --timeout expires (the default);\n"
-               "      --no-cancel-on-timeout leave it running\n"
+               "      --no-cancel-on-timeout leave it running (on --timeout or a signal)\n"
                "  -h, --help                 this help\n"
                "  -V, --version              print the version\n"
                "\n"
-               "Exit status: 0 success; 1 the command failed (an error from the node, a failed process, no\n"
-               "answer); 2 a bad flag, argument or configuration; 3 a node put out of its cluster; 4 no such\n"
-               "process (kill, send); 5 timed out (call --timeout; kill: still in a step after the force).\n");
+               "Exit status (the same whichever node --connect names):\n"
+               "  0    success: spawn, call, run: the process was spawned (and ended well); send: the node\n"
+               "       holding the process put the message into its mailbox; kill: the process ended\n"
+               "  1    the command failed: an error from the node, a failed process, no answer, no connection\n"
+               "  2    a bad flag, argument or configuration\n"
+               "  3    a node put out of its cluster\n"
+               "  4    no such process (send, kill): it ended, never existed, or its node is not an up member\n"
+               "  5    timed out: call and run --timeout (the process then gets a CANCEL); kill: still in a step\n"
+               "       after the force\n"
+               "  130  SIGINT, 143 SIGTERM: a waiting command (call, run, kill, a joining node) stopped at once;\n"
+               "       call cancels its process (unless --no-cancel-on-timeout), run's gets a CANCEL\n"
+               "  A running node stopped by SIGINT or SIGTERM shuts down in order and exits 0.\n");
 }
 
 static void usage(FILE *f)
