@@ -35,6 +35,7 @@
 # SCALE_KEEP (a directory to keep the last size's node logs in).
 set -u
 SN=$(realpath "$1")
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo types (spread, spin): a plugin
 shift
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10 20 50 100)
@@ -88,7 +89,7 @@ cpu_ticks() { # utime + stime of every node, in clock ticks
 for n in "${sizes[@]}"; do
   pids=()
   rm -f "$dir"/n*.log
-  "$SN" ${SCALE_FLAGS:-} -n 1 -w 1 --insecure --listen 'tcp://127.0.0.1:*' >"$dir/n1.log" 2>&1 &
+  "$SN" --load "$DEMO" ${SCALE_FLAGS:-} -n 1 -w 1 --insecure --listen 'tcp://127.0.0.1:*' >"$dir/n1.log" 2>&1 &
   pids+=($!)
   ep=""
   for _ in $(seq 100); do
@@ -99,7 +100,7 @@ for n in "${sizes[@]}"; do
   [ -n "$ep" ] || { echo "node 1 did not start: $(cat "$dir/n1.log")"; exit 1; }
   t0=$(now_ms)
   for i in $(seq 2 "$n"); do
-    "$SN" ${SCALE_FLAGS:-} -n "$i" -w 1 --insecure --listen 'tcp://127.0.0.1:*' --join "$ep" >"$dir/n$i.log" 2>&1 &
+    "$SN" --load "$DEMO" ${SCALE_FLAGS:-} -n "$i" -w 1 --insecure --listen 'tcp://127.0.0.1:*' --join "$ep" >"$dir/n$i.log" 2>&1 &
     pids+=($!)
   done
   join="timeout"

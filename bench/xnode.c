@@ -243,14 +243,15 @@ static void node_stop(node_t *nd)
 static pid_t start_node2(int workers, int p1, int p2, const char *type, const char *method, const char *arg,
                          sn_pid_t *pid_out)
 {
-    char bin[PATH_MAX], w[16], listen[64], peer[80], ep[64];
+    char bin[PATH_MAX], demo[PATH_MAX], w[16], listen[64], peer[80], ep[64];
     sibling("schednode", bin, sizeof bin);
+    sibling("schednode-demo.so", demo, sizeof demo); /* xsink, xpong: the demo plugin's */
     snprintf(w, sizeof w, "%d", workers);
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", p2);
     snprintf(peer, sizeof peer, "1=tcp://127.0.0.1:%d", p1);
-    char *argv[] = {bin,    "-n",         "2",  "-w",          w,      "--listen",
-                    listen, "--peer",     peer, "--log-level", "warn", "--down-after-ms",
-                    "5000", "--insecure", NULL};
+    char *argv[] = {bin,    "-n",         "2",      "-w",          w,      "--listen",
+                    listen, "--peer",     peer,     "--log-level", "warn", "--down-after-ms",
+                    "5000", "--insecure", "--load", demo,          NULL};
     pid_t child = start(argv);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p2);
     sn_wire_request_t req = {.id = 1, .op = SN_OP_SPAWN, .type = (char *)type, .method = (char *)method};
@@ -756,17 +757,19 @@ static pid_t start_pinned(int cpu, char *const argv[])
 /* One run: returns the seconds `spread` took on node A, or -1. */
 static double imbalance_run(bool steal, char *where, size_t wlen)
 {
-    char bin[PATH_MAX], la[64], lb[64], ja[64];
+    char bin[PATH_MAX], demo[PATH_MAX], la[64], lb[64], ja[64];
     sibling("schednode", bin, sizeof bin);
+    sibling("schednode-demo.so", demo, sizeof demo); /* spread, spin: the demo plugin's */
     int pa = free_port(), pb = free_port();
     snprintf(la, sizeof la, "tcp://127.0.0.1:%d", pa);
     snprintf(lb, sizeof lb, "tcp://127.0.0.1:%d", pb);
     snprintf(ja, sizeof ja, "tcp://127.0.0.1:%d", pa);
     char *flag = steal ? "--steal-batch" : "--no-steal",
          *val = steal ? getenv("SN_STEAL_BATCH") ? getenv("SN_STEAL_BATCH") : "64" : NULL;
-    char *a[] = {bin, "-n", "1", "-w", "1", "--listen", la, "--insecure", "--log-level", "warn", flag, val, NULL};
-    char *b[] = {bin,      "-n", "2",           "-w",   "1",  "--listen", lb,  "--insecure",
-                 "--join", ja,   "--log-level", "warn", flag, val,        NULL};
+    char *a[] = {bin, "--load",     demo,          "-n",   "1",  "-w", "1", "--listen",
+                 la,  "--insecure", "--log-level", "warn", flag, val,  NULL};
+    char *b[] = {bin,          "--load", demo, "-n",          "2",    "-w", "1", "--listen", lb,
+                 "--insecure", "--join", ja,   "--log-level", "warn", flag, val, NULL};
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     pid_t na = start_pinned(0, a);
     usleep(300000);
@@ -843,11 +846,11 @@ int sn_bench_steal_imbalance(void)
  * that joins a busy cluster takes to run stolen work. */
 int sn_bench_steal_join(void)
 {
-    char bin[PATH_MAX], la[64], lb[64];
-    sibling("schednode", bin, sizeof bin);
+    char bin[PATH_MAX], demo[PATH_MAX], la[64], lb[64];
+    sibling("schednode", bin, sizeof bin), sibling("schednode-demo.so", demo, sizeof demo); /* spread, spin */
     snprintf(la, sizeof la, "tcp://127.0.0.1:%d", free_port());
     snprintf(lb, sizeof lb, "tcp://127.0.0.1:%d", free_port());
-    char *a[] = {bin, "-n", "1", "-w", "1", "--listen", la, "--insecure", "--log-level", "warn", NULL};
+    char *a[] = {bin, "--load", demo, "-n", "1", "-w", "1", "--listen", la, "--insecure", "--log-level", "warn", NULL};
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     pid_t na = start_pinned(0, a);
     sn_wire_request_t st = {.id = 7, .op = SN_OP_STATUS};
@@ -876,7 +879,8 @@ int sn_bench_steal_join(void)
         return 1;
     }
     usleep(200000); /* A is busy, and says so in its heartbeats */
-    char *b[] = {bin, "-n", "2", "-w", "1", "--listen", lb, "--insecure", "--join", la, "--log-level", "debug", NULL};
+    char *b[] = {bin, "--load",     demo,     "-n", "2",           "-w",    "1", "--listen",
+                 lb,  "--insecure", "--join", la,   "--log-level", "debug", NULL};
     pid_t nb = fork();
     if (nb == 0) {
         cpu_set_t set;

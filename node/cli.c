@@ -4,13 +4,17 @@
  * --json output is built with json-c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <czmq.h>
 #include <json-c/json.h>
 
 #include "cli.h"
@@ -71,6 +75,57 @@ void sn_cli_print_result(int rc, const sn_payload_t *res)
         fwrite(res->data, 1, res->len, stdout);
         fputc('\n', stdout);
     }
+}
+
+/* ------------------------------------------------------------- signals */
+
+/* SIGINT and SIGTERM end every wait of a client command at once: the
+ * handler notes the first signal and writes to a pipe that every wait
+ * polls (sn_client_interrupt), so none misses it; the command then undoes
+ * what it started (call: cancels its process) and exits 128 + the signal,
+ * as shells expect (130, 143). SA_RESETHAND: a second signal ends the
+ * program outright. Guarded by cli.sh (SIGINT and SIGTERM to call). */
+static volatile sig_atomic_t got_signal;
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    if (!got_signal)
+        got_signal = sig;
+    char b = 1;
+    ssize_t n = write(sig_pipe[1], &b, 1);
+    (void)n;
+    errno = saved;
+}
+
+static void catch_signals(void)
+{
+    zsys_handler_set(NULL); /* czmq's own (zsys_init) would take them from us */
+    if (pipe(sig_pipe) != 0)
+        return;
+    for (int i = 0; i < 2; i++) {
+        fcntl(sig_pipe[i], F_SETFL, O_NONBLOCK);
+        fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+    }
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESETHAND};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sn_client_interrupt(sig_pipe[0]);
+}
+
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+/* Sleeps ms, or less if a signal comes. */
+static void nap(int ms)
+{
+    struct pollfd p = {sig_pipe[0], POLLIN, 0};
+    if (!got_signal)
+        poll(&p, 1, ms);
 }
 
 /* ------------------------------------------------------------ requests */
@@ -503,10 +558,9 @@ static bool wait_gone(const sn_cli_t *c, const cluster_t *cl, sn_pid_t pid, uint
         if (at != *node && force)
             kill_at(c, cl, at, pid, 1, reason);
         *node = at;
-        if (now_ms() >= end)
+        if (now_ms() >= end || got_signal)
             return false;
-        struct timespec ts = {0, POLL_MS * 1000000L};
-        nanosleep(&ts, NULL);
+        nap(POLL_MS);
     }
 }
 
@@ -559,12 +613,18 @@ static int cmd_kill(const sn_cli_t *c)
     } else if (wait_gone(c, &cl, pid, &node, grace, 0, reason, &how)) {
         printf("%s ended after CANCEL (%" PRIu64 " ms)%s\n", c->args[0], now_ms() - t0,
                end_text(&how, text, sizeof text));
+    } else if (got_signal) { /* the CANCEL stands; the force is not sent */
+        fprintf(stderr, "%s: kill: %s: stopped waiting (%s): %s has the CANCEL, it is not forced\n", progname,
+                c->args[0], signal_name(got_signal), c->args[0]);
     } else if ((rc = kill_at(c, &cl, node, pid, 1, reason)) != 0 && rc != SN_ENOPROC) {
         fprintf(stderr, "%s: kill: %s: the force failed: %s\n", progname, c->args[0], sn_strerror(rc));
         code = SN_EXIT_FAILED;
     } else if (wait_gone(c, &cl, pid, &node, KILL_FORCED_MS, 1, reason, &how)) {
         printf("%s killed: still running %d ms after CANCEL, forced%s\n", c->args[0], grace,
                end_text(&how, text, sizeof text));
+    } else if (got_signal) {
+        fprintf(stderr, "%s: kill: %s: stopped waiting (%s): it is forced, and ends when its step returns\n", progname,
+                c->args[0], signal_name(got_signal));
     } else {
         fprintf(stderr,
                 "%s: kill: %s is still in a step %d ms after it was forced (a step cannot be interrupted: the process "
@@ -577,10 +637,76 @@ static int cmd_kill(const sn_cli_t *c)
     return code;
 }
 
+/* ---------------------------------------------------------------- send */
+
+/* send PID DATA: the node that holds the process is found (as kill finds
+ * it) and asked to put the message into its mailbox, so every node the
+ * client talks to answers the same: exit 0 when that node took it for a
+ * live process, 4 when no process has that PID (it ended, never existed,
+ * or its node is not an up member). Guarded by cli.sh (send's exit codes
+ * through every node of a 3-node cluster). */
+static int cmd_send(const sn_cli_t *c)
+{
+    sn_pid_t pid;
+    if (c->nargs != 2)
+        usage_error("usage: send PID DATA --connect ENDPOINT");
+    if (sn_pid_parse(c->args[0], &pid) != 0)
+        usage_error("send: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", c->args[0]);
+    cluster_t cl;
+    if (cluster_load(c, &cl) != 0)
+        return SN_EXIT_FAILED;
+    const sn_wire_stats_t *home = cluster_node(&cl, pid.node);
+    end_t how = {0};
+    char text[1024];
+    int rc = SN_ENOPROC, code;
+    uint32_t node = pid.node;
+    if (!home || !node_alive(home)) {
+        fprintf(stderr, "%s: send: no process %s: node %" PRIu32 " is %s\n", progname, c->args[0], pid.node,
+                home ? sn__member_state_name(home->state) : "not a member of the cluster");
+        sn_client_reply_clear(&cl.status);
+        return SN_EXIT_NOPROC;
+    }
+    for (int tries = 0; tries < 3 && rc == SN_ENOPROC && !got_signal; tries++) {
+        sn_proc_row_t row;
+        if (!(node = locate(c, &cl, pid, node ? node : pid.node, &row, &how)))
+            break;
+        const sn_wire_stats_t *n = cluster_node(&cl, node);
+        char err[512];
+        sn_wire_request_t req = {.op = SN_OP_SEND, .to = pid, .arg = sn_payload_text(c->args[1])};
+        sn_wire_reply_t rep;
+        rc = ask(c, n->endpoint, &req, request_ms(c), &rep, err, sizeof err);
+        sn_payload_destroy(&req.arg);
+        if (rc == 0)
+            rc = rep.error;
+        else
+            fprintf(stderr, "%s: send: node %" PRIu32 ": %s\n", progname, node, err);
+        sn_client_reply_clear(&rep);
+    }
+    if (rc == 0) {
+        code = 0;
+    } else if (rc == SN_ENOPROC) {
+        if (how.known)
+            fprintf(stderr, "%s: send: %s has ended%s\n", progname, c->args[0], end_text(&how, text, sizeof text));
+        else
+            fprintf(stderr, "%s: send: no process %s in the cluster (it has ended, or never existed)\n", progname,
+                    c->args[0]);
+        code = SN_EXIT_NOPROC;
+    } else {
+        fprintf(stderr, "%s: send: %s: %s\n", progname, c->args[0], sn_strerror(rc));
+        code = SN_EXIT_FAILED;
+    }
+    sn_payload_destroy(&how.result);
+    sn_client_reply_clear(&cl.status);
+    return code;
+}
+
 /* ---------------------------------------------------------------- call */
 
-/* call timed out with its process started: cancel it (unless told not to). */
-static void call_timed_out(const sn_cli_t *c, sn_pid_t pid, int ms)
+/* call stopped waiting (its --timeout, or a signal) with its process
+ * started: cancel it (unless told not to). A signal's cancel waits for no
+ * further signal: each request it makes is bounded (CANCEL_MS). */
+#define CANCEL_MS 2000
+static void call_abandoned(const sn_cli_t *c, sn_pid_t pid, int ms)
 {
     char text[SN_PID_STRLEN], reason[128];
     sn_pid_format(pid, text, sizeof text);
@@ -588,7 +714,14 @@ static void call_timed_out(const sn_cli_t *c, sn_pid_t pid, int ms)
         fprintf(stderr, "%s: left process %s running (--no-cancel-on-timeout)\n", progname, text);
         return;
     }
-    snprintf(reason, sizeof reason, "schednode call timed out after %d ms", ms);
+    if (got_signal)
+        snprintf(reason, sizeof reason, "schednode call stopped by %s", signal_name(got_signal));
+    else
+        snprintf(reason, sizeof reason, "schednode call timed out after %d ms", ms);
+    sn_client_interrupt(-1);
+    sn_cli_t bounded = *c;
+    bounded.timeout_ms = CANCEL_MS;
+    c = &bounded;
     cluster_t cl;
     if (cluster_load(c, &cl) != 0)
         return;
@@ -668,11 +801,16 @@ static int cmd_simple(const sn_cli_t *c)
     int code;
     if (rc == 0) {
         code = simple_answer(c, &rep);
+    } else if (rc == SN_ECANCELED) {
+        fprintf(stderr, "%s: %s: stopped waiting (%s)\n", progname, c->cmd, signal_name(got_signal));
+        if (call && rep.started)
+            call_abandoned(c, rep.pid, ms);
+        code = SN_EXIT_FAILED; /* (sn_cli_run: 128 + the signal) */
     } else {
         fprintf(stderr, "%s: %s\n", progname, err);
         code = SN_EXIT_FAILED;
         if (rc == SN_ETIMEDOUT && call && rep.started) {
-            call_timed_out(c, rep.pid, ms);
+            call_abandoned(c, rep.pid, ms);
             code = SN_EXIT_TIMEOUT;
         }
     }
@@ -680,7 +818,7 @@ static int cmd_simple(const sn_cli_t *c)
     return code;
 }
 
-int sn_cli_run(const sn_cli_t *c)
+static int cli_run(const sn_cli_t *c)
 {
     if (!c->connect)
         usage_error("%s needs --connect ENDPOINT (the node to talk to)", c->cmd);
@@ -694,5 +832,14 @@ int sn_cli_run(const sn_cli_t *c)
         return cmd_list(c, SN_OP_TYPES);
     if (!strcmp(c->cmd, "kill"))
         return cmd_kill(c);
+    if (!strcmp(c->cmd, "send"))
+        return cmd_send(c);
     return cmd_simple(c);
+}
+
+int sn_cli_run(const sn_cli_t *c)
+{
+    catch_signals();
+    int code = cli_run(c);
+    return got_signal ? SN_EXIT_SIGNAL(got_signal) : code;
 }

@@ -13,11 +13,12 @@
 #include "schednode/schednode.h"
 
 /* Exit statuses of the program (--help and man/schednode.1 list them). */
-#define SN_EXIT_FAILED 1  /* the command failed: an error from the node, a failed process, no answer */
-#define SN_EXIT_USAGE 2   /* a bad flag, argument or configuration */
-#define SN_EXIT_OUT 3     /* a node: this run was put out of its cluster */
-#define SN_EXIT_NOPROC 4  /* kill, send: no such process in the cluster */
-#define SN_EXIT_TIMEOUT 5 /* call: --timeout expired; kill: still in a step after the force */
+#define SN_EXIT_FAILED 1                  /* the command failed: an error from the node, a failed process, no answer */
+#define SN_EXIT_USAGE 2                   /* a bad flag, argument or configuration */
+#define SN_EXIT_OUT 3                     /* a node: this run was put out of its cluster */
+#define SN_EXIT_NOPROC 4                  /* kill, send: no such process in the cluster */
+#define SN_EXIT_TIMEOUT 5                 /* call, run: --timeout expired; kill: still in a step after the force */
+#define SN_EXIT_SIGNAL(sig) (128 + (sig)) /* a waiting command stopped by SIGINT (130) or SIGTERM (143) */
 
 /* What a client command needs from the command line. */
 typedef struct sn_cli {

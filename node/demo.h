@@ -4,11 +4,9 @@
 
 #include "schednode/schednode.h"
 
-/* Registers the demo process types (tree, ring, sleeper, oops, xsource,
- * xsink, xpong). */
-int sn_demo_register(sn_sched_t *sched);
-/* Runs the demo, printing what happened to stdout. Returns 0 when every
- * phase produced its expected result. */
+/* Runs the demo on the types of the demo plugin (schednode-demo.so,
+ * loaded by the caller), printing what happened to stdout. Returns 0 when
+ * every phase produced its expected result. */
 int sn_demo_run(sn_sched_t *sched);
 
 #endif

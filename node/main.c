@@ -51,7 +51,8 @@ static void usage_commands(FILE *f)
             "                          print its result; exit 1 with the error if it fails\n"
             "Client commands (talk to a running node, --connect ENDPOINT):\n"
             "  spawn TYPE METHOD [ARG] spawn a process there, print its PID\n"
-            "  send PID DATA           send DATA (text) to PID\n"
+            "  send PID DATA           put DATA (text) into PID's mailbox, on the node that holds it (exit 0\n"
+            "                          once it is there; 4 if no such process)\n"
             "  call TYPE METHOD [ARG]  spawn, wait (forever, or --timeout MS), print the result; exit 1\n"
             "                          with the error if it fails, 5 if it timed out (the process is\n"
             "                          then cancelled, unless --no-cancel-on-timeout)\n"
@@ -131,13 +132,22 @@ static void usage_options(FILE *f)
                "      --node N               ps, types: ask node N only\n"
                "      --reason TEXT          kill: why (the CANCEL's data, the DOWN's reason)\n"
                "      --cancel-on-timeout    call: cancel the process when --timeout expires (the default);\n"
-               "      --no-cancel-on-timeout leave it running\n"
+               "      --no-cancel-on-timeout leave it running (on --timeout or a signal)\n"
                "  -h, --help                 this help\n"
                "  -V, --version              print the version\n"
                "\n"
-               "Exit status: 0 success; 1 the command failed (an error from the node, a failed process, no\n"
-               "answer); 2 a bad flag, argument or configuration; 3 a node put out of its cluster; 4 no such\n"
-               "process (kill, send); 5 timed out (call --timeout; kill: still in a step after the force).\n");
+               "Exit status (the same whichever node --connect names):\n"
+               "  0    success: spawn, call, run: the process was spawned (and ended well); send: the node\n"
+               "       holding the process put the message into its mailbox; kill: the process ended\n"
+               "  1    the command failed: an error from the node, a failed process, no answer, no connection\n"
+               "  2    a bad flag, argument or configuration\n"
+               "  3    a node put out of its cluster\n"
+               "  4    no such process (send, kill): it ended, never existed, or its node is not an up member\n"
+               "  5    timed out: call and run --timeout (the process then gets a CANCEL); kill: still in a step\n"
+               "       after the force\n"
+               "  130  SIGINT, 143 SIGTERM: a waiting command (call, run, kill, a joining node) stopped at once;\n"
+               "       call cancels its process (unless --no-cancel-on-timeout), run's gets a CANCEL\n"
+               "  A running node stopped by SIGINT or SIGTERM shuts down in order and exits 0.\n");
 }
 
 static void usage(FILE *f)
@@ -758,6 +768,33 @@ static int load_plugins(const options_t *o, sn_sched_t *sched)
     return 0;
 }
 
+/* `demo` runs on the demo plugin's types: unless --load names it, it is
+ * loaded from next to the program (the build tree), else from where it is
+ * installed (SN_DEMO_PLUGIN, relative to the program's directory). */
+static int load_demo_plugin(const options_t *o, sn_sched_t *sched)
+{
+    for (int i = 0; i < o->nplugins; i++) {
+        const char *base = strrchr(o->plugins[i], '/');
+        if (!strcmp(base ? base + 1 : o->plugins[i], "schednode-demo.so"))
+            return 0;
+    }
+    char exe[4096], path[4096 + 64], err[512];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(path, sizeof path, "%s/schednode-demo.so", exe);
+    if (access(path, R_OK) != 0)
+        snprintf(path, sizeof path, "%s/%s", exe, SN_DEMO_PLUGIN);
+    if (sn_plugin_load(sched, path, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: demo: cannot load the demo plugin: %s (give it with --load PATH/schednode-demo.so)\n",
+                progname, err);
+        return -1;
+    }
+    return 0;
+}
+
 /* The node id a certificate names (keygen --node-id), or 0. */
 static uint32_t cert_node_id(const char *path)
 {
@@ -823,7 +860,7 @@ static void raise_open_files(void)
  * (at most 8 times). Returns 0, or the exit status having said why: 2 when
  * a seed refused this node (its configuration: cluster name, keys, a
  * taken -n), 1 when none answered or the relay could not start. */
-static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay)
+static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay, const sigset_t *sigs)
 {
     char err[512];
     o->relay.peers = o->peers;
@@ -846,9 +883,14 @@ static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay)
                   o->relay.advertise ? ", advertised as " : "", o->relay.advertise ? o->relay.advertise : "");
             raise_open_files();
         }
-        int rc = sn_relay_join_wait(*relay, o->join_timeout_ms, err, sizeof err);
+        int sig = 0, rc = sn_relay_join_wait(*relay, o->join_timeout_ms, sigs, &sig, err, sizeof err);
         if (rc == 0)
             return 0;
+        if (rc == SN_ECANCELED) { /* (cli.sh: SIGINT and SIGTERM to a joining node) */
+            fprintf(stderr, "%s: %s while joining the cluster: stopped\n", progname,
+                    sig == SIGINT ? "SIGINT" : "SIGTERM");
+            return SN_EXIT_SIGNAL(sig);
+        }
         if (rc != SN_EEXIST || !o->node_id_auto || tries == 8) {
             fprintf(stderr, "%s: cannot join the cluster: %s\n", progname, err);
             return rc == SN_ETIMEDOUT ? 1 : EXIT_USAGE;
@@ -912,6 +954,7 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool done, gone;
+    int sig; /* SIGINT or SIGTERM came (signal_waiter): the wait ends */
     sn_status_t status;
     int error;
     sn_payload_t *result;
@@ -930,10 +973,26 @@ static void run_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int er
     pthread_mutex_unlock(&run_out.mu);
 }
 
+/* `run` waits for its process on a condition variable, so a thread of
+ * its own takes SIGINT and SIGTERM (sigwait: every thread blocks them) and
+ * ends that wait at once; the shutdown that follows CANCELs the process
+ * (cli.sh: SIGINT and SIGTERM to run). */
+static void *signal_waiter(void *arg)
+{
+    int sig = 0;
+    if (sigwait((const sigset_t *)arg, &sig) == 0) {
+        pthread_mutex_lock(&run_out.mu);
+        run_out.sig = sig;
+        pthread_cond_signal(&run_out.cv);
+        pthread_mutex_unlock(&run_out.mu);
+    }
+    return NULL;
+}
+
 /* run TYPE METHOD [ARG]: a refused spawn is named as such (unknown type or
  * method, the type's init refused), apart from a process that ran and
  * failed, and from a timeout. */
-static int run_process(const options_t *o, sn_sched_t *sched)
+static int run_process(const options_t *o, sn_sched_t *sched, const sigset_t *sigs)
 {
     const char *type = o->args[0], *method = o->args[1];
     sn_payload_t *in = o->nargs == 3 ? sn_payload_text(o->args[2]) : NULL;
@@ -953,19 +1012,33 @@ static int run_process(const options_t *o, sn_sched_t *sched)
         end.tv_sec++;
         end.tv_nsec -= 1000000000L;
     }
+    pthread_t waiter;
+    bool waiting = pthread_create(&waiter, NULL, signal_waiter, (void *)sigs) == 0;
     pthread_mutex_lock(&run_out.mu);
-    while (!run_out.done)
+    while (!run_out.done && !run_out.sig)
         if (o->timeout_ms < 0 ? pthread_cond_wait(&run_out.cv, &run_out.mu) != 0
                               : pthread_cond_timedwait(&run_out.cv, &run_out.mu, &end) == ETIMEDOUT)
             break;
     run_out.gone = true;
     bool done = run_out.done;
     rc = run_out.status == SN_DONE ? 0 : (run_out.error ? run_out.error : SN_EFAILED);
+    int sig = run_out.sig;
     sn_payload_t *res = sn_take(&run_out.result);
     pthread_mutex_unlock(&run_out.mu);
+    if (waiting) { /* (sigwait is a cancellation point) */
+        pthread_cancel(waiter);
+        pthread_join(waiter, NULL);
+    }
+    if (!done && sig) {
+        fprintf(stderr, "%s: %s %s: %s: the process gets a CANCEL, the node shuts down\n", progname, type, method,
+                sig == SIGINT ? "SIGINT" : "SIGTERM");
+        sn_payload_destroy(&res);
+        return SN_EXIT_SIGNAL(sig);
+    }
     if (!done) {
-        fprintf(stderr, "%s: %s %s: no result within %d ms (--timeout)\n", progname, type, method, o->timeout_ms);
-        return 1;
+        fprintf(stderr, "%s: %s %s: no result within %d ms (--timeout): the process gets a CANCEL\n", progname, type,
+                method, o->timeout_ms);
+        return SN_EXIT_TIMEOUT;
     }
     sn_cli_print_result(rc, res);
     sn_payload_destroy(&res);
@@ -979,7 +1052,7 @@ static int run_command(const options_t *o, sn_sched_t *sched, sn_relay_t *relay,
         return wait_for_signal(o, sched, relay, sigs);
     if (!strcmp(o->cmd, "demo"))
         return sn_demo_run(sched);
-    return run_process(o, sched);
+    return run_process(o, sched, sigs);
 }
 
 /* The node (with no command, demo or run): the scheduler, the demo types
@@ -991,7 +1064,7 @@ static int run_node(options_t *o)
     sigset_t sigs;
     start_process(o, &sigs);
     number_this_run(o);
-    int exit_code = 1, rc;
+    int exit_code = 1;
     sn_relay_t *relay = NULL;
     sn_http_t *http[2] = {NULL, NULL};
     sn_sched_t *sched = sn_sched_new(&o->sched);
@@ -999,15 +1072,11 @@ static int run_node(options_t *o)
         fprintf(stderr, "%s: cannot start the scheduler (out of memory or threads)\n", progname);
         goto out;
     }
-    if ((rc = sn_demo_register(sched)) != 0) {
-        fprintf(stderr, "%s: cannot register the demo types: %s\n", progname, sn_strerror(rc));
-        goto out;
-    }
-    if (load_plugins(o, sched) != 0) {
+    if (load_plugins(o, sched) != 0 || (o->cmd && !strcmp(o->cmd, "demo") && load_demo_plugin(o, sched) != 0)) {
         exit_code = EXIT_USAGE;
         goto out;
     }
-    if (o->relay.listen && (exit_code = start_relay(o, sched, &relay)) != 0)
+    if (o->relay.listen && (exit_code = start_relay(o, sched, &relay, &sigs)) != 0)
         goto out;
     if (start_http(o, sched, relay, http) != 0)
         goto out;

@@ -4,11 +4,27 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "relay_int.h"
+
+/* The file descriptor whose readability ends every wait (sn_client_interrupt),
+ * or -1. The command line is one thread: a plain static. */
+static int interrupt_fd = -1;
+
+void sn_client_interrupt(int fd)
+{
+    interrupt_fd = fd;
+}
+
+static bool interrupted(void)
+{
+    struct pollfd p = {interrupt_fd, POLLIN, 0};
+    return interrupt_fd >= 0 && poll(&p, 1, 0) == 1;
+}
 
 /* Takes one frame from the node: 0 with *reply set when it is the answer
  * to request id, SN_EPROTO when it cannot be (err says why: an answer
@@ -106,6 +122,9 @@ static int client_event(zsock_t *s, zsock_t *mon, const char *endpoint, const sn
                      endpoint);
             rc = SN_ENODEDOWN;
         }
+    } else if (kind == SN_KEYS_UNREACHABLE) {
+        snprintf(err, errlen, "cannot connect to %s: %s", endpoint, why);
+        rc = SN_EUNREACHABLE;
     } else if (kind != 0) {
         snprintf(err, errlen, "the node at %s refused this client: %s%s", endpoint, why,
                  !strcmp(why, "key not authorized")
@@ -116,8 +135,55 @@ static int client_event(zsock_t *s, zsock_t *mon, const char *endpoint, const sn
     return rc;
 }
 
-/* (Returns as relay.h says, and also SN_EREFUSED for a refused key and
- * SN_ENODEDOWN when the node closes the connection before it answers.) */
+/* Waits for the answer to req on s (mon: its connection's events) up to
+ * timeout_ms (< 0: forever). The interrupt fd ends the wait with
+ * SN_ECANCELED; a call whose process has not said it started yet waits up
+ * to CALL_STARTED_MS more for that, so that the caller can cancel it
+ * (cli.sh: SIGINT to call). */
+#define CALL_STARTED_MS 50
+static int client_wait(zsock_t *s, zsock_t *mon, const char *endpoint, const sn_security_t *sec,
+                       const sn_wire_request_t *req, int timeout_ms, sn_wire_reply_t *reply, char *err, size_t errlen)
+{
+    zmq_pollitem_t it[3] = {{zsock_resolve(s), 0, ZMQ_POLLIN, 0},
+                            mon ? (zmq_pollitem_t){zsock_resolve(mon), 0, ZMQ_POLLIN, 0}
+                                : (zmq_pollitem_t){NULL, -1, 0, 0},
+                            {NULL, interrupt_fd, ZMQ_POLLIN, 0}};
+    int rc = SN_ETIMEDOUT;
+    /* a node that takes the connection but never answers: a plain client
+     * meets a CurveZMQ node that way (the handshake waits), so the hint
+     * fits a client without keys only */
+    snprintf(err, errlen, "no answer from %s within %d ms (is a schednode node listening there?%s)", endpoint,
+             timeout_ms, sec && sec->cert ? "" : " a node of a secure cluster needs --cert and --authorized-keys");
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : sn__relay_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    bool stop = false;
+    while (rc == SN_ETIMEDOUT && sn__relay_now_ns() < deadline) {
+        if (!stop && interrupted()) {
+            stop = true;
+            uint64_t more = req->op == SN_OP_CALL && !reply->started ? CALL_STARTED_MS * 1000000ull : 0;
+            if (sn__relay_now_ns() + more < deadline)
+                deadline = sn__relay_now_ns() + more;
+            it[2].fd = -1;
+            snprintf(err, errlen, "interrupted while waiting for the answer from %s", endpoint);
+            continue;
+        }
+        long wait = deadline == UINT64_MAX ? -1 : (long)((deadline - sn__relay_now_ns()) / 1000000u) + 1;
+        if (zmq_poll(it, 3, wait) <= 0)
+            continue;
+        if (it[0].revents & ZMQ_POLLIN) /* the answer first: it may come just before the close */
+            rc = client_take(s, endpoint, req->id, reply, err, errlen);
+        else if (it[1].revents & ZMQ_POLLIN)
+            rc = client_event(s, mon, endpoint, sec, req->id, reply, err, errlen);
+        if (stop && rc == SN_ETIMEDOUT && reply->started)
+            break; /* (a call: its PID, which the caller cancels) */
+    }
+    if (stop && rc == SN_ETIMEDOUT) {
+        snprintf(err, errlen, "interrupted while waiting for the answer from %s", endpoint);
+        rc = SN_ECANCELED;
+    }
+    return rc;
+}
+
+/* (Returns as relay.h says.) */
 int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire_request_t *req, int timeout_ms,
                    sn_wire_reply_t *reply, char *err, size_t errlen)
 {
@@ -142,22 +208,7 @@ int sn_client_call(const char *endpoint, const sn_security_t *sec, const sn_wire
     } else if (rc == 0) {
         zmq_send(zsock_resolve(s), buf, len, 0);
         free(buf);
-        zmq_pollitem_t it[2] = {{zsock_resolve(s), 0, ZMQ_POLLIN, 0},
-                                mon ? (zmq_pollitem_t){zsock_resolve(mon), 0, ZMQ_POLLIN, 0}
-                                    : (zmq_pollitem_t){NULL, -1, 0, 0}};
-        rc = SN_ETIMEDOUT;
-        snprintf(err, errlen, "no answer from %s within %d ms (is a node listening there?%s)", endpoint, timeout_ms,
-                 sec && sec->cert ? "" : " a secure cluster needs --cert and --authorized-keys");
-        uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : sn__relay_now_ns() + (uint64_t)timeout_ms * 1000000u;
-        while (rc == SN_ETIMEDOUT && sn__relay_now_ns() < deadline) {
-            long wait = timeout_ms < 0 ? -1 : (long)((deadline - sn__relay_now_ns()) / 1000000u) + 1;
-            if (zmq_poll(it, 2, wait) <= 0)
-                continue;
-            if (it[0].revents & ZMQ_POLLIN) /* the answer first: it may come just before the close */
-                rc = client_take(s, endpoint, req->id, reply, err, errlen);
-            else if (it[1].revents & ZMQ_POLLIN)
-                rc = client_event(s, mon, endpoint, sec, req->id, reply, err, errlen);
-        }
+        rc = client_wait(s, mon, endpoint, sec, req, timeout_ms, reply, err, errlen);
     }
     if (rc == SN_ETIMEDOUT && reply->started) {
         char pid[SN_PID_STRLEN];

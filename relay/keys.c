@@ -255,7 +255,8 @@ zsock_t *sn_keys_monitor(zsock_t *sock, bool closes)
     snprintf(ep, sizeof ep, "inproc://sn-monitor-%d-%u", getpid(), atomic_fetch_add(&seq, 1));
     if (zmq_socket_monitor(zsock_resolve(sock), ep,
                            ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | (closes ? ZMQ_EVENT_DISCONNECTED : 0)) != 0)
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               (closes ? ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED : 0)) != 0)
         return NULL;
     zsock_t *mon = zsock_new(ZMQ_PAIR);
     if (mon && zsock_connect(mon, "%s", ep) != 0)
@@ -284,6 +285,8 @@ int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, cha
         memcpy(&value, zframe_data(head) + 2, 4);
         if (event == ZMQ_EVENT_DISCONNECTED)
             kind = SN_KEYS_CLOSED;
+        else if (event == ZMQ_EVENT_CONNECT_RETRIED)
+            kind = SN_KEYS_UNREACHABLE;
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             kind = SN_KEYS_NOT_AUTHORIZED;
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
@@ -292,9 +295,12 @@ int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, cha
             kind = !secure || value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? SN_KEYS_MISMATCH : SN_KEYS_FAILED;
     }
     static const char *reasons[] = {
-        "", "key not authorized",
+        "",
+        "key not authorized",
         "security mismatch (CurveZMQ on one side only: an --insecure node or a client without keys?)",
-        "CurveZMQ handshake failed (a wrong server key?)", "connection closed"};
+        "CurveZMQ handshake failed (a wrong server key?)",
+        "connection closed",
+        "connection refused (no node listens there, or it cannot be reached)"};
     snprintf(why, whylen, "%s", reasons[kind]);
     snprintf(ep, eplen, "%s", where ? where : "?");
     zstr_free(&where);

@@ -61,7 +61,8 @@ void sn_keys_zap_destroy(sn_keys_zap_t **self_p);
 void sn_keys_zap_last_refused(sn_keys_zap_t *self, char *out, size_t len);
 
 /* Handshake failures on sock (a refused key, a plain peer meeting a
- * CurveZMQ one), and with `closes` every closed connection, arrive as
+ * CurveZMQ one), and with `closes` every closed connection and every
+ * failed connect (SN_KEYS_UNREACHABLE: a connecting socket's), arrive as
  * events on the returned PAIR socket; poll it and read each with
  * sn_keys_failure. NULL if monitoring is not possible. */
 zsock_t *sn_keys_monitor(zsock_t *sock, bool closes);
@@ -72,7 +73,13 @@ void sn_keys_unmonitor(zsock_t *sock, zsock_t **monitor);
 /* Reads one event from a monitor; `secure` says whether this side uses
  * CurveZMQ. Returns the kind of failure (SN_KEYS_*) with a short reason in
  * why and the endpoint in ep, or 0 if it was not a handshake failure. */
-enum { SN_KEYS_NOT_AUTHORIZED = 1, SN_KEYS_MISMATCH = 2, SN_KEYS_FAILED = 3, SN_KEYS_CLOSED = 4 };
+enum {
+    SN_KEYS_NOT_AUTHORIZED = 1,
+    SN_KEYS_MISMATCH = 2,
+    SN_KEYS_FAILED = 3,
+    SN_KEYS_CLOSED = 4,
+    SN_KEYS_UNREACHABLE = 5 /* a connect failed (refused, or no route): libzmq retries it */
+};
 int sn_keys_failure(zsock_t *monitor, bool secure, char *why, size_t whylen, char *ep, size_t eplen);
 
 /* Whether key (Z85) is a node's: a certificate in dir with that public key

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,13 +253,22 @@ sn_relay_t *sn_relay_new(sn_sched_t *sched, const sn_relay_config_t *cfg, char *
     return r;
 }
 
-int sn_relay_join_wait(sn_relay_t *r, int timeout_ms, char *err, size_t errlen)
+int sn_relay_join_wait(sn_relay_t *r, int timeout_ms, const sigset_t *sigs, int *sig, char *err, size_t errlen)
 {
     uint64_t deadline = sn__relay_now_ns() + (uint64_t)timeout_ms * 1000000u;
     int j;
-    /* acquire: join_error is written before joined = -1 (release) */
-    while ((j = atomic_load_explicit(&r->joined, memory_order_acquire)) == 0 && sn__relay_now_ns() < deadline)
-        zclock_sleep(10);
+    /* acquire: join_error is written before joined = -1 (release). Each
+     * look sleeps 10 ms in the kernel, or less when one of sigs comes
+     * (cli.sh: the CPU of a join wait, a signal to a joining node). */
+    while ((j = atomic_load_explicit(&r->joined, memory_order_acquire)) == 0 && sn__relay_now_ns() < deadline) {
+        struct timespec ts = {0, 10000000L};
+        int got = sigs ? sigtimedwait(sigs, NULL, &ts) : (zclock_sleep(10), -1);
+        if (got > 0) {
+            *sig = got;
+            snprintf(err, errlen, "stopped by signal %d while joining", got);
+            return SN_ECANCELED;
+        }
+    }
     if (j == 1)
         return 0;
     if (j == -1) {

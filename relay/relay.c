@@ -132,6 +132,11 @@ void sn__relay_drop_seeds(sn_relay_t *r)
         sn__relay_io_watch(r, r->seeds[i].monitor, SN_IO_SEED_MON, (uint32_t)i, false);
         sn__relay_io_watch(r, r->seeds[i].dealer, SN_IO_SEED, (uint32_t)i, false);
         sn_keys_unmonitor(r->seeds[i].dealer, &r->seeds[i].monitor);
+        /* a seed's socket holds only Hellos, which no one needs once the
+         * join is over: no linger (else a node stopped while it waits for
+         * an absent seed exits 500 ms late: cli.sh, SIGINT to a joining node) */
+        if (r->seeds[i].dealer)
+            zsock_set_linger(r->seeds[i].dealer, 0);
         zsock_destroy(&r->seeds[i].dealer);
     }
     free(r->seeds);

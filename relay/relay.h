@@ -11,6 +11,7 @@
 #ifndef SN_RELAY_H
 #define SN_RELAY_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,8 +89,10 @@ void sn_relay_destroy(sn_relay_t **self_p);
 /* Waits until the node is a member of its cluster: at once without seeds,
  * else until a seed welcomes it. Returns 0, SN_ETIMEDOUT (no seed answered)
  * SN_EEXIST (a seed said no: the id is taken) or SN_EREFUSED (a seed said
- * no, for another reason); err gets the reason. */
-int sn_relay_join_wait(sn_relay_t *relay, int timeout_ms, char *err, size_t errlen);
+ * no, for another reason); err gets the reason. With sigs (blocked in
+ * the caller), one of them arriving ends the wait: SN_ECANCELED, *sig
+ * set. */
+int sn_relay_join_wait(sn_relay_t *relay, int timeout_ms, const sigset_t *sigs, int *sig, char *err, size_t errlen);
 /* Ends every handover in progress (processes offered away run here again,
  * copies not yet committed are dropped) and stops stealing. Call before
  * the scheduler shuts down. */
@@ -128,12 +131,19 @@ const char *sn_relay_endpoint(sn_relay_t *relay);
  * sn_frame_clear-like sn_client_reply_clear). Returns 0, SN_ETIMEDOUT or
  * SN_EPROTO. A CALL's first answer says the process started: on
  * SN_ETIMEDOUT, reply->started and reply->pid say whether it did and which
- * it is (and err says the call timed out rather than "no answer"). */
+ * it is (and err says the call timed out rather than "no answer").
+ * Also SN_EUNREACHABLE (the connection was refused), SN_EREFUSED (a
+ * refused key), SN_ENODEDOWN (the node closed the connection before it
+ * answered) and SN_ECANCELED (the interrupt fd became readable; a call's
+ * reply->started and pid then say which process it started). */
 struct sn_wire_request;
 struct sn_wire_reply;
 int sn_client_call(const char *endpoint, const sn_security_t *security, const struct sn_wire_request *req,
                    int timeout_ms, struct sn_wire_reply *reply, char *err, size_t errlen);
 void sn_client_reply_clear(struct sn_wire_reply *reply);
+/* A file descriptor whose readability ends every wait of sn_client_call
+ * (a self-pipe a signal handler writes), or -1 for none. */
+void sn_client_interrupt(int fd);
 
 /* For tests only: when set, node `at` drops every batch from node `from`
  * numbered `seq` for which it returns true, as a frame lost on the way

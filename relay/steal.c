@@ -806,7 +806,11 @@ uint64_t sn__steal_next_ns(sn_relay_t *r)
             next = s->offers[i].deadline_ns;
     if (s->asked && s->asked_deadline_ns < next)
         next = s->asked_deadline_ns;
-    if (!s->asked && atomic_load_explicit(&r->want_work, memory_order_relaxed) && s->next_try_ns < next)
+    /* a node not yet joined has nobody to ask (sn__steal_tick returns
+     * early): its idle workers' want of work sets no timer, else a node
+     * waiting for an absent seed spins (cli.sh: the CPU of a join wait) */
+    if (!s->asked && atomic_load_explicit(&r->want_work, memory_order_relaxed) && s->next_try_ns < next &&
+        atomic_load_explicit(&r->joined, memory_order_relaxed) == 1)
         next = s->next_try_ns;
     if (!s->asked && s->refill) { /* the refill look (a stored time: "now + 1 ms" here would never be due) */
         uint64_t at = s->refill_at_ns > s->next_try_ns ? s->refill_at_ns : s->next_try_ns;

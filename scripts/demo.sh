@@ -47,7 +47,11 @@ trap cleanup EXIT
 trap 'echo; echo "interrupted: stopping the cluster"; exit 130' INT TERM
 
 echo "== starting a secure 3-node cluster on 127.0.0.1 =="
-lc up 3 -w 2
+# the demo types (xsink, xsource, spread, ...) are a plugin next to the
+# program, or in LIB/schednode when installed
+demo_so=$(dirname "$bin")/schednode-demo.so
+[ -f "$demo_so" ] || demo_so=$(find "$(dirname "$bin")/../lib"* -name schednode-demo.so 2>/dev/null | head -1)
+lc up 3 -w 2 -- --load "$(realpath "$demo_so")"
 
 # own_row I: node I's own counters (as it reports itself, not a heartbeat old)
 own_row() { lc client -n "$1" status --json | jq -c '.nodes[0]'; }

@@ -10,6 +10,7 @@
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
 SN=$1
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 
 ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
@@ -19,7 +20,7 @@ for i in 1 2 3 4 5 6; do port[$i]=$(free_port); done
 node() {
   local i=$1
   shift
-  "$SN" -w 1 --listen "$(ep "$i")" --insecure "$@" >"$dir/n$i.log" 2>&1 &
+  "$SN" --load "$DEMO" -w 1 --listen "$(ep "$i")" --insecure "$@" >"$dir/n$i.log" 2>&1 &
   pids+=($!)
   wait_for 100 grep -q "up: " "$dir/n$i.log" && return 0
   echo "node $i did not come up:"; cat "$dir/n$i.log"; return 1
@@ -60,13 +61,13 @@ else
 fi
 
 # --- a taken id given with -n: the configuration is wrong, exit 2
-out=$(timeout 20 "$SN" -n "$id2" -w 1 --listen "$(ep 5)" --insecure --join "$(ep 1)" 2>&1); rc=$?
+out=$(timeout 20 "$SN" --load "$DEMO" -n "$id2" -w 1 --listen "$(ep 5)" --insecure --join "$(ep 1)" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "refused to let this node in: node id $id2 is taken by $(ep 2)" <<<"$out" &&
   ok "-n $id2 (taken): refused, exit 2, no other id tried" || bad "-n taken: rc=$rc $out"
 ! grep -q "trying again" <<<"$out" || bad "-n taken: it tried another id"
 
 # --- nobody answers: exit 1 (it may work later)
-out=$(timeout 20 "$SN" -w 1 --listen "$(ep 5)" --insecure --join "tcp://127.0.0.1:$(free_port)" --join-timeout 500 2>&1)
+out=$(timeout 20 "$SN" --load "$DEMO" -w 1 --listen "$(ep 5)" --insecure --join "tcp://127.0.0.1:$(free_port)" --join-timeout 500 2>&1)
 rc=$?
 [ $rc -eq 1 ] && grep -q "no seed answered within 500 ms" <<<"$out" && ok "no seed answers: exit 1" ||
   bad "no seed: rc=$rc $out"
@@ -79,11 +80,11 @@ mkdir -p "$dir/keys/auth"
   bad "keygen"
 sec() { echo --cert "$dir/keys/$1.cert" --authorized-keys "$dir/keys/auth"; }
 # shellcheck disable=SC2046
-"$SN" -w 1 --listen "$(ep 5)" $(sec s1) >"$dir/n5.log" 2>&1 &
+"$SN" --load "$DEMO" -w 1 --listen "$(ep 5)" $(sec s1) >"$dir/n5.log" 2>&1 &
 pids+=($!)
 wait_for 100 grep -q "up: " "$dir/n5.log" || bad "secure node 5: $(cat "$dir/n5.log")"
 # shellcheck disable=SC2046
-"$SN" -w 1 --listen "$(ep 6)" $(sec s2) --join "$(ep 5)" >"$dir/n6.log" 2>&1 &
+"$SN" --load "$DEMO" -w 1 --listen "$(ep 6)" $(sec s2) --join "$(ep 5)" >"$dir/n6.log" 2>&1 &
 pids+=($!)
 wait_for 100 grep -q "up: " "$dir/n6.log" || bad "secure node 6: $(cat "$dir/n6.log")"
 # shellcheck disable=SC2046

@@ -13,6 +13,7 @@ if [ $# -ne 2 ]; then
 fi
 bin=$1
 plugdir=$2
+demo=$(dirname "$bin")/schednode-demo.so # the demo types (tree): a plugin
 
 passed=0
 failed=0
@@ -90,10 +91,10 @@ check "unknown command exits 2 naming it" 2 err "frobnicate"
 run --workers 2 demo
 check "demo exits 0 and prints 'demo ok'" 0 out "demo ok"
 
-run --workers 2 run tree sum
+run --workers 2 --load "$demo" run tree sum
 check "run tree sum (no input): init refused, named as such, exit 1" 1 err "cannot run tree sum: spawn refused by tree's init (method 'sum'): invalid argument"
 
-run --workers 2 run tree nope
+run --workers 2 --load "$demo" run tree nope
 check "run tree nope: the unknown method named, exit 1" 1 err "process type 'tree' has no method 'nope'"
 
 run --workers 2 run no-such-type go hello
@@ -119,6 +120,9 @@ check "--load libc.so.6 looks for ./libc.so.6, not the loader's path" 2 err "./l
 
 run --workers 2 --load /nonexistent.so
 check "--load /nonexistent.so exits 2 naming the file" 2 err "/nonexistent.so"
+
+run --workers 2 --load "$demo" --load "$demo" run tree sum
+check "a plugin loaded twice names the taken type, exit 2" 2 err "type 'tree' is already registered"
 
 run --workers 2 --load "$plugdir/plugin_badversion.so"
 check "--load plugin_badversion.so exits 2" 2 err "plugin_badversion.so" err "API"

@@ -12,6 +12,7 @@
 # every connection before the handshake. Args: $1 schednode, $2 rawzmq.
 set -u
 SN=$1
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 RAW=$2
 . "$(dirname "$0")/lib.sh"
 
@@ -55,7 +56,7 @@ start() { # node-id [seed node ids...]: starts it, joining through the seeds
   local n=$1 args=()
   shift
   for s in "$@"; do args+=(--join "$(ep "$s")"); done
-  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" $(sec "$n") "${args[@]}" >>"$dir/node$n.log" 2>&1 &
+  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" $(sec "$n") "${args[@]}" >>"$dir/node$n.log" 2>&1 &
   pids+=($!); eval "node_pid_$n=$!"
   wait_for 100 grep -q "up: " "$dir/node$n.log" && return 0
   echo "node $n did not come up:"; cat "$dir/node$n.log"; return 1
@@ -118,14 +119,14 @@ out=$(call call --connect "$(ep 1)" xwatch watch "99.1" 2>&1)
 [ "$out" = "down 99.1: unreachable" ] && ok "monitoring a PID of no member: DOWN unreachable" || bad "unreachable: $out"
 
 # --- refused joins: a taken id, another cluster, no seed at all
-out=$(timeout 20 "$SN" -n 3 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" 2>&1); rc=$?
+out=$(timeout 20 "$SN" --load "$DEMO" -n 3 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "node id 3 is taken by $(ep 3)" <<<"$out" && ok "a second node 3 is refused: id taken, exit 2" ||
   bad "taken id: rc=$rc $out"
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" --cluster other 2>&1); rc=$?
+out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" --cluster other 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "cluster 'other', this is cluster 'schednode'" <<<"$out" &&
   ok "a node of another cluster is refused, exit 2" || bad "cluster name: rc=$rc $out"
 grep -q "refused node 6 from $(ep 6)" "$dir/node1.log" && ok "the seed logs the refusal" || bad "no refusal log"
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "tcp://127.0.0.1:$(free_port)" --join-timeout 1000 2>&1)
+out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" --insecure --join "tcp://127.0.0.1:$(free_port)" --join-timeout 1000 2>&1)
 rc=$?
 [ $rc -eq 1 ] && grep -q "no seed answered within 1000 ms" <<<"$out" && ok "no seed: a clear error, exit 1" ||
   bad "no seed: rc=$rc $out"
@@ -142,7 +143,7 @@ rc=$?
 bound_refused() {
   local label=$1 want=$2 n=$3 cert=$4 out rc line
   shift 4
-  out=$(timeout 15 "$SN" -n "$n" -w 1 --listen "$(ep 6)" --cert "$cert" --authorized-keys "$dir/auth" \
+  out=$(timeout 15 "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep 6)" --cert "$cert" --authorized-keys "$dir/auth" \
     --join "$(ep 1)" --join-timeout 5000 "$@" 2>&1); rc=$?
   if [ $rc -eq 2 ] && grep -q "refused to let this node in: .*$want" <<<"$out"; then
     ok "$label: refused, the node says why and exits 2"
@@ -174,7 +175,7 @@ all_up 1 2 3 4 5 && ok "after the refusals the view is still the five nodes" || 
 cp "$dir/extra/n7.cert" "$dir/extra/old8.cert" "$dir/auth/"
 for n in 7 8; do
   c=$dir/extra/$([ $n = 7 ] && echo n7 || echo old8).cert
-  "$SN" -n $n -w 1 --listen "$(ep $n)" --cert "$c" --authorized-keys "$dir/auth" --join "$(ep 1)" >"$dir/node$n.log" 2>&1 &
+  "$SN" --load "$DEMO" -n $n -w 1 --listen "$(ep $n)" --cert "$c" --authorized-keys "$dir/auth" --join "$(ep 1)" >"$dir/node$n.log" 2>&1 &
   pids+=($!); joiner=$!
   wait_for 100 all_up 1 2 3 4 5 $n && ok "node $n with its own key ($(basename "$c")) joins" ||
     bad "node $n with $(basename "$c"): $(tail -3 "$dir/node$n.log")"
@@ -184,7 +185,7 @@ done
 rm -f "$dir/auth/n7.cert" "$dir/auth/old8.cert"
 
 # --- security: a key not authorized, a plain node, a plain client
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --cert "$dir/rogue/rogue.cert" --authorized-keys "$dir/auth" \
+out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" --cert "$dir/rogue/rogue.cert" --authorized-keys "$dir/auth" \
   --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "refused this node: key not authorized" <<<"$out" &&
   ok "a node whose key is not authorized is refused, says so, exit 2" || bad "rogue key: rc=$rc $out"
@@ -192,7 +193,7 @@ rogue_key=$(sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$dir/rogue/rogue.cert")
 wait_for 30 grep -qF "from 127.0.0.1 (key $rogue_key): key not authorized" "$dir/node1.log" &&
   ok "the seed logs the refused connection with its address and key" ||
   bad "no refused-key log naming 127.0.0.1 and $rogue_key on node 1: $(grep refused "$dir/node1.log" | tail -2)"
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
+out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" --insecure --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "security mismatch" <<<"$out" && ok "an --insecure node is refused by the secure cluster, exit 2" ||
   bad "insecure node: rc=$rc $out"
 # a seed that hangs up on every connection before any handshake (as a
@@ -203,7 +204,7 @@ closer=$!
 pids+=("$closer")
 wait_for 10 grep -q "closing every connection" "$dir/closer.out" || bad "rawzmq tcp:closer did not start"
 t0=$(date +%s%N)
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --insecure --join "tcp://127.0.0.1:$cport" --join-timeout 6000 2>&1)
+out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" --insecure --join "tcp://127.0.0.1:$cport" --join-timeout 6000 2>&1)
 rc=$?
 took=$((($(date +%s%N) - t0) / 1000000))
 [ $rc -eq 2 ] && grep -q "refused this node: security mismatch" <<<"$out" && [ "$took" -lt 6000 ] &&
@@ -216,9 +217,9 @@ wait_for 30 grep -q "refused a connection .*\(security mismatch\|a client withou
 out=$(timeout 20 "$SN" status --connect "$(ep 1)" --timeout 5000 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "refused this client: security mismatch" <<<"$out" &&
   ok "a client without keys is refused with the reason" || bad "plain client: rc=$rc $out"
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" --cert "$dir/keys/n6.cert" 2>&1); rc=$?
+out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" --cert "$dir/keys/n6.cert" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "go together" <<<"$out" && ok "--cert without --authorized-keys: exit 2" || bad "half keys: $rc $out"
-out=$(timeout 20 "$SN" -n 6 --listen "$(ep 6)" 2>&1); rc=$?
+out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "insecure" <<<"$out" && ok "a listening node without keys or --insecure: exit 2" ||
   bad "no keys: $rc $out"
 
@@ -281,7 +282,7 @@ wait_for 100 all_up 1 2 3 5 && ok "the founder restarted alone and every node se
 # --- but a node of another cluster that heartbeats a member is not taken
 # in that way, even with a key the cluster knows: node 6, cluster 'other',
 # configured with node 1 as its peer (no join, so no refusal either)
-"$SN" -n 6 -w 1 --listen "$(ep 6)" $(sec 6) --cluster other --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
+"$SN" --load "$DEMO" -n 6 -w 1 --listen "$(ep 6)" $(sec 6) --cluster other --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
 pids+=($!); other=$!
 wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from a node of another cluster" "$dir/node1.log" &&
   ok "node 1 drops heartbeats from node 6 of cluster 'other', and says why" ||
@@ -295,7 +296,7 @@ kill -TERM "$other"; wait "$other" 2>/dev/null
 # own: node 6 in a fixed cluster with node 1 (no join, so no Hello to
 # refuse), with node 2's key and node 2's endpoint advertised, and with the
 # client's key: node 1 drops the heartbeats, says why, and never takes it in
-"$SN" -n 6 -w 1 --listen "$(ep 6)" --advertise "$(ep 2)" $(sec 2) --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
+"$SN" --load "$DEMO" -n 6 -w 1 --listen "$(ep 6)" --advertise "$(ep 2)" $(sec 2) --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
 pids+=($!); other=$!
 wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from node 6 at $(ep 2) .*its key is node 2's" "$dir/node1.log" &&
   ok "node 1 drops heartbeats from a node 6 with node 2's key, and says why" ||
@@ -304,7 +305,7 @@ sleep 0.5
 all_up 1 2 3 5 && ok "node 6 with node 2's key did not become a member" ||
   bad "node 6 with node 2's key taken in: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
 kill -TERM "$other"; wait "$other" 2>/dev/null
-"$SN" -n 6 -w 1 --listen "$(ep 6)" "${CLIENT[@]}" --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
+"$SN" --load "$DEMO" -n 6 -w 1 --listen "$(ep 6)" "${CLIENT[@]}" --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
 pids+=($!); other=$!
 wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from node 6 at $(ep 6) .*names no node" "$dir/node1.log" &&
   ok "node 1 drops heartbeats from a node 6 with the client's key, and says why" ||

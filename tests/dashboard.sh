@@ -7,6 +7,7 @@
 # if Chromium is missing or cannot start, saying why. Args: $1 schednode.
 set -u
 SN=$1
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 
 browser=$(command -v chromium || command -v chromium-browser || true)
@@ -30,7 +31,7 @@ ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 start() { # node-id seed-id [flags]
   local n=$1 seed=$2
   shift 2
-  "$SN" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} "$@" >>"$dir/node$n.log" 2>&1 &
+  "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} "$@" >>"$dir/node$n.log" 2>&1 &
   pids+=($!)
   wait_for 100 grep -qs "up: " "$dir/node$n.log" || { echo "node $n did not come up"; cat "$dir/node$n.log"; return 1; }
 }

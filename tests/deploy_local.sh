@@ -7,6 +7,7 @@
 # messages in order and work stolen by the other nodes. Args: $1 schednode.
 set -u
 SN=$1
+DEMO=$(realpath "$(dirname "$SN")/schednode-demo.so") # the demo and test types: a plugin
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$(dirname "$0")/lib.sh"
 LC=("$root/deploy/local-cluster.sh" --dir "$dir/lc" --bin "$SN")
@@ -21,7 +22,7 @@ none_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; 
 out=$("${LC[@]}" status 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "no cluster" <<<"$out" && ok "status without a cluster names the problem" || bad "status w/o cluster: $rc $out"
 
-if out=$(timeout 120 "${LC[@]}" up 3 -w 1 --wait 90 2>&1); then
+if out=$(timeout 120 "${LC[@]}" up 3 -w 1 --wait 90 -- --load "$DEMO" 2>&1); then
   ok "up 3"
 else
   bad "up 3 failed: $out"

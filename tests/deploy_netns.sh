@@ -10,6 +10,7 @@
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
 SN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: it is linked and run from elsewhere
+DEMO=$(dirname "$SN")/schednode-demo.so                # the demo and test types: a plugin
 . "$(dirname "$0")/lib.sh"
 NC=$(cd "$(dirname "$0")/.." && pwd)/deploy/netns-cluster.sh
 
@@ -23,7 +24,7 @@ trap '"$NC" down --dir "$nsdir" >/dev/null 2>&1; "$NC" down --prefix "${P}f" >/d
 nc() { timeout 120 "$NC" "$@" --dir "$nsdir"; }
 
 t0=$SECONDS
-out=$(timeout 300 "$NC" up 3 --prefix "$P" --dir "$nsdir" --bin "$SN" --wait 120 2>&1); rc=$?
+out=$(timeout 300 "$NC" up 3 --prefix "$P" --dir "$nsdir" --bin "$SN" --wait 120 -- --load "$DEMO" 2>&1); rc=$?
 while IFS= read -r line; do echo "     $line"; done <<<"$out"
 [ $rc -eq 0 ] && grep -q "^ready: 3 nodes up" <<<"$out" && ok "up 3: ready ($((SECONDS - t0)) s)" ||
   { bad "up 3: rc=$rc"; tail -n 5 "$nsdir"/n*.log; echo "$pass passed, $fail failed"; exit 1; }

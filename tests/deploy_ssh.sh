@@ -13,6 +13,7 @@
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
 SN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: it is linked and run from elsewhere
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink): a plugin
 . "$(dirname "$0")/lib.sh"
 top=$(cd "$(dirname "$0")/.." && pwd)
 SC=$top/deploy/ssh-cluster.sh
@@ -269,7 +270,7 @@ live() {
   cc -Wall -Wextra -Werror -I"$top/include" -fPIC -shared "$dir/counter.c" -o "$dir/counter.so" 2>&1 ||
     { bad "README's counter does not build"; return; }
   t0=$SECONDS
-  out=$("$SC" deploy "$dir/live" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" 2>&1); rc=$?
+  out=$("$SC" deploy "$dir/live" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" --plugin "$DEMO" 2>&1); rc=$?
   [ $rc -eq 0 ] && grep -q "deployed: 3 nodes up" <<<"$out" && ok "live deploy into 3 namespaces ($((SECONDS - t0)) s)" ||
     { bad "live deploy: rc=$rc $out"; for i in 1 2 3; do tail -5 "$dir/inst/$P$i/log/n$i.log"; done; return; }
   CL=(--cert "$dir/live.d/keys/client.cert" --authorized-keys "$dir/live.d/keys/authorized" --timeout 10000)
@@ -306,7 +307,7 @@ live() {
   declare -A pid1
   for i in 1 2 3; do pid1[$i]=$(cat "$dir/inst/$P$i/run/n$i.pid"); done
   cert1=$(md5sum <"$dir/live.d/keys/n1.cert")
-  out=$("$SC" deploy "$dir/live" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" 2>&1); rc=$?
+  out=$("$SC" deploy "$dir/live" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" --plugin "$DEMO" 2>&1); rc=$?
   [ $rc -eq 0 ] && [ "$(md5sum <"$dir/live.d/keys/n1.cert")" = "$cert1" ] && [ "$(grep -c "already runs" <<<"$out")" = 3 ] &&
     ok "deploy again: keys kept, running nodes left alone" || bad "redeploy: rc=$rc $out"
   cp "$SN" "$dir/schednode-v2"
@@ -379,7 +380,7 @@ bare() {
   { echo "cluster bare$$"; echo "seeds 1 2"; echo "set node/workers 1"
     for i in 1 2 3; do echo "$i $B$i tcp://${a[$i]}:7400"; done; } >"$dir/bare.hosts"
   local O=(--transport netns --service plain --chroot "$CH" --root /opt/schednode --staging "$dir/bare.d" --wait 120)
-  out=$("$SC" deploy "$dir/bare.hosts" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" 2>&1); rc=$?
+  out=$("$SC" deploy "$dir/bare.hosts" "${O[@]}" --bin "$SN" --plugin "$dir/counter.so" --plugin "$DEMO" 2>&1); rc=$?
   [ $rc -eq 0 ] && grep -q "deployed: 3 nodes up" <<<"$out" && grep -q "^installing libczmq4 libzmq5 libsodium23 libprotobuf-c1 libjson-c5 libmicrohttpd12$" <<<"$out" &&
     ok "deploy to hosts without the runtime libraries: installed with apt-get, 3 nodes up" ||
     { bad "bare deploy: rc=$rc $(tail -5 <<<"$out")"; return; }

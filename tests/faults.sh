@@ -21,6 +21,7 @@
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
 SN=$1
+DEMO=$(realpath "$(dirname "$SN")/schednode-demo.so") # the demo and test types: a plugin
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -35,7 +36,7 @@ if [ $mode = netns ]; then
   C=("$root/deploy/netns-cluster.sh")
   P="f$$n"
   trap '"${C[@]}" down --dir "$cdir" >/dev/null 2>&1; cleanup' EXIT
-  out=$(timeout 300 "${C[@]}" up 3 --prefix "$P" --dir "$cdir" --bin "$SN" --wait 120 -- -w 1 2>&1) ||
+  out=$(timeout 300 "${C[@]}" up 3 --prefix "$P" --dir "$cdir" --bin "$SN" --wait 120 -- -w 1 --load "$DEMO" 2>&1) ||
     { echo "$out"; bad "netns cluster up"; echo "$pass passed, $fail failed"; exit 1; }
   cl() { timeout 120 "${C[@]}" "$@" --dir "$cdir"; }
   for i in 1 2 3; do addr[i]=$(cl addr "$i"); done
@@ -43,7 +44,7 @@ if [ $mode = netns ]; then
 else
   C=("$root/deploy/local-cluster.sh" --dir "$cdir" --bin "$SN")
   trap '"${C[@]}" down >/dev/null 2>&1; cleanup' EXIT
-  out=$(timeout 300 "${C[@]}" up 3 -w 1 --wait 120 2>&1) ||
+  out=$(timeout 300 "${C[@]}" up 3 -w 1 --wait 120 -- --load "$DEMO" 2>&1) ||
     { echo "$out"; bad "local cluster up"; echo "$pass passed, $fail failed"; exit 1; }
   cl() { timeout 120 "${C[@]}" "$@"; }
   ep() { "${C[@]}" endpoint "$1"; }

@@ -31,6 +31,7 @@
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
 SN=$1 PLUG=${2:-}
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
@@ -42,7 +43,7 @@ start() {
   local name=$1 id=$2 slot=$3 seed=$4
   shift 4
   : >>"$dir/$name.log"
-  "$SN" -n "$id" -w 1 --listen "$(ep "$slot")" --insecure ${seed:+--join "$(ep "$seed")"} "$@" \
+  "$SN" --load "$DEMO" -n "$id" -w 1 --listen "$(ep "$slot")" --insecure ${seed:+--join "$(ep "$seed")"} "$@" \
     >>"$dir/$name.log" 2>&1 &
   pids+=($!); eval "pid_$name=$!"
   wait_for 150 grep -q "up: " "$dir/$name.log" || { echo "$name did not come up:"; cat "$dir/$name.log"; return 1; }

@@ -13,6 +13,7 @@
 # its sink). Args: $1 schednode, $2 rawzmq.
 set -u
 SN=$1 RAW=$2
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 t_start=$(date +%s%N)
 
@@ -39,7 +40,7 @@ start() { # node-id [seed node ids...]
   local n=$1 args=()
   shift
   for s in "$@"; do args+=(--join "$(ep "$s")"); done
-  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" $(sec "$n") --max-frame $MAX_FRAME --down-after-ms 3000 "${args[@]}" \
+  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" $(sec "$n") --max-frame $MAX_FRAME --down-after-ms 3000 "${args[@]}" \
     >>"$dir/node$n.log" 2>&1 &
   pids+=($!); eval "node_pid_$n=$!"
   wait_for 100 grep -qs "up: " "$dir/node$n.log" && return 0
@@ -296,7 +297,7 @@ for who in n3 client; do # node 9, then node 10 (a binary that took node 9 in mu
   k=$(sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$dir/keys/$who.cert")
   if [ $who = n3 ]; then id=9 label="node 3's key as node 9 at node 3's endpoint" want="its key is node 3's (at $(ep 3)), which is up"
   else id=10 label="the client's key as node 10" want="names no node"; fi
-  out=$(timeout 15 "$SN" -n $id -w 1 --listen "$(ep 9)" --cert "$dir/keys/$who.cert" --authorized-keys "$dir/auth" \
+  out=$(timeout 15 "$SN" --load "$DEMO" -n $id -w 1 --listen "$(ep 9)" --cert "$dir/keys/$who.cert" --authorized-keys "$dir/auth" \
     $([ $who = n3 ] && echo --advertise "$(ep 3)") --join "$(ep 1)" --join-timeout 5000 2>&1); rc=$?
   { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } && grep -q "refused to let this node in: .*$want" <<<"$out" &&
     ok "5. $label: refused, and the node says why (exit $rc)" || bad "5. $label: rc=$rc $(tail -2 <<<"$out")"

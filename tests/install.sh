@@ -71,7 +71,7 @@ unset LD_LIBRARY_PATH
 node() {
   port=$(free_port)
   (cd "$(dirname "$1")" && exec "$P/bin/schednode" --listen "tcp://127.0.0.1:$port" --insecure \
-    --load "$(basename "$1")") >"$dir/node.log" 2>&1 &
+    --load "$(basename "$1")" --load "$(find "$P" -name schednode-demo.so | head -1)") >"$dir/node.log" 2>&1 &
   node=$!; pids+=($node)
   wait_for 100 grep -q "up: " "$dir/node.log" || bad "node with $1 did not start: $(cat "$dir/node.log")"
 }

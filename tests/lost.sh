@@ -18,6 +18,7 @@
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
 SN=$1 PLUG=$2
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 ROUNDS=${SN_LOST_ROUNDS:-1}
 N=${SN_LOST_KIDS:-96}
@@ -29,7 +30,7 @@ ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 start() { # node-id seed-id [flags...]
   local n=$1 seed=$2
   shift 2
-  "$SN" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} --log-level debug \
+  "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} --log-level debug \
     --heartbeat-ms 100 --down-after-ms 800 --load "$PLUG/plugin_lost.so" "$@" >>"$dir/node$n.log" 2>&1 &
   pids+=($!)
   node_pid[$n]=$!

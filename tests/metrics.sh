@@ -9,6 +9,7 @@
 # Args: $1 schednode.
 set -u
 SN=$1
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 HERE=$(dirname "$0")
 . "$HERE/lib.sh"
 
@@ -17,7 +18,7 @@ for n in 1 2 3; do port[$n]=$(free_port); mport[$n]=$(free_port); done
 ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 start() { # node-id seed-id
   local n=$1 seed=$2
-  "$SN" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} \
+  "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} \
     --metrics "tcp://127.0.0.1:${mport[$n]}" >>"$dir/node$n.log" 2>&1 &
   pids+=($!)
   wait_for 100 grep -qs "up: " "$dir/node$n.log" || { echo "node $n did not come up"; cat "$dir/node$n.log"; return 1; }

@@ -11,6 +11,7 @@
 set -u
 [ $# -eq 5 ] || { echo "usage: $0 SCHEDNODE PLUGIN_DIR README.md INCLUDE_DIR CC" >&2; exit 2; }
 SN=$1 PLUG=$2 README=$3 INC=$4 CC=$5
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || { echo "ps.sh needs jq (scripts/deps.sh installs it)"; exit 1; }
 
@@ -26,9 +27,9 @@ p1=$(free_port) p2=$(free_port)
 while [ "$p2" = "$p1" ]; do p2=$(free_port); done
 ep1=tcp://127.0.0.1:$p1 ep2=tcp://127.0.0.1:$p2
 LOADS=(--load "$dir/counter.so" --load "$PLUG/plugin_stubborn.so")
-"$SN" -n 1 --workers 2 --insecure --listen "$ep1" "${LOADS[@]}" 2>"$dir/n1.log" &
+"$SN" --load "$DEMO" -n 1 --workers 2 --insecure --listen "$ep1" "${LOADS[@]}" 2>"$dir/n1.log" &
 pids+=($!)
-"$SN" -n 2 --workers 2 --insecure --listen "$ep2" --join "$ep1" "${LOADS[@]}" --log-format json 2>"$dir/n2.log" &
+"$SN" --load "$DEMO" -n 2 --workers 2 --insecure --listen "$ep2" --join "$ep1" "${LOADS[@]}" --log-format json 2>"$dir/n2.log" &
 pids+=($!)
 
 # cli ARGS...: a client command (bounded), output in $out, errors in $err, status in $rc

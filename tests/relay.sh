@@ -5,6 +5,7 @@
 # dropped while the node keeps serving. Args: $1 schednode, $2 rawzmq.
 set -u
 SN=$1 RAW=$2
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
@@ -14,7 +15,7 @@ ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 start() { # node-id -> starts it with the two others as peers
   local n=$1 args=()
   for m in 1 2 3; do [ "$m" = "$n" ] || args+=(--peer "$m=$(ep "$m")"); done
-  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" --insecure --down-after-ms 3000 --max-frame 65536 "${args[@]}" \
+  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" --insecure --down-after-ms 3000 --max-frame 65536 "${args[@]}" \
     >"$dir/node$n.log" 2>&1 &
   pids+=($!); eval "node_pid_$n=$!"
   for _ in $(seq 100); do grep -q "listening on" "$dir/node$n.log" && return 0; sleep 0.05; done

@@ -31,6 +31,7 @@ else
   cmake_prefix=() # a system prefix: found with no help
 fi
 SN=$P/bin/schednode
+DEMO=$(find "$P" -name schednode-demo.so | head -1) # the demo types (xsource): a plugin installed with the SDK
 [ -x "$SN" ] || { bad "no schednode in $P/bin (run bash scripts/demo.sh first)"; echo "$pass passed, $fail failed"; exit 1; }
 
 # the README's code, as a reader copies it
@@ -56,7 +57,7 @@ cmake -S "$src" -B "$dir/cm" "${cmake_prefix[@]}" -DCMAKE_C_FLAGS="-Wall -Wextra
 for d in pc cm; do
   [ -f "$dir/$d/counter.so" ] || continue
   st=$dir/cluster-$d
-  if ! (cd "$dir/$d" && "$LC" --dir "$st" --bin "$SN" up 3 --wait 60 -- --load counter.so) >"$dir/up.log" 2>&1; then
+  if ! (cd "$dir/$d" && "$LC" --dir "$st" --bin "$SN" up 3 --wait 60 -- --load counter.so --load "$DEMO") >"$dir/up.log" 2>&1; then
     bad "$d: local-cluster.sh up 3 -- --load counter.so: $(tail -5 "$dir/up.log")"
     continue
   fi

@@ -13,6 +13,7 @@
 # SN_SOAK_SECONDS=7200 tests/soak.sh build/schednode for two hours.
 set -u
 SN=$1
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 secs=${SN_SOAK_SECONDS:-60}
 . "$(dirname "$0")/lib.sh"
 # ASan keeps up to 256 MB of freed memory in quarantine by default, which
@@ -25,7 +26,7 @@ ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 start() { # node-id [seed]: a new log per run
   local n=$1 seed=${2:-} log
   log="$dir/node$n.$((++runs)).log"
-  "$SN" -n "$n" -w 2 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} >"$log" 2>&1 &
+  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} >"$log" 2>&1 &
   pids+=($!); eval "node_pid_$n=$!"
   wait_for 300 grep -qs "up: " "$log" || { echo "node $n did not come up"; tail -5 "$log"; return 1; }
 }

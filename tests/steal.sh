@@ -8,6 +8,7 @@
 # partner, with a log line saying why. Args: $1 schednode, $2 plugins dir.
 set -u
 SN=$1 PLUG=$2
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
@@ -16,7 +17,7 @@ ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 start() { # node-id seed-id [extra flags...]
   local n=$1 seed=$2
   shift 2
-  "$SN" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} --log-level debug "$@" \
+  "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} --log-level debug "$@" \
     >>"$dir/node$n.log" 2>&1 &
   pids+=($!); eval "node_pid_$n=$!"
   wait_for 100 grep -q "up: " "$dir/node$n.log" || { echo "node $n did not come up"; cat "$dir/node$n.log"; return 1; }

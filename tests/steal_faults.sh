@@ -8,6 +8,7 @@
 # Args: $1 schednode.
 set -u
 SN=$1
+DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 . "$(dirname "$0")/lib.sh"
 
 call() { timeout 60 "$SN" --timeout 50000 --insecure "$@"; }
@@ -17,11 +18,11 @@ run_case() { # step crashing-node(A|B)
   local fa="" fb=""
   [ "$who" = A ] && fa=$step || fb=$step
   rm -f "$dir/a.log" "$dir/b.log"
-  SN_FAULT=$fa "$SN" -n 1 -w 1 --listen "tcp://127.0.0.1:$pa" --insecure --log-level debug >"$dir/a.log" 2>&1 &
+  SN_FAULT=$fa "$SN" --load "$DEMO" -n 1 -w 1 --listen "tcp://127.0.0.1:$pa" --insecure --log-level debug >"$dir/a.log" 2>&1 &
   local a=$!
   pids+=($a)
   wait_for 100 grep -q "up: " "$dir/a.log" || { bad "$step: node A did not start"; return; }
-  SN_FAULT=$fb "$SN" -n 2 -w 1 --listen "tcp://127.0.0.1:$pb" --join "tcp://127.0.0.1:$pa" --insecure \
+  SN_FAULT=$fb "$SN" --load "$DEMO" -n 2 -w 1 --listen "tcp://127.0.0.1:$pb" --join "tcp://127.0.0.1:$pa" --insecure \
     --down-after-ms 1000 --log-level debug >"$dir/b.log" 2>&1 &
   local b=$!
   pids+=($b)

@@ -500,6 +500,7 @@ struct sn_sched {
     /* registries: copy-on-write arrays published with release stores;
      * retired arrays are freed with the scheduler */
     pthread_mutex_t reg_mu;
+    char reg_dup[64]; /* the last type or command a registration found taken (reg_mu): sn_plugin_load names it */
     _Atomic(const sn_type_t **) types;
     _Atomic size_t ntypes;
     _Atomic(sn__command_t *) cmds; /* index = id - SN__CMD_FIRST_USER */

@@ -30,6 +30,7 @@ int sn_type_register(sn_sched_t *sched, const sn_type_t *type)
         return SN_EINVAL;
     pthread_mutex_lock(&sched->reg_mu);
     if (sn__type_find(sched, type->name)) {
+        snprintf(sched->reg_dup, sizeof sched->reg_dup, "type '%s'", type->name);
         pthread_mutex_unlock(&sched->reg_mu);
         return SN_EEXIST;
     }
@@ -101,6 +102,7 @@ int sn_command_register(sn_sched_t *sched, const char *name, sn_command_fn fn, v
         return SN_EINVAL;
     pthread_mutex_lock(&sched->reg_mu);
     if (sn_command_id(sched, name) > 0) {
+        snprintf(sched->reg_dup, sizeof sched->reg_dup, "command '%s'", name);
         pthread_mutex_unlock(&sched->reg_mu);
         return SN_EEXIST;
     }
@@ -175,8 +177,18 @@ int sn_plugin_load(sn_sched_t *sched, const char *path, char *err, size_t errlen
     if (rc != 0) {
         /* Types it registered before failing stay registered and point into
          * it: keep the library loaded. */
-        snprintf(err, errlen, "plugin %s (%s) failed to initialise: %s (%d)", path, pl->name ? pl->name : "unnamed",
-                 sn_strerror(rc), rc);
+        char dup[64];
+        pthread_mutex_lock(&sched->reg_mu);
+        snprintf(dup, sizeof dup, "%s", sched->reg_dup);
+        pthread_mutex_unlock(&sched->reg_mu);
+        if (rc == SN_EEXIST && *dup) /* (cli.sh: a plugin loaded twice) */
+            snprintf(err, errlen,
+                     "plugin %s (%s) failed to initialise: %s is already registered (the plugin is loaded twice, or "
+                     "another plugin has the same name)",
+                     path, pl->name ? pl->name : "unnamed", dup);
+        else
+            snprintf(err, errlen, "plugin %s (%s) failed to initialise: %s (%d)", path, pl->name ? pl->name : "unnamed",
+                     sn_strerror(rc), rc);
     }
     h->dl = dl;
     h->next = sched->plugins;
