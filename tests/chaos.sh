@@ -24,9 +24,11 @@
 # incarnation: same id and port); a short freeze (SIGSTOP/SIGCONT,
 # 0.2-1 s; from 0.7 s on it may be declared down: DOWN_MIN_MS) of any
 # node; a long freeze (2-4 s, past --down-after-ms) of node 3 or 4; where
-# network namespaces work (root, iproute2), a link cut (0.5-4 s) between
-# any two nodes, each node then in a namespace of its own on a bridge (deploy/netns-cluster.sh up --no-nodes; else every node
-# on 127.0.0.1 and no cuts). A node process that ends is restarted, as a supervisor would (a
+# network namespaces work (root, iproute2, not a chroot: lib.sh's
+# netns_ok), a link cut (0.5-4 s) between any two nodes, each node then in
+# a namespace of its own on a bridge (deploy/netns-cluster.sh up
+# --no-nodes; else every node on 127.0.0.1 and no cuts, and the output
+# says why). A node process that ends is restarted, as a supervisor would (a
 # node declared down may be told it is out and exit 3); that is a failure
 # only if it crashed (a signal we did not send, or a sanitizer or assertion
 # report in its log), or if it was never faulted.
@@ -502,11 +504,20 @@ BIG=${SN_CHAOS_BIG:-10} BIG_MIN=$((64 << 10)) BIG_MAX=$((4 << 20))
 NODES=4 NSINKS=16
 declare -A port npid ninc faulted
 for n in $(seq $NODES); do port[$n]=$(free_port); ninc[$n]=0; faulted[$n]=0; done
-# the namespaces, if they can be made here
-cuts=0 C=("$here/../deploy/netns-cluster.sh") cdir=$dir/netns
-if [ "${SN_CHAOS_CUTS:-1}" = 1 ] && [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
-  trap '"${C[@]}" down --dir "$cdir" >/dev/null 2>&1; cleanup' EXIT
-  "${C[@]}" up $NODES --no-nodes --prefix "c$$x" --dir "$cdir" >"$dir/netns.log" 2>&1 && cuts=1
+# the namespaces, if they can be made here (else the run goes on without
+# cuts, and says why)
+cuts=0 nocuts="SN_CHAOS_CUTS=0" C=("$here/../deploy/netns-cluster.sh") cdir=$dir/netns
+if [ "${SN_CHAOS_CUTS:-1}" = 1 ]; then
+  if ! netns_ok; then
+    nocuts=$netns_why
+  else
+    trap '"${C[@]}" down --dir "$cdir" >/dev/null 2>&1; cleanup' EXIT
+    if "${C[@]}" up $NODES --no-nodes --prefix "c$$x" --dir "$cdir" >"$dir/netns.log" 2>&1; then
+      cuts=1
+    else
+      nocuts="deploy/netns-cluster.sh up failed: $(tail -1 "$dir/netns.log")"
+    fi
+  fi
 fi
 declare -A addr
 if [ $cuts = 1 ]; then for n in $(seq $NODES); do addr[$n]=$("${C[@]}" addr "$n" --dir "$cdir"); done; fi
@@ -514,7 +525,7 @@ seed=${SN_CHAOS_SEED:-$(( ($(date +%s%N) / 1000) % 1000000 ))}
 RANDOM=$seed
 echo "chaos: seed $seed (SN_CHAOS_SEED=$seed reproduces the faults and the sizes), ${DURATION} s of chaos, $RATE msgs/s per source, $BIG in 1000 of $((BIG_MIN >> 10)) KiB-$((BIG_MAX >> 20)) MiB"
 [ $cuts = 1 ] && echo "chaos: nodes in network namespaces (${addr[1]} ...), link cuts on" ||
-  echo "chaos: nodes on 127.0.0.1, no link cuts (SN_CHAOS_CUTS=0, not root, or namespaces do not work here)"
+  echo "chaos: nodes on 127.0.0.1, no link cuts: $nocuts"
 log=$dir/log meta=$dir/log/chaos.meta
 mkdir -p "$log"
 export SN_CHAOS_LOG=$log
