@@ -309,13 +309,15 @@ END {
 # then, and what the nodes logged about that sink. Reads the checker's
 # output (stdin) and LOGDIR's parent (the node logs).
 story() { # LOGDIR
-  local d=$1 line src sink seq ts pid from to what
-  # the first violation that names a message: one sent (S: lost) or
-  # delivered (R: out of order)
-  line=$(grep -m1 -E '^ +[^ ]+\.log:[0-9]+: [SR] ' | sed 's/^ *[^ ]*: //') || return 0
+  local d=$1 line src sink seq ts pid from to what kind
+  # the first violation that names a message, and its kind: one sent (S:
+  # lost) or delivered (R: out of order, or without its bytes)
+  IFS='|' read -r kind line < <(awk '/^    [a-z-]+ \([0-9]+\), first ones:$/ { kind = $1 }
+    /^ +[^ ]+\.log:[0-9]+: [SR] / { sub(/^ *[^ ]*: /, ""); print kind "|" $0; exit }')
+  [ -n "$line" ] || return 0
   case $line in
-    S*) read -r _ src sink seq _ ts _ <<<"$line"; what="sent" ;;
-    *) read -r _ sink _ src seq _ ts _ <<<"$line"; what="delivered out of order" ;;
+    S*) read -r _ src sink seq _ ts _ <<<"$line"; what="sent ($kind)" ;;
+    *) read -r _ sink _ src seq _ ts _ <<<"$line"; what="delivered ($kind)" ;;
   esac
   [ -n "$ts" ] || return 0
   from=$((ts - 4000000)) to=$((ts + 4000000))
