@@ -12,7 +12,9 @@
 # default), all loading plugin_chaos.so (its header says what each process
 # logs). 16 movable sinks (csink) homed on node 1; 6 sources (csource), 3 on
 # node 1 and 3 on node 2, each sending numbered messages round robin to all
-# 16 sinks at a bounded rate; one watcher (cwatch) on node 2 that monitors
+# 16 sinks at a bounded rate, most of them a few bytes, 1 in 100 large (64
+# KiB to 4 MiB, each doubling as likely: 1 MiB on average; which ones and
+# their sizes follow from the seed); one watcher (cwatch) on node 2 that monitors
 # every sink from half-time on (a monitored process never moves: before
 # that the sinks move freely). A sink lost with its node (no delivery for
 # 8 s) is replaced by a new one on node 1 that the sources and the watcher
@@ -22,9 +24,11 @@
 # incarnation: same id and port); a short freeze (SIGSTOP/SIGCONT,
 # 0.2-1 s; from 0.7 s on it may be declared down: DOWN_MIN_MS) of any
 # node; a long freeze (2-4 s, past --down-after-ms) of node 3 or 4; where
-# network namespaces work (root, iproute2), a link cut (0.5-4 s) between
-# any two nodes, each node then in a namespace of its own on a bridge (deploy/netns-cluster.sh up --no-nodes; else every node
-# on 127.0.0.1 and no cuts). A node process that ends is restarted, as a supervisor would (a
+# network namespaces work (root, iproute2, not a chroot: lib.sh's
+# netns_ok), a link cut (0.5-4 s) between any two nodes, each node then in
+# a namespace of its own on a bridge (deploy/netns-cluster.sh up
+# --no-nodes; else every node on 127.0.0.1 and no cuts, and the output
+# says why). A node process that ends is restarted, as a supervisor would (a
 # node declared down may be told it is out and exit 3); that is a failure
 # only if it crashed (a signal we did not send, or a sanitizer or assertion
 # report in its log), or if it was never faulted.
@@ -44,7 +48,10 @@
 #   (d) no sink step ran twice (every sink, K appears once), none is absent,
 #       and nothing ran after the sink ended;
 #   (e) the watcher got exactly one DOWN per sink: normal for a sink that
-#       ended by "stop", nodedown or noproc for one lost with its node.
+#       ended by "stop", nodedown or noproc for one lost with its node;
+#   (f) every large message delivered came whole: its length as sent, and
+#       every byte the pattern of its source and number (the sink checks
+#       them: plugin_chaos.c).
 #
 # A DOWN nodedown for a sink that lived on is allowed only while the sink's
 # node was frozen for longer than the shortest time to a down (a long
@@ -55,7 +62,8 @@
 # (chaos time, default 60), SN_CHAOS_RATE (messages/s per source, default
 # 250), SN_CHAOS_WORK (a sink's CPU: "US EVERY BURST_US", default "200 100
 # 20000": 200 us a message and 20 ms more every 100th, so that Ready sinks
-# queue up on node 1 and the other nodes steal them),
+# queue up on node 1 and the other nodes steal them), SN_CHAOS_BIG (large
+# messages per 1000, default 10; 0: none),
 # SN_CHAOS_KEEP (a directory to copy the logs to; on FAIL they are copied
 # to ./chaos-logs-SEED anyway), SN_CHAOS_CUTS=0 (no namespaces, no link
 # cuts). TSan builds skip it (77) unless
@@ -164,6 +172,12 @@ $1 == "X" {
   if (!($2 in issink)) { issink[$2] = 1; sinkid[++nsinks] = $2 }
   next
 }
+# (f) a large message came whole: the sink saw its length and pattern (a
+# B line, written with its R line), and the length the source sent (its L
+# line); a damaged one (Z) or one delivered without its B is a violation
+$1 == "L" { big[$2 SUBSEP $3 SUBSEP $4] = $5 + 0; nbig++; bigbytes += $5; next }
+$1 == "B" { key = $4 SUBSEP $2 SUBSEP $5; gotbig[key] = $6 + 0; gotbigw[key] = where; next }
+$1 == "Z" { viol("bad-payload", where); nbad++; badseen[$4 SUBSEP $2 SUBSEP $5] = 1; next }
 $1 == "M" { whereat($2, $6 + 0, $7 + 0); leftat($2, $4 + 0, $7 + 0); moves++; if (!($2 in moved)) { moved[$2] = 1; nmoved++ } next }
 $1 == "U" { viol("bad-message", where); next }
 $1 == "E" {
@@ -233,6 +247,13 @@ END {
     }
   }
   for (key in recv) if (!(key in sent)) viol("never-sent", recv[key])
+  # (f): the large ones
+  for (key in gotbig) {
+    if (!(key in big)) viol("bad-payload", gotbigw[key] "   but it was sent small: " sent[key])
+    else if (gotbig[key] != big[key]) viol("bad-payload", gotbigw[key] "   but " big[key] " bytes were sent: " sent[key])
+    else { nbigok++; bigokbytes += big[key] }
+  }
+  for (key in big) if ((key in recv) && !(key in gotbig) && !(key in badseen)) viol("bad-payload", recv[key] "   without its " big[key] " bytes: " sent[key])
   for (key in err) if (!(key in sent)) viol("never-sent", errw[key])
   # (e): the DOWNs
   wdead = (watcherfile != "" && isdead(watcherfile))
@@ -256,6 +277,7 @@ END {
   printf "chaos-check: %d messages sent, %d delivered (", nsent, ndeliv
   sep = ""; for (n = 1; n <= 64; n++) if (n in rnode) { printf "%s%d on node %d", sep, rnode[n], n; sep = ", " }
   printf ")\n"
+  printf "chaos-check: large messages: %d sent (%.0f MiB), %d delivered whole (%.0f MiB), %d damaged\n", nbig, bigbytes / 1048576, nbigok, bigokbytes / 1048576, nbad
   printf "chaos-check: errors returned:"
   if (ne == 0) printf " none"
   for (i = 1; i <= ne; i++) printf " %s %d", ename[i], nerr[ename[i]]
@@ -287,13 +309,15 @@ END {
 # then, and what the nodes logged about that sink. Reads the checker's
 # output (stdin) and LOGDIR's parent (the node logs).
 story() { # LOGDIR
-  local d=$1 line src sink seq ts pid from to what
-  # the first violation that names a message: one sent (S: lost) or
-  # delivered (R: out of order)
-  line=$(grep -m1 -E '^ +[^ ]+\.log:[0-9]+: [SR] ' | sed 's/^ *[^ ]*: //') || return 0
+  local d=$1 line src sink seq ts pid from to what kind
+  # the first violation that names a message, and its kind: one sent (S:
+  # lost) or delivered (R: out of order, or without its bytes)
+  IFS='|' read -r kind line < <(awk '/^    [a-z-]+ \([0-9]+\), first ones:$/ { kind = $1 }
+    /^ +[^ ]+\.log:[0-9]+: [SR] / { sub(/^ *[^ ]*: /, ""); print kind "|" $0; exit }')
+  [ -n "$line" ] || return 0
   case $line in
-    S*) read -r _ src sink seq _ ts _ <<<"$line"; what="sent" ;;
-    *) read -r _ sink _ src seq _ ts _ <<<"$line"; what="delivered out of order" ;;
+    S*) read -r _ src sink seq _ ts _ <<<"$line"; what="sent ($kind)" ;;
+    *) read -r _ sink _ src seq _ ts _ <<<"$line"; what="delivered ($kind)" ;;
   esac
   [ -n "$ts" ] || return 0
   from=$((ts - 4000000)) to=$((ts + 4000000))
@@ -345,6 +369,7 @@ selftest() {
 S 1.200 1.10 1 1 0
 S 1.200 1.11 1 1 0
 S 1.200 1.12 1 1 0
+L 1.200 1.12 1 70000 1 0
 S 1.200 1.10 2 1 0
 S 1.200 1.11 2 1 0
 S 1.200 1.12 2 1 0
@@ -355,6 +380,7 @@ S 1.200 1.11 4 1 0
 R 1.10 0 1.200 1 1 0
 R 1.11 0 1.200 1 1 0
 R 1.12 0 1.200 1 1 0
+B 1.12 0 1.200 1 70000 1 0
 R 1.11 1 2.201 1 1 0
 E 1.200 1.11 2 nodedown 1 0
 R 1.11 2 1.200 2 1 0
@@ -393,6 +419,10 @@ EOF
     "two deliveries swapped|reorder|sed -i 's/^R 1.10 1 1.200 2/R 1.10 1 1.200 3/; ' \$d/300.log; sed -i 's/^R 1.10 2 1.200 3/R 1.10 2 1.200 2/' \$d/400.log"
     "a message to a sink that ended by stop missing|missing|echo 'S 1.200 1.10 4 1 0' >>\$d/100.log"
     "a message lost before a later one of the pair|gap|sed -i '/^E 1.200 1.11 2 nodedown/d; /^R 1.11 2 1.200 2/d; s/^E 1.200 1.11 3 nodedown/R 1.11 2 1.200 3/' \$d/100.log"
+    "a large message damaged on its way|bad-payload|sed -i 's/^B 1.12 0 1.200 1 70000 1 0/Z 1.12 0 1.200 1 content 70000 1 0/' \$d/100.log"
+    "a large message cut short, its header too|bad-payload|sed -i 's/^B 1.12 0 1.200 1 70000 /B 1.12 0 1.200 1 65536 /' \$d/100.log"
+    "a large message delivered without its bytes|bad-payload|sed -i '/^B 1.12 /d' \$d/100.log"
+    "a small message delivered as a large one|bad-payload|sed -i '/^L 1.200 1.12 /d' \$d/100.log"
     "a sink ended by cancel, not by its stop|down-reason|sed -i 's/^X 1.10 3 stop/X 1.10 3 cancel/' \$d/400.log"
     "noproc returned yet delivered|error-and-delivered|sed -i 's/^E 1.200 1.11 2 nodedown/E 1.200 1.11 2 noproc/' \$d/100.log"
     "a delivery line absent|step-absent|sed -i '/^R 1.10 1 /d' \$d/300.log"
@@ -431,6 +461,7 @@ EOF
   fi
   grep -q "missing but allowed: 2 to sinks lost" <<<"$out" && grep -q "nodedown 2" <<<"$out" &&
     grep -q "delivered and nodedown 1" <<<"$out" && grep -q "2 of them moved (3 moves)" <<<"$out" &&
+    grep -q "large messages: 1 sent (0 MiB), 1 delivered whole (0 MiB), 0 damaged" <<<"$out" &&
     echo "ok   its counts: $(tr '\n' ' ' <<<"$out" | head -c 400)" ||
     { echo "FAIL counts of the good history: $out"; fails=$((fails + 1)); }
   local i=0 c name kind change d
@@ -471,22 +502,32 @@ fi
 DURATION=${SN_CHAOS_SECONDS:-60}
 RATE=${SN_CHAOS_RATE:-250}
 WORK=${SN_CHAOS_WORK:-200 100 20000}
+BIG=${SN_CHAOS_BIG:-10} BIG_MIN=$((64 << 10)) BIG_MAX=$((4 << 20))
 NODES=4 NSINKS=16
 declare -A port npid ninc faulted
 for n in $(seq $NODES); do port[$n]=$(free_port); ninc[$n]=0; faulted[$n]=0; done
-# the namespaces, if they can be made here
-cuts=0 C=("$here/../deploy/netns-cluster.sh") cdir=$dir/netns
-if [ "${SN_CHAOS_CUTS:-1}" = 1 ] && [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
-  trap '"${C[@]}" down --dir "$cdir" >/dev/null 2>&1; cleanup' EXIT
-  "${C[@]}" up $NODES --no-nodes --prefix "c$$x" --dir "$cdir" >"$dir/netns.log" 2>&1 && cuts=1
+# the namespaces, if they can be made here (else the run goes on without
+# cuts, and says why)
+cuts=0 nocuts="SN_CHAOS_CUTS=0" C=("$here/../deploy/netns-cluster.sh") cdir=$dir/netns
+if [ "${SN_CHAOS_CUTS:-1}" = 1 ]; then
+  if ! netns_ok; then
+    nocuts=$netns_why
+  else
+    trap '"${C[@]}" down --dir "$cdir" >/dev/null 2>&1; cleanup' EXIT
+    if "${C[@]}" up $NODES --no-nodes --prefix "c$$x" --dir "$cdir" >"$dir/netns.log" 2>&1; then
+      cuts=1
+    else
+      nocuts="deploy/netns-cluster.sh up failed: $(tail -1 "$dir/netns.log")"
+    fi
+  fi
 fi
 declare -A addr
 if [ $cuts = 1 ]; then for n in $(seq $NODES); do addr[$n]=$("${C[@]}" addr "$n" --dir "$cdir"); done; fi
 seed=${SN_CHAOS_SEED:-$(( ($(date +%s%N) / 1000) % 1000000 ))}
 RANDOM=$seed
-echo "chaos: seed $seed (SN_CHAOS_SEED=$seed reproduces the faults), ${DURATION} s of chaos, $RATE msgs/s per source"
+echo "chaos: seed $seed (SN_CHAOS_SEED=$seed reproduces the faults and the sizes), ${DURATION} s of chaos, $RATE msgs/s per source, $BIG in 1000 of $((BIG_MIN >> 10)) KiB-$((BIG_MAX >> 20)) MiB"
 [ $cuts = 1 ] && echo "chaos: nodes in network namespaces (${addr[1]} ...), link cuts on" ||
-  echo "chaos: nodes on 127.0.0.1, no link cuts (SN_CHAOS_CUTS=0, not root, or namespaces do not work here)"
+  echo "chaos: nodes on 127.0.0.1, no link cuts: $nocuts"
 log=$dir/log meta=$dir/log/chaos.meta
 mkdir -p "$log"
 export SN_CHAOS_LOG=$log
@@ -596,7 +637,9 @@ done
 srcs=() srchome=()
 for k in 1 2 3 4 5 6; do
   h=$(( (k - 1) / 3 + 1 ))
-  s=$(cli spawn --connect "$(ep "$h")" csource send "$RATE 0 ${sinks[*]}") || { problem "spawn csource: $s"; break; }
+  # (each source's sizes from the seed and its number: a seed replays them)
+  s=$(cli spawn --connect "$(ep "$h")" csource send "$RATE 0 $BIG $((seed * 16 + k)) $BIG_MIN $BIG_MAX ${sinks[*]}") ||
+    { problem "spawn csource: $s"; break; }
   srcs+=("$s") srchome+=("$h"); echo "SOURCE $s" >>"$meta"
 done
 watcher=$(cli spawn --connect "$(ep 2)" cwatch watch "$((DURATION * 500)) ${sinks[*]}") || problem "spawn cwatch: $watcher"

@@ -9,10 +9,19 @@
  *   R SINK K SRC SEQ      sink SINK got message SEQ of source SRC; K counts
  *                         the sink's deliveries (0, 1, 2, ...) and moves
  *                         with it: a sink that ran twice shows a K twice
+ *   B SINK K SRC SEQ LEN  ... a large one, whole: LEN bytes, as its header
+ *                         says, and every byte after the header as the
+ *                         pattern of SRC and SEQ (written with its R line,
+ *                         in one write(2))
+ *   Z SINK K SRC SEQ WHY LEN  ... damaged: "length" (LEN bytes came, not
+ *                         what the header says), "content" (a byte after
+ *                         the header differs from the pattern) or
+ *                         "trailing" (bytes after a small one's text)
  *   X SINK K REASON       the sink ended (stop, cancel) after K deliveries
  *   M SINK K FROM TO      the sink runs on node TO now, last on node FROM
  *   U SINK K TEXT         a message it did not understand
  *   S SRC SINK SEQ        source SRC is about to send SEQ to SINK
+ *   L SRC SINK SEQ LEN    ... a large one of LEN bytes (with its S line)
  *   E SRC SINK SEQ WHY    that send came back as an error (noproc, ...)
  *   F SRC SENT            the source stopped sending, after SENT messages
  *   Q SRC SINK            it sends no more to SINK (RETIRE_AFTER noprocs)
@@ -24,14 +33,27 @@
  *                                  microseconds of CPU per message ("SRC
  *                                  SEQ"), BURST more every EVERY-th (work
  *                                  queues up behind it: others steal);
- *                                  "stop" ends it
- *   csource send "RATE COUNT PID..." not movable: RATE messages a second
+ *                                  checks each message's size and
+ *                                  pattern (B and Z lines); "stop" ends it
+ *   csource send "RATE COUNT [BIG SEED MIN MAX] PID..."
+ *                                  not movable: RATE messages a second
  *                                  in all, round robin over the sinks,
  *                                  numbered 1, 2, ... per sink, COUNT per
- *                                  sink (0: until "stop"). After "stop" it
- *                                  keeps running (to log the errors of
- *                                  sends still on their way) until "end";
- *                                  "add PID" adds a sink (seq from 1)
+ *                                  sink (0: until "stop"). A message is
+ *                                  the text "SRC SEQ"; BIG of every 1000
+ *                                  are large: the text "SRC SEQ LEN", a
+ *                                  NUL, then a pattern of SRC and SEQ up
+ *                                  to LEN bytes in all, LEN from MIN (1
+ *                                  KiB at least) to MAX, each doubling
+ *                                  from MIN as likely (64-128 KiB as
+ *                                  often as 2-4 MiB). Which ones are
+ *                                  large, and their sizes, are a function
+ *                                  of SEED, the sink's place in the list
+ *                                  and SEQ: a seed replays them. After
+ *                                  "stop" it keeps running (to log the
+ *                                  errors of sends still on their way)
+ *                                  until "end"; "add PID" adds a sink
+ *                                  (seq from 1)
  *   cwatch watch "DELAY_MS PID..." not movable: after DELAY_MS monitors
  *                                  every PID; "add PID" one more (at once
  *                                  if the delay is over); "end" ends it.
@@ -42,6 +64,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, strtok_r, O_CLOEXEC, also under -std=c11 */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,28 +96,50 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* One line: the fields, then the node and the time. One write(2) with
- * O_APPEND: lines of several threads never mix. */
-__attribute__((format(printf, 2, 3))) static void logline(sn_ctx_t *ctx, const char *fmt, ...)
+/* Lines written together: each is the fields, then the node and the time;
+ * all go out in one write(2) with O_APPEND, so that lines of several
+ * threads never mix and a kill -9 never leaves one of a group without the
+ * others (a delivery's R line without its B line). */
+typedef struct lines {
+    char buf[1024];
+    int n;
+} lines_t;
+
+__attribute__((format(printf, 3, 4))) static void addline(sn_ctx_t *ctx, lines_t *l, const char *fmt, ...)
 {
-    char buf[512];
+    size_t room = sizeof l->buf - (size_t)l->n;
+    if (room < 128)
+        return;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf - 64, fmt, ap);
+    int n = vsnprintf(l->buf + l->n, room - 64, fmt, ap);
     va_end(ap);
     if (n < 0)
         return;
-    if (n > (int)sizeof buf - 64)
-        n = (int)sizeof buf - 64;
-    n += snprintf(buf + n, sizeof buf - (size_t)n, " %" PRIu32 " %" PRIu64 "\n", sn_sched_node_id(sn_ctx_sched(ctx)),
-                  wall_us());
-    for (int off = 0; off < n;) {
-        ssize_t w = write(logfd, buf + off, (size_t)(n - off));
+    if (n > (int)room - 64)
+        n = (int)room - 64;
+    l->n += n;
+    l->n += snprintf(l->buf + l->n, sizeof l->buf - (size_t)l->n, " %" PRIu32 " %" PRIu64 "\n",
+                     sn_sched_node_id(sn_ctx_sched(ctx)), wall_us());
+}
+
+static void putlines(const lines_t *l)
+{
+    for (int off = 0; off < l->n;) {
+        ssize_t w = write(logfd, l->buf + off, (size_t)(l->n - off));
         if (w <= 0)
             return;
         off += (int)w;
     }
 }
+
+/* One line. */
+#define logline(ctx, ...)                                                                                              \
+    do {                                                                                                               \
+        lines_t l_ = {.n = 0};                                                                                         \
+        addline(ctx, &l_, __VA_ARGS__);                                                                                \
+        putlines(&l_);                                                                                                 \
+    } while (0)
 
 static const char *text_of(const sn_payload_t *p, char *buf, size_t len)
 {
@@ -136,25 +181,75 @@ static void burn_us(uint64_t us)
     while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec < us * 1000u);
 }
 
-/* Splits "A B C ..." into PIDs after skipping `skip` numbers. */
-static int parse_pids(const char *text, int skip, uint64_t *nums, sn_pid_t *pids, int *npids)
+/* splitmix64: a well-mixed 64-bit function of x */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15u;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
+
+/* The pattern of a large message of source `src`, number `seq`: 8 bytes
+ * at a time from a generator seeded by both, so that any byte changed,
+ * lost or moved shows at the sink, which computes it again. */
+static uint64_t pattern_key(sn_pid_t src, uint64_t seq)
+{
+    return mix(((uint64_t)src.node << 48) ^ src.serial ^ mix(seq));
+}
+
+static uint64_t pattern_next(uint64_t *x)
+{
+    *x = *x * 6364136223846793005u + 1442695040888963407u;
+    return *x ^ (*x >> 29);
+}
+
+static void pattern_fill(unsigned char *p, size_t n, uint64_t key)
+{
+    uint64_t x = key, v;
+    for (size_t i = 0; i < n; i += sizeof v) {
+        v = pattern_next(&x);
+        memcpy(p + i, &v, n - i < sizeof v ? n - i : sizeof v);
+    }
+}
+
+/* The offset of the first byte of p[0..n) that differs from the pattern
+ * of key, or n if none does. */
+static size_t pattern_check(const unsigned char *p, size_t n, uint64_t key)
+{
+    uint64_t x = key, v;
+    for (size_t i = 0; i < n; i += sizeof v) {
+        v = pattern_next(&x);
+        size_t k = n - i < sizeof v ? n - i : sizeof v;
+        if (memcmp(p + i, &v, k) != 0)
+            for (size_t j = 0; j < k; j++)
+                if (p[i + j] != ((const unsigned char *)&v)[j])
+                    return i + j;
+    }
+    return n;
+}
+
+/* Splits "A B C ..." into the numbers it starts with (at most maxnums:
+ * *nnums of them) and the PIDs after them. */
+static int parse_pids(const char *text, int maxnums, uint64_t *nums, int *nnums, sn_pid_t *pids, int *npids)
 {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", text);
     char *save = NULL;
-    int i = 0;
-    *npids = 0;
-    for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), i++) {
-        if (i < skip) {
+    *npids = *nnums = 0;
+    for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+        if (*npids == 0 && !strchr(w, '.')) { /* a number, not a PID ("<node>.<serial>") */
             char *end;
-            nums[i] = strtoull(w, &end, 10);
+            if (*nnums == maxnums)
+                return SN_EINVAL;
+            nums[(*nnums)++] = strtoull(w, &end, 10);
             if (*end)
                 return SN_EINVAL;
         } else if (*npids == MAX_SINKS || sn_pid_parse(w, &pids[(*npids)++]) != 0) {
             return SN_EINVAL;
         }
     }
-    return i >= skip && *npids > 0 ? 0 : SN_EINVAL;
+    return *npids > 0 ? 0 : SN_EINVAL;
 }
 
 /* ------------------------------------------------------------------ csink */
@@ -182,6 +277,36 @@ static int csink_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
     return 0;
 }
 
+/* A message "SRC SEQ", or "SRC SEQ LEN" NUL pattern (a large one): its R
+ * line, with a B line for a large one that came whole or a Z line for one
+ * that did not. False if it is not one of those. */
+static bool csink_deliver(sn_ctx_t *ctx, csink_t *s, const char *self, const sn_payload_t *d, const char *text)
+{
+    char src[SN_PID_STRLEN + 1];
+    unsigned long long seq, len;
+    sn_pid_t sp;
+    int nf = sscanf(text, "%32s %llu %llu", src, &seq, &len);
+    if (nf < 2 || sn_pid_parse(src, &sp) != 0)
+        return false;
+    size_t got = d ? d->len : 0, hl = d ? strnlen((const char *)d->data, got) : 0;
+    const char *bad = NULL;
+    if (nf == 2 && got != hl)
+        bad = "trailing";
+    else if (nf == 3 && (got != len || hl >= got))
+        bad = "length";
+    else if (nf == 3 && pattern_check(d->data + hl + 1, got - hl - 1, pattern_key(sp, seq)) != got - hl - 1)
+        bad = "content";
+    lines_t l = {.n = 0};
+    addline(ctx, &l, "R %s %" PRIu64 " %s %llu", self, s->k, src, seq);
+    if (bad)
+        addline(ctx, &l, "Z %s %" PRIu64 " %s %llu %s %zu", self, s->k, src, seq, bad, got);
+    else if (nf == 3)
+        addline(ctx, &l, "B %s %" PRIu64 " %s %llu %zu", self, s->k, src, seq, got);
+    putlines(&l);
+    s->k++;
+    return true;
+}
+
 static void csink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
     csink_t *s = state;
@@ -203,16 +328,12 @@ static void csink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
         if (ev[i].type != SN_EV_MESSAGE)
             continue;
         text_of(ev[i].data, text, sizeof text);
-        char src[SN_PID_STRLEN + 1];
-        unsigned long long seq;
-        sn_pid_t sp;
         if (strcmp(text, "stop") == 0) {
             logline(ctx, "X %s %" PRIu64 " stop", self, s->k);
             sn_out_done(out, NULL);
             return;
         }
-        if (sscanf(text, "%32s %llu", src, &seq) == 2 && sn_pid_parse(src, &sp) == 0) {
-            logline(ctx, "R %s %" PRIu64 " %s %llu", self, s->k++, src, seq);
+        if (csink_deliver(ctx, s, self, ev[i].data, text)) {
             burn_us(s->work_us + (s->every && s->k % s->every == 0 ? s->burst_us : 0));
         } else {
             for (char *c = text; *c; c++)
@@ -242,7 +363,9 @@ static const sn_type_t csink_type = {"csink",    1,    sizeof(csink_t), csink_in
 
 /* ---------------------------------------------------------------- csource */
 typedef struct csource {
-    uint64_t rate, count; /* messages a second in all; per sink (0: no limit) */
+    uint64_t rate, count;        /* messages a second in all; per sink (0: no limit) */
+    uint64_t big, seed;          /* large messages per 1000, and what picks them */
+    uint64_t min_size, max_size; /* their sizes */
     int nsinks;
     sn_pid_t sinks[MAX_SINKS];
     uint64_t seq[MAX_SINKS];    /* last sent, per sink */
@@ -257,14 +380,69 @@ static int csource_init(sn_ctx_t *ctx, void *state, const char *method, sn_paylo
 {
     csource_t *s = state;
     char text[4096];
-    uint64_t nums[2];
+    uint64_t nums[6];
+    int nnums;
     if (strcmp(method, "send") != 0)
         return SN_ENOMETHOD;
-    if (parse_pids(text_of(*input, text, sizeof text), 2, nums, s->sinks, &s->nsinks) != 0 || nums[0] == 0)
+    if (parse_pids(text_of(*input, text, sizeof text), 6, nums, &nnums, s->sinks, &s->nsinks) != 0 ||
+        (nnums != 2 && nnums != 6) || nums[0] == 0)
         return SN_EINVAL;
     s->rate = nums[0];
     s->count = nums[1];
+    if (nnums == 6) {
+        if (nums[2] > 1000 || nums[4] < 1024 || nums[4] > nums[5] || nums[5] > (256u << 20))
+            return SN_EINVAL;
+        s->big = nums[2];
+        s->seed = nums[3];
+        s->min_size = nums[4];
+        s->max_size = nums[5];
+    }
     return 0;
+}
+
+/* The size of message seq to the sink at `slot` of the list: 0 (a small
+ * one), or MIN to MAX bytes, the doubling it lies in picked first (evenly),
+ * then a size within it. A function of the seed: a seed replays them. */
+static size_t big_size(const csource_t *s, int slot, uint64_t seq)
+{
+    uint64_t r = mix(s->seed ^ mix(((uint64_t)slot << 40) | seq));
+    if (r % 1000 >= s->big)
+        return 0;
+    r /= 1000;
+    int octaves = 0; /* doublings from MIN to MAX, the last one maybe partial */
+    while (octaves < 40 && (s->min_size << octaves) < s->max_size)
+        octaves++;
+    uint64_t lo = s->min_size;
+    if (octaves) {
+        lo <<= r % (uint64_t)octaves;
+        r /= (uint64_t)octaves;
+    }
+    uint64_t hi = lo * 2 < s->max_size ? lo * 2 : s->max_size;
+    return (size_t)(lo + r % (hi - lo + 1));
+}
+
+/* Message seq of source self (sp) to the sink at `slot`, its S line (and
+ * its L line, for a large one) written. */
+static sn_payload_t *csource_message(sn_ctx_t *ctx, const csource_t *s, const char *self, const char *sink, int slot,
+                                     uint64_t seq)
+{
+    size_t size = big_size(s, slot, seq);
+    lines_t l = {.n = 0};
+    addline(ctx, &l, "S %s %s %" PRIu64, self, sink, seq);
+    if (!size) {
+        putlines(&l);
+        return sn_payload_printf(SN_CT_TEXT, "%s %" PRIu64, self, seq);
+    }
+    char head[80]; /* (MIN is 1 KiB at least: room for it) */
+    int hl = snprintf(head, sizeof head, "%s %" PRIu64 " %zu", self, seq, size);
+    addline(ctx, &l, "L %s %s %" PRIu64 " %zu", self, sink, seq, size);
+    putlines(&l);
+    sn_payload_t *p = sn_payload_new(SN_CT_BYTES, NULL, size);
+    if (p) {
+        memcpy(p->data, head, (size_t)hl + 1);
+        pattern_fill(p->data + hl + 1, size - (size_t)hl - 1, pattern_key(sn_ctx_self(ctx), seq));
+    }
+    return p;
 }
 
 static void csource_send(sn_ctx_t *ctx, csource_t *s, const char *self, sn_step_out_t *out)
@@ -297,8 +475,7 @@ static void csource_send(sn_ctx_t *ctx, csource_t *s, const char *self, sn_step_
         uint64_t seq = ++s->seq[i];
         char sink[SN_PID_STRLEN];
         sn_pid_format(s->sinks[i], sink, sizeof sink);
-        logline(ctx, "S %s %s %" PRIu64, self, sink, seq);
-        sn_payload_t *msg = sn_payload_printf(SN_CT_TEXT, "%s %" PRIu64, self, seq);
+        sn_payload_t *msg = csource_message(ctx, s, self, sink, i, seq);
         sn_out_send(out, s->sinks[i], ((uint64_t)(i + 1) << 40) | seq, &msg);
         s->sent++;
     }
@@ -372,7 +549,11 @@ static int cwatch_init(sn_ctx_t *ctx, void *state, const char *method, sn_payloa
     char text[4096];
     if (strcmp(method, "watch") != 0)
         return SN_ENOMETHOD;
-    return parse_pids(text_of(*input, text, sizeof text), 1, &w->delay_ms, w->sinks, &w->nsinks);
+    int nnums;
+    if (parse_pids(text_of(*input, text, sizeof text), 1, &w->delay_ms, &nnums, w->sinks, &w->nsinks) != 0 ||
+        nnums != 1)
+        return SN_EINVAL;
+    return 0;
 }
 
 static void cwatch_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
