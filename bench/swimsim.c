@@ -8,12 +8,17 @@
  * --crash members are killed at once (they stop answering and sending);
  * --settle seconds for the rest to see them dead; then one new member
  * joins through member 1 (it gets the view; member 1 broadcasts it, as the
- * relay does) and --settle seconds for everyone to know it.
+ * relay does) and --settle seconds for everyone to know it. With
+ * --join-crash MS the new member is killed MS after its join, and --settle
+ * seconds more for the rest to see it dead (a node that dies right after
+ * a deploy); --bound MS makes --check fail if that took longer.
  *
  * Prints, for a benchmark:
  *   RESULT swimsim-N-detect-first <ms> ms   crash to the first live member holding each dead
  *   RESULT swimsim-N-detect-all <ms> ms     crash to every live member holding every crashed one dead
  *   RESULT swimsim-N-join-all <ms> ms       join to every member knowing the new one
+ *   RESULT swimsim-N-join-crash-detect-all <ms> ms  (--join-crash) its kill to every
+ *                                           live member holding it dead
  *   RESULT swimsim-N-false-positives <n>    live members declared dead by anyone
  *   RESULT swimsim-N-suspicions-live <n>    suspicions of live members (refuted)
  *   RESULT swimsim-N-msgs-per-node-s <m>    messages each member sent per second, on average
@@ -89,6 +94,7 @@ static uint32_t *crashed;
 static size_t ncrashed;
 static uint64_t crash_at, join_at, first_dead_at, all_dead_at, all_join_at;
 static uint32_t joiner;
+static uint64_t join_crash_at, join_dead_at; /* --join-crash: its kill; every live member holding it dead */
 static uint64_t false_positives, live_suspicions;
 static uint32_t *dead_seen; /* per crashed member: live members that hold it dead */
 static uint32_t join_seen;
@@ -317,6 +323,13 @@ static bool all_dead_seen(void)
     return false; /* (keep running to the end of the phase: false positives still count) */
 }
 
+static bool joiner_dead_seen(void)
+{
+    if (!join_dead_at && dead_seen[ncrashed - 1] >= live_count())
+        join_dead_at = now;
+    return false;
+}
+
 static bool all_join_seen(void)
 {
     if (join_seen >= live_count() - 1 && !all_join_at)
@@ -328,13 +341,14 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: swimsim [--members N] [--crash K] [--loss P] [--delay-min MS] [--delay-max MS]\n"
                "               [--period MS] [--warmup S] [--settle S] [--seed X] [--cut A-B] [--slow N:MS]\n"
-               "               [--stall N:MS] [--trace] [--check]\n");
+               "               [--stall N:MS] [--join-crash MS] [--bound MS] [--trace] [--check]\n");
 }
 
 /* The command line, as given (--loss and --seed go straight to `loss` and `rng`). */
 typedef struct args {
     uint32_t n, ncrash;
     double warmup, settle, period_ms, dmin_ms, dmax_ms; /* seconds; milliseconds */
+    double join_crash_ms, bound_ms;                     /* --join-crash, --bound (0: none) */
     bool check;
 } args_t;
 
@@ -376,11 +390,12 @@ static int parse(int argc, char **argv, args_t *a)
                   .period_ms = SN_SWIM_PERIOD_MS,
                   .dmin_ms = 1,
                   .dmax_ms = 10};
-    static const struct option opts[] = {
-        {"members", 1, 0, 'n'},   {"crash", 1, 0, 'k'},  {"loss", 1, 0, 'l'},   {"delay-min", 1, 0, 'd'},
-        {"delay-max", 1, 0, 'D'}, {"period", 1, 0, 'p'}, {"warmup", 1, 0, 'w'}, {"settle", 1, 0, 's'},
-        {"seed", 1, 0, 'x'},      {"check", 0, 0, 'c'},  {"help", 0, 0, 'h'},   {"cut", 1, 0, 'C'},
-        {"slow", 1, 0, 'S'},      {"stall", 1, 0, 'T'},  {"trace", 0, 0, 'r'},  {0, 0, 0, 0}};
+    static const struct option opts[] = {{"members", 1, 0, 'n'},    {"crash", 1, 0, 'k'},     {"loss", 1, 0, 'l'},
+                                         {"delay-min", 1, 0, 'd'},  {"delay-max", 1, 0, 'D'}, {"period", 1, 0, 'p'},
+                                         {"warmup", 1, 0, 'w'},     {"settle", 1, 0, 's'},    {"seed", 1, 0, 'x'},
+                                         {"check", 0, 0, 'c'},      {"help", 0, 0, 'h'},      {"cut", 1, 0, 'C'},
+                                         {"slow", 1, 0, 'S'},       {"stall", 1, 0, 'T'},     {"trace", 0, 0, 'r'},
+                                         {"join-crash", 1, 0, 'J'}, {"bound", 1, 0, 'B'},     {0, 0, 0, 0}};
     int c;
     char *end;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -426,6 +441,12 @@ static int parse(int argc, char **argv, args_t *a)
             break;
         case 'c':
             a->check = true;
+            break;
+        case 'J':
+            a->join_crash_ms = v;
+            break;
+        case 'B':
+            a->bound_ms = v;
             break;
         case 'r':
             trace = true;
@@ -521,6 +542,9 @@ static void report(const args_t *a, double secs, double wall)
     }
     printf("RESULT swimsim-%" PRIu32 "-join-all %s%.0f ms\n", n, all_join_at ? "" : "never ",
            all_join_at ? (double)(all_join_at - join_at) / 1e6 : 0);
+    if (a->join_crash_ms > 0)
+        printf("RESULT swimsim-%" PRIu32 "-join-crash-detect-all %s%.0f ms\n", n, join_dead_at ? "" : "never ",
+               join_dead_at ? (double)(join_dead_at - join_crash_at) / 1e6 : 0);
     printf("RESULT swimsim-%" PRIu32 "-false-positives %" PRIu64 "\n", n, false_positives);
     printf("RESULT swimsim-%" PRIu32 "-suspicions-live %" PRIu64 "\n", n, live_suspicions);
     printf("RESULT swimsim-%" PRIu32 "-msgs-per-node-s %.1f\n", n, (double)sent / n / secs);
@@ -530,9 +554,20 @@ static void report(const args_t *a, double secs, double wall)
 static bool crash_expected = true; /* --crash > 0 */
 
 /* The --check verdict: 1 (each failure said on stderr) or 0. */
-static int verdict(void)
+static int verdict(const args_t *a)
 {
     int bad = 0;
+    uint64_t bound = (uint64_t)(a->bound_ms * 1e6);
+    if (bound && crash_expected && all_dead_at && all_dead_at - crash_at > bound) {
+        fprintf(stderr, "swimsim: FAIL the crash was seen by all after %.0f ms (bound %.0f)\n",
+                (double)(all_dead_at - crash_at) / 1e6, a->bound_ms);
+        bad = 1;
+    }
+    if (a->join_crash_ms > 0 && (!join_dead_at || (bound && join_dead_at - join_crash_at > bound))) {
+        fprintf(stderr, "swimsim: FAIL the new member, killed %.0f ms after its join, was %s\n", a->join_crash_ms,
+                join_dead_at ? "seen dead by all too late" : "not seen dead by all");
+        bad = 1;
+    }
     if (crash_expected && !all_dead_at) {
         fprintf(stderr, "swimsim: FAIL not every live member saw the crash\n");
         bad = 1;
@@ -558,8 +593,8 @@ int main(int argc, char **argv)
     dmax = (uint64_t)(a.dmax_ms * 1e6);
     uint64_t period = (uint64_t)(a.period_ms * 1e6);
     nodes = calloc(a.n + 2, sizeof *nodes);
-    crashed = calloc(a.ncrash + 1, sizeof *crashed);
-    dead_seen = calloc(a.ncrash + 1, sizeof *dead_seen);
+    crashed = calloc(a.ncrash + 2, sizeof *crashed); /* (+ the new member, --join-crash) */
+    dead_seen = calloc(a.ncrash + 2, sizeof *dead_seen);
     if (!nodes || !crashed || !dead_seen)
         return 2;
     struct timespec w0, w1;
@@ -574,7 +609,15 @@ int main(int argc, char **argv)
     crash(a.n, a.ncrash);
     run(crash_at + (uint64_t)(a.settle * 1e9), all_dead_seen);
     join(a.n, period);
-    run(join_at + (uint64_t)(a.settle * 1e9), all_join_seen);
+    if (a.join_crash_ms > 0) { /* the new member dies right after its join */
+        run(join_at + (uint64_t)(a.join_crash_ms * 1e6), all_join_seen);
+        join_crash_at = now;
+        crashed[ncrashed++] = joiner;
+        nodes[joiner].dead = true;
+        run(join_crash_at + (uint64_t)(a.settle * 1e9), joiner_dead_seen);
+    } else {
+        run(join_at + (uint64_t)(a.settle * 1e9), all_join_seen);
+    }
     clock_gettime(CLOCK_MONOTONIC, &w1);
 
     report(&a, (double)(now - t0) / 1e9, (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9);
@@ -583,7 +626,7 @@ int main(int argc, char **argv)
     free(nodes);
     free(heap.h);
     crash_expected = a.ncrash > 0;
-    int bad = a.check ? verdict() : 0;
+    int bad = a.check ? verdict(&a) : 0;
     free(crashed);
     free(dead_seen);
     return bad;

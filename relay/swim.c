@@ -22,15 +22,33 @@ typedef struct member {
     uint32_t node;
     int32_t state;
     uint32_t told_ms; /* (ms, wrapping) when we last told it we hold it suspect or dead */
-    uint32_t new_ms;  /* (ms, wrapping) when this run of it became known here */
     uint64_t run, version;
 } member_t;
 
-/* A member new here (joined, or restarted, this long ago) gets the longest
- * suspicion timeout, unconfirmable: a node that just started shares the
- * machine with its own start-up (and in a join storm with everyone's), and
- * is slow to answer for a moment. */
+/* The doubt of the prober, not the age of the member, guards against join
+ * storms (Lifeguard's local health, on the side that accuses): a member
+ * that joined a moment ago gets the same suspicion as any other, so that a
+ * node that dies right after its join is declared down as fast as an old
+ * one (tests/cluster.sh, "killed 0.5 s after its join"; swimsim_young).
+ * What a storm makes slow is the whole machine, and a prober sees that in
+ * itself: a tick that runs LATE_DIV-th of a period late raises its health
+ * as a missed answer does (its timeouts grow, it broadcasts no suspicion),
+ * and an answered probe lowers it again (bench/cluster-scale.sh 100: no
+ * false down over the joins of 100 nodes on 2 cores).
+ *
+ * A node that joined a cluster accuses no one for its first NEW_PERIODS
+ * periods: its connections are new, it does not know yet how long answers
+ * take, and the machine is busy with its own start-up; an unanswered probe
+ * of its is no verdict then, and no doubt of itself either (so that it
+ * times out the suspicions others tell it of with its own, undoubted
+ * clock). A node that started the cluster (it knew no member at its first
+ * probe) accuses from the start: in a cluster that has just formed it is
+ * the one that sees a member die (tests/cluster.sh, "a cluster of three
+ * just formed"). A joining node's suspicions would count as independent
+ * confirmations too, shortening the others' timeouts while it cannot
+ * judge (swimsim_cut_far: four members, one stalled for a second). */
 #define NEW_PERIODS 25
+#define LATE_DIV 4
 
 /* A member held suspect: its clock and who else suspects it. */
 typedef struct suspicion {
@@ -80,7 +98,8 @@ struct sn_swim {
     uint32_t rtt_node; /* the last direct answer (sn_swim_take_rtt; 0: taken) */
     uint64_t rtt_ns;
     unsigned health;
-    uint64_t first_tick_ns; /* this node's start: for NEW_PERIODS it accuses no one (its own start-up) */
+    uint64_t first_tick_ns; /* this node's start: NEW_PERIODS from it, it accuses */
+    bool joined;            /* it knew members at its first probe: it joined a cluster (NEW_PERIODS) */
     relay_t relays[RELAYS];
     size_t relay_next;
     /* members held suspect */
@@ -209,8 +228,9 @@ static unsigned gossip_limit(const sn_swim_t *s)
 }
 
 /* The suspicion timeout after c independent confirmations (Lifeguard),
- * longer while this node doubts its own health (it missed answers: it may
- * be the slow one, as every node is when the machine is overloaded). */
+ * longer while this node doubts its own health (it missed answers, ran
+ * late or was suspected: it may be the slow one, as every node is when the
+ * machine is overloaded). */
 static uint64_t suspicion_ns(const sn_swim_t *s, unsigned c)
 {
     double min = (double)s->cfg.suspect_min_ns * scale(s) * (1 + s->health), max = min * s->cfg.suspect_max_mult;
@@ -326,8 +346,6 @@ static void suspect(sn_swim_t *s, member_t *m, uint32_t by, uint64_t now)
     }
     *sp = (suspicion_t){
         .node = m->node, .nconfirm = 1, .confirm = {by}, .since_ns = now, .deadline_ns = now + suspicion_ns(s, 0)};
-    if ((uint32_t)(ms_of(now) - m->new_ms) < ms_of(s->cfg.period_ns * NEW_PERIODS))
-        sp->nconfirm = MAX_CONFIRM; /* (new: confirmations do not shorten it) */
     s->st.suspicions++;
     set_state(s, m, SN_SWIM_SUSPECT);
     sn_swim_update_t u = update_of(s, m);
@@ -339,9 +357,10 @@ static void suspect(sn_swim_t *s, member_t *m, uint32_t by, uint64_t now)
     sn_swim_msg_t msg = {.kind = SN_SWIM_PING, .seq = ++s->seq, .target = 0};
     send(s, m->node, &msg);
     /* and the members: each confirmation shortens the timeout (Lifeguard);
-     * but not from a node that has just missed answers before this one (it
-     * may be the slow one, or the whole machine is overloaded, and a
-     * broadcast to every member would feed the overload): it gossips */
+     * but not from a node in doubt of itself (it missed answers before
+     * this one, ran late, or was suspected: it may be the slow one, or the
+     * whole machine is overloaded, and a broadcast to every member would
+     * feed the overload): it gossips */
     if (s->health <= 1)
         broadcast(s, &u);
 }
@@ -417,7 +436,6 @@ static void apply(sn_swim_t *s, const sn_swim_update_t *u, uint32_t from, uint64
             return;
         m->run = u->run;
         m->version = u->version;
-        m->new_ms = ms_of(now);
         m->state = -1;
         set_state(s, m, SN_SWIM_ALIVE);
         if (from) /* (what the relay knows, the others were told by whoever told it) */
@@ -430,7 +448,6 @@ static void apply(sn_swim_t *s, const sn_swim_update_t *u, uint32_t from, uint64
     if (u->run > m->run) { /* a new run: what we held of the old one ends */
         m->run = u->run;
         m->version = u->version;
-        m->new_ms = ms_of(now);
         if (u->state == SN_SWIM_SUSPECT) {
             m->state = SN_SWIM_ALIVE;
             suspect(s, m, u->by == s->self ? 0 : u->by, now);
@@ -468,9 +485,15 @@ static void apply(sn_swim_t *s, const sn_swim_update_t *u, uint32_t from, uint64
     }
     case SN_SWIM_DEAD:
         if (u->version >= m->version && m->state != SN_SWIM_DEAD) {
+            /* a death of a member we were the first to suspect: we tell
+             * everyone, as if our own clock had run out (sn_swim_tick) */
+            const suspicion_t *sp = m->state == SN_SWIM_SUSPECT ? suspicion_of(s, m->node) : NULL;
+            bool first = sp && sp->confirm[0] == s->self;
             m->version = u->version;
             set_state(s, m, SN_SWIM_DEAD);
             spread(s, u);
+            if (first)
+                broadcast(s, u);
         }
         break;
     default:
@@ -605,8 +628,9 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
     /* we did not run for a while: no verdict on the probe, and the
      * suspicions' clocks get that time back (before they are looked at:
      * their refutations may wait unread in our socket) */
-    if (s->period_end_ns && now > s->period_end_ns && now - s->period_end_ns > s->cfg.period_ns / 2) {
-        sn_swim_stalled(s, now - s->period_end_ns);
+    uint64_t late = s->period_end_ns && now > s->period_end_ns ? now - s->period_end_ns : 0;
+    if (late > s->cfg.period_ns / 2) {
+        sn_swim_stalled(s, late);
         s->period_end_ns = now;
     }
     /* suspicions that ran out */
@@ -614,12 +638,22 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
         member_t *m = find(s, s->suspects[i].node);
         if (m && m->state == SN_SWIM_SUSPECT && now >= s->suspects[i].deadline_ns) {
             s->st.deaths++;
-            bool ours = s->suspects[i].confirm[0] == s->self; /* (the first to suspect it tells everyone) */
-            set_state(s, m, SN_SWIM_DEAD);                    /* (takes it off the list) */
+            uint32_t first = s->suspects[i].confirm[0];
+            set_state(s, m, SN_SWIM_DEAD); /* (takes it off the list) */
             sn_swim_update_t u = update_of(s, m);
             spread(s, &u);
-            if (ours)
+            /* the first to suspect it tells everyone; another member
+             * whose clock ran out first (the first one doubts itself, so
+             * its clock is longer) tells the first one at once, the death
+             * on top of a probe, and it tells everyone: one message more
+             * per member, not a broadcast from each (tests/cluster.sh, "a
+             * cluster of three just formed") */
+            if (first == s->self) {
                 broadcast(s, &u);
+            } else if (first && find(s, first)) {
+                sn_swim_msg_t msg = {.kind = SN_SWIM_PING, .seq = ++s->seq, .target = 0};
+                send(s, first, &msg);
+            }
             continue;
         }
         i++;
@@ -632,17 +666,23 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
     }
     if (now < s->period_end_ns)
         return;
-    if (!s->first_tick_ns)
+    if (!s->first_tick_ns) {
         s->first_tick_ns = now;
-    bool starting = now - s->first_tick_ns < s->cfg.period_ns * NEW_PERIODS;
+        s->joined = s->n > 0;
+    }
+    bool doubt = late > s->cfg.period_ns / LATE_DIV; /* (we ran late: see NEW_PERIODS) */
     if (s->target) {
         member_t *t = find(s, s->target);
         if (!s->acked && t && (t->state == SN_SWIM_ALIVE || t->state == SN_SWIM_SUSPECT)) {
-            if (s->health < MAX_HEALTH) /* no answer, even through others: perhaps we are slow */
+            /* no answer, even through others: perhaps we are slow (the
+             * suspicion's timeout counts this miss too: a member stalled
+             * for a second that others reach only through a cut link has
+             * time to refute, swimsim_cut_far); no verdict from a node
+             * that just joined (NEW_PERIODS) */
+            bool starting = s->joined && now - s->first_tick_ns < s->cfg.period_ns * NEW_PERIODS;
+            if (!starting && s->health < MAX_HEALTH)
                 s->health++;
             if (starting) {
-                /* (just started: our connections are new, the machine
-                 * busy with our start-up; no verdict yet) */
             } else if (t->state == SN_SWIM_ALIVE) {
                 suspect(s, t, s->self, now);
             } else if (confirm(s, t, s->self) && s->health <= 1) { /* suspected already: ours confirms it */
@@ -650,10 +690,12 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
                 u.by = s->self;
                 broadcast(s, &u);
             }
-        } else if (s->acked && s->health) {
+        } else if (s->acked && s->health && !doubt) {
             s->health--;
         }
     }
+    if (doubt && s->health < MAX_HEALTH)
+        s->health++;
     /* the next probe: a slow node probes less often, and so does one of a
      * large cluster (period_scale) */
     uint64_t period = (uint64_t)((double)s->cfg.period_ns * period_scale(s)) * (1 + (uint64_t)s->health / 2);

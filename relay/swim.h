@@ -16,8 +16,11 @@
  * suspicion names the member whose own probe failed, so that one passed
  * on, or our own heard back, counts once); both grow
  * with log10 of the cluster's size. A member whose own probes go
- * unanswered doubts itself first (Lifeguard's local health: its probe
- * timeout grows), so a starved node does not accuse the others.
+ * unanswered, whose own ticks run late, or that is suspected doubts itself
+ * first (Lifeguard's local health: its timeouts grow), so a starved node,
+ * or every node of an overloaded machine, does not accuse the others; a
+ * member's age does not matter, so that one that dies right after its
+ * join is seen as soon as any other (swim.c, NEW_PERIODS).
  *
  * Changes (a suspicion, a death, a refutation, a join, a leave) ride on
  * the probes and acks (piggybacked, each about 3 log2 N times), and the

@@ -8,8 +8,10 @@
 # graceful leave (left, not down); an unauthorized key and an --insecure
 # node refused, with the refusal logged on both sides; keys bound to nodes
 # (a client's key, a certificate naming another endpoint or id, a live
-# member's key: refused at join and as heartbeats), and a seed that closes
-# every connection before the handshake. Args: $1 schednode, $2 rawzmq.
+# member's key: refused at join and as heartbeats), a seed that closes
+# every connection before the handshake, and a node of a cluster just
+# formed killed 0.5 s and 2 s after its join (declared down within 2.5 s).
+# Args: $1 schednode, $2 rawzmq.
 set -u
 SN=$1
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
@@ -319,6 +321,37 @@ for n in 1 2 3 5; do
   kill -TERM "$p"; wait "$p"; rc=$?
   [ $rc -eq 0 ] && ok "node $n stops on SIGTERM with exit 0" || bad "node $n exit $rc"
 done
+# --- a node that dies in its first seconds: a cluster of three just formed
+# (node 1 starts it, 2 and 3 join through it), node 3 killed 0.5 s after
+# its join, then its next run killed 2 s after its join: nodes 1 and 2
+# declare it down within 2.5 s each time (the founder accuses from the
+# start, and a member's age does not lengthen its suspicion: relay/swim.c,
+# NEW_PERIODS)
+start 1 && start 2 1 || bad "a new cluster of nodes 1 and 2"
+for age in 0.5 2; do
+  joins=$(grep -c "joined cluster" "$dir/node3.log" 2>/dev/null)
+  start 3 1 && wait_for 100 eval '[ "$(grep -c "joined cluster" "$dir/node3.log")" -gt "$joins" ]' ||
+    { bad "node 3 did not join the new cluster"; continue; }
+  sleep "$age"
+  kday=$(date +%H:%M:%S.%N)
+  kill -9 "$node_pid_3"; wait "$node_pid_3" 2>/dev/null
+  if wait_for 100 all_see 3 down 1 2; then
+    # the later of the two "is down" lines, by the logs' millisecond times
+    ms=$(for n in 1 2; do grep -h "node=$n node 3 at .* is down" "$dir/node$n.log" | tail -1; done |
+      awk -v k="$kday" 'function sec(t, a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
+        { d = sec($4) - sec(k); if (d < 0) d += 86400; if (d > m) m = d } END { printf "%d", m * 1000 }')
+    echo "     down-detection: nodes 1 and 2 saw node 3, killed $age s after its join, down after $ms ms"
+    [ "$ms" -lt 2500 ] && ok "node 3 killed $age s after its join: down by both others within 2.5 s" ||
+      bad "node 3 killed $age s after its join: down after $ms ms (bound 2500)"
+  else
+    bad "node 3 killed $age s after its join: not down everywhere in 10 s: $(for a in 1 2; do echo -n "$a:$(state_of $a 3) "; done)"
+  fi
+done
+for n in 1 2; do
+  eval "p=\$node_pid_$n"
+  kill -TERM "$p"; wait "$p"
+done
+
 if [ "$fail" -ne 0 ]; then
   grep -h "refused" "$dir"/node*.log | head -5
   for n in 1 3 5; do echo "--- node $n log (tail)"; tail -20 "$dir/node$n.log"; done
