@@ -379,6 +379,59 @@ static bool fault(int c, const char *arg)
     return true;
 }
 
+/* One option c with value v into *a: -1 to go on, or an exit status
+ * (0 after --help, 2 for an unknown option). */
+static int set_opt(int c, double v, args_t *a)
+{
+    switch (c) {
+    case 'n':
+        a->n = (uint32_t)v;
+        return -1;
+    case 'k':
+        a->ncrash = (uint32_t)v;
+        return -1;
+    case 'l':
+        loss = v;
+        return -1;
+    case 'd':
+        a->dmin_ms = v;
+        return -1;
+    case 'D':
+        a->dmax_ms = v;
+        return -1;
+    case 'p':
+        a->period_ms = v;
+        return -1;
+    case 'w':
+        a->warmup = v;
+        return -1;
+    case 's':
+        a->settle = v;
+        return -1;
+    case 'x':
+        rng = (uint64_t)v | 1;
+        return -1;
+    case 'c':
+        a->check = true;
+        return -1;
+    case 'J':
+        a->join_crash_ms = v;
+        return -1;
+    case 'B':
+        a->bound_ms = v;
+        return -1;
+    case 'r':
+        trace = true;
+        return -1;
+    case 'h':
+        usage(stdout);
+        return 0;
+    default:
+        usage(stderr);
+        return 2;
+    }
+}
+
 /* Reads the options into *a. Returns -1 to run the simulation, or the exit
  * status to leave with at once (0 after --help, 2 for bad arguments). */
 static int parse(int argc, char **argv, args_t *a)
@@ -411,53 +464,9 @@ static int parse(int argc, char **argv, args_t *a)
                     fprintf(stderr, "swimsim: (that was --%s)\n", o->name);
             return 2;
         }
-        switch (c) {
-        case 'n':
-            a->n = (uint32_t)v;
-            break;
-        case 'k':
-            a->ncrash = (uint32_t)v;
-            break;
-        case 'l':
-            loss = v;
-            break;
-        case 'd':
-            a->dmin_ms = v;
-            break;
-        case 'D':
-            a->dmax_ms = v;
-            break;
-        case 'p':
-            a->period_ms = v;
-            break;
-        case 'w':
-            a->warmup = v;
-            break;
-        case 's':
-            a->settle = v;
-            break;
-        case 'x':
-            rng = (uint64_t)v | 1;
-            break;
-        case 'c':
-            a->check = true;
-            break;
-        case 'J':
-            a->join_crash_ms = v;
-            break;
-        case 'B':
-            a->bound_ms = v;
-            break;
-        case 'r':
-            trace = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
+        int rc = set_opt(c, v, a);
+        if (rc >= 0)
+            return rc;
     }
     if (optind < argc || a->n < 3 || (a->ncrash && a->ncrash >= a->n / 2) || loss >= 1 || a->dmax_ms < a->dmin_ms ||
         a->period_ms < 1 || cut_a > a->n || cut_b > a->n || slow_node > a->n || stall_node > a->n) {

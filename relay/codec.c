@@ -1206,7 +1206,7 @@ static int decode_heartbeat(const Schednode__Heartbeat *hb, sn_frame_t *out)
         rc = stats_from_pb(hb->stats, &out->stats);
         out->has_stats = rc == 0;
     }
-    if (rc == 0 && (hb->probe > 3 || hb->probe_port > 65535)) /* (SN_SWIM_PING_REQ; a port) */
+    if (rc == 0 && (hb->probe > 4 || hb->probe_port > 65535)) /* (SN_SWIM_NACK; a port) */
         rc = SN_EPROTO;
     out->probe = (sn_wire_probe_t){(int)hb->probe, hb->probe_seq, hb->target, hb->probe_port};
     if (rc == 0 && hb->n_updates)

@@ -12,10 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_HEALTH 8  /* local health: probe timeout x (1 + health) at most x 9 */
-#define RELAYS 64     /* probes we make for others (PING_REQ), the newest */
-#define MAX_CONFIRM 8 /* distinct members whose suspicion we count */
-#define RECENT 8      /* our last probes, whose answers count however late (answered) */
+#define MAX_HEALTH 8    /* local health: probe timeout x (1 + health) at most x 9 */
+#define NACKED_HEALTH 2 /* ... and raised by misses a helper's NACK explained at most to this */
+#define RELAYS 64       /* probes we make for others (PING_REQ), the newest */
+#define MAX_CONFIRM 8   /* distinct members whose suspicion we count */
+#define RECENT 8        /* our last probes, whose answers count however late (answered) */
 
 /* 32 bytes: a simulated cluster of 10,000 holds 10^8 of them */
 typedef struct member {
@@ -60,10 +61,11 @@ typedef struct suspicion {
 } suspicion_t;
 
 typedef struct relay {
-    uint64_t seq;        /* our PING to target */
+    uint64_t seq;        /* our PING to target (0: answered) */
     uint32_t origin;     /* who asked */
     uint64_t origin_seq; /* its PING's number */
     uint32_t target;
+    uint64_t nack_ns; /* no answer by then: NACK to origin (0: sent; a late answer still goes on) */
 } relay_t;
 
 typedef struct gossip {
@@ -89,7 +91,7 @@ struct sn_swim {
     uint64_t seq;       /* the last PING number used (probes, probes for others, tellings) */
     uint64_t probe_seq; /* this period's probe's */
     uint64_t sent_ns, period_end_ns;
-    bool acked, asked;
+    bool acked, asked, nacked; /* its answer came; others were asked; one of them answered NACK */
     struct {
         uint32_t target;
         uint64_t seq;
@@ -544,11 +546,18 @@ void sn_swim_recv(sn_swim_t *s, uint32_t from, const sn_swim_msg_t *m, uint64_t 
             }
         }
         break;
+    case SN_SWIM_NACK: /* a helper did not reach our target either: our own link works */
+        if (m->seq == s->probe_seq && m->target == s->target && s->target)
+            s->nacked = true;
+        break;
     case SN_SWIM_PING_REQ: {
         if (m->target == s->self || !find(s, m->target))
             break;
         relay_t *r = &s->relays[s->relay_next++ % RELAYS];
-        *r = (relay_t){++s->seq, from, m->seq, m->target};
+        /* (the asker asked after its probe timeout and decides at its
+         * period's end, about as long again: a NACK sent within 4/5 of a
+         * probe timeout reaches it in time) */
+        *r = (relay_t){++s->seq, from, m->seq, m->target, now + s->cfg.probe_timeout_ns * 4 / 5};
         s->st.pings++;
         sn_swim_msg_t ping = {.kind = SN_SWIM_PING, .seq = r->seq, .target = 0};
         send(s, m->target, &ping);
@@ -623,17 +632,9 @@ static void ask_others(sn_swim_t *s)
     }
 }
 
-void sn_swim_tick(sn_swim_t *s, uint64_t now)
+/* Suspicions that ran out: those members are dead. */
+static void deaths(sn_swim_t *s, uint64_t now)
 {
-    /* we did not run for a while: no verdict on the probe, and the
-     * suspicions' clocks get that time back (before they are looked at:
-     * their refutations may wait unread in our socket) */
-    uint64_t late = s->period_end_ns && now > s->period_end_ns ? now - s->period_end_ns : 0;
-    if (late > s->cfg.period_ns / 2) {
-        sn_swim_stalled(s, late);
-        s->period_end_ns = now;
-    }
-    /* suspicions that ran out */
     for (size_t i = 0; i < s->nsuspects;) {
         member_t *m = find(s, s->suspects[i].node);
         if (m && m->state == SN_SWIM_SUSPECT && now >= s->suspects[i].deadline_ns) {
@@ -658,6 +659,78 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
         }
         i++;
     }
+}
+
+/* Probes made for others, unanswered in time: NACK to each asker (Lifeguard). */
+static void nacks(sn_swim_t *s, uint64_t now)
+{
+    for (size_t i = 0; i < RELAYS; i++) {
+        relay_t *r = &s->relays[i];
+        if (r->seq && r->nack_ns && now >= r->nack_ns) {
+            sn_swim_msg_t nack = {.kind = SN_SWIM_NACK, .seq = r->origin_seq, .target = r->target};
+            r->nack_ns = 0;
+            send(s, r->origin, &nack);
+        }
+    }
+}
+
+/* The period's probe of `t` had no answer, even through others: perhaps
+ * we are slow (the suspicion's timeout counts this miss too: a member
+ * stalled for a second that others reach only through a cut link has
+ * time to refute, swimsim_cut_far). When a helper's NACK says its own
+ * link to the target failed too, the target is the likelier silent one:
+ * such misses raise our doubt only to NACKED_HEALTH, so that a prober
+ * among many dead members (churn) keeps its pace (Lifeguard's missed
+ * NACKs; tests/churn.sh). No verdict from a node that just joined
+ * (NEW_PERIODS). */
+static void missed(sn_swim_t *s, member_t *t, uint64_t now)
+{
+    bool starting = s->joined && now - s->first_tick_ns < s->cfg.period_ns * NEW_PERIODS;
+    if (!starting && s->health < (s->nacked ? NACKED_HEALTH : MAX_HEALTH))
+        s->health++;
+    if (starting) {
+    } else if (t->state == SN_SWIM_ALIVE) {
+        suspect(s, t, s->self, now);
+    } else if (confirm(s, t, s->self) && s->health <= 1) { /* suspected already: ours confirms it */
+        sn_swim_update_t u = update_of(s, t);
+        u.by = s->self;
+        broadcast(s, &u);
+    }
+}
+
+/* The next period's probe: a slow node probes less often, and so does
+ * one of a large cluster (period_scale). */
+static void next_probe(sn_swim_t *s, uint64_t now)
+{
+    uint64_t period = (uint64_t)((double)s->cfg.period_ns * period_scale(s)) * (1 + (uint64_t)s->health / 2);
+    s->period_end_ns = now + period;
+    member_t *t = next_target(s);
+    s->target = t ? t->node : 0;
+    s->acked = s->asked = s->nacked = false;
+    if (t) {
+        s->sent_ns = now;
+        s->st.pings++;
+        s->probe_seq = ++s->seq;
+        size_t k = s->recent_next++ % RECENT;
+        s->recent[k].target = t->node;
+        s->recent[k].seq = s->probe_seq;
+        sn_swim_msg_t ping = {.kind = SN_SWIM_PING, .seq = s->probe_seq, .target = 0};
+        send(s, t->node, &ping);
+    }
+}
+
+void sn_swim_tick(sn_swim_t *s, uint64_t now)
+{
+    /* we did not run for a while: no verdict on the probe, and the
+     * suspicions' clocks get that time back (before they are looked at:
+     * their refutations may wait unread in our socket) */
+    uint64_t late = s->period_end_ns && now > s->period_end_ns ? now - s->period_end_ns : 0;
+    if (late > s->cfg.period_ns / 2) {
+        sn_swim_stalled(s, late);
+        s->period_end_ns = now;
+    }
+    deaths(s, now);
+    nacks(s, now);
     /* the probe's own timeout: others try */
     if (s->target && !s->acked && !s->asked &&
         now >= s->sent_ns + s->cfg.probe_timeout_ns * (1 + (uint64_t)s->health)) {
@@ -673,46 +746,14 @@ void sn_swim_tick(sn_swim_t *s, uint64_t now)
     bool doubt = late > s->cfg.period_ns / LATE_DIV; /* (we ran late: see NEW_PERIODS) */
     if (s->target) {
         member_t *t = find(s, s->target);
-        if (!s->acked && t && (t->state == SN_SWIM_ALIVE || t->state == SN_SWIM_SUSPECT)) {
-            /* no answer, even through others: perhaps we are slow (the
-             * suspicion's timeout counts this miss too: a member stalled
-             * for a second that others reach only through a cut link has
-             * time to refute, swimsim_cut_far); no verdict from a node
-             * that just joined (NEW_PERIODS) */
-            bool starting = s->joined && now - s->first_tick_ns < s->cfg.period_ns * NEW_PERIODS;
-            if (!starting && s->health < MAX_HEALTH)
-                s->health++;
-            if (starting) {
-            } else if (t->state == SN_SWIM_ALIVE) {
-                suspect(s, t, s->self, now);
-            } else if (confirm(s, t, s->self) && s->health <= 1) { /* suspected already: ours confirms it */
-                sn_swim_update_t u = update_of(s, t);
-                u.by = s->self;
-                broadcast(s, &u);
-            }
-        } else if (s->acked && s->health && !doubt) {
+        if (!s->acked && t && (t->state == SN_SWIM_ALIVE || t->state == SN_SWIM_SUSPECT))
+            missed(s, t, now);
+        else if (s->acked && s->health && !doubt)
             s->health--;
-        }
     }
     if (doubt && s->health < MAX_HEALTH)
         s->health++;
-    /* the next probe: a slow node probes less often, and so does one of a
-     * large cluster (period_scale) */
-    uint64_t period = (uint64_t)((double)s->cfg.period_ns * period_scale(s)) * (1 + (uint64_t)s->health / 2);
-    s->period_end_ns = now + period;
-    member_t *t = next_target(s);
-    s->target = t ? t->node : 0;
-    s->acked = s->asked = false;
-    if (t) {
-        s->sent_ns = now;
-        s->st.pings++;
-        s->probe_seq = ++s->seq;
-        size_t k = s->recent_next++ % RECENT;
-        s->recent[k].target = t->node;
-        s->recent[k].seq = s->probe_seq;
-        sn_swim_msg_t ping = {.kind = SN_SWIM_PING, .seq = s->probe_seq, .target = 0};
-        send(s, t->node, &ping);
-    }
+    next_probe(s, now);
 }
 
 bool sn_swim_take_rtt(sn_swim_t *s, uint32_t *node, uint64_t *rtt_ns)

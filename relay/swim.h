@@ -48,7 +48,10 @@
 enum { SN_SWIM_ALIVE = 0, SN_SWIM_SUSPECT = 1, SN_SWIM_DEAD = 2, SN_SWIM_LEFT = 3 };
 
 /* Message kinds (the wire's Heartbeat.probe). */
-enum { SN_SWIM_PING = 1, SN_SWIM_ACK = 2, SN_SWIM_PING_REQ = 3 };
+/* NACK: a member asked to probe another for us (PING_REQ) had no answer
+ * either, within NACK_SHARE of our probe timeout (Lifeguard): our own
+ * link works, the silence is the target's, not a sign that we are slow. */
+enum { SN_SWIM_PING = 1, SN_SWIM_ACK = 2, SN_SWIM_PING_REQ = 3, SN_SWIM_NACK = 4 };
 
 /* One member's state as it spreads. */
 typedef struct sn_swim_update {
@@ -78,7 +81,7 @@ typedef struct sn_swim_update {
 #define SN_SWIM_PIGGYBACK 8 /* updates one message carries at most */
 
 typedef struct sn_swim_msg {
-    int kind;        /* SN_SWIM_PING, _ACK, _PING_REQ */
+    int kind;        /* SN_SWIM_PING, _ACK, _PING_REQ, _NACK */
     bool reliable;   /* a PING again, when the first got no answer in time: on the reliable
                       * channel if there is one (the relay: TCP; probes go over UDP), so that
                       * a network that drops only datagrams does not make members look dead */
