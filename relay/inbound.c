@@ -429,10 +429,32 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
     sn_frame_clear(&f);
 }
 
+/* Whether frame f may be taken on the connection it came on: on our
+ * outbound connection to member P (r->in_dialled), whose CurveZMQ server
+ * key is P's, only frames in P's name are; else a process that took over
+ * a dead member's endpoint and key could speak for any other node there
+ * (an Ack in a live node's name frees that node's unacknowledged frames,
+ * an Error puts this node out). A seed's connection (before joining) is
+ * not a member's: its Welcome comes from whichever node the seed is.
+ * hostile.sh case 9 guards it. */
+static bool on_dialled(sn_relay_t *r, const sn_frame_t *f)
+{
+    const peer_t *p = r->in_dialled;
+    if (!p || f->node == p->node)
+        return true;
+    char why[128];
+    snprintf(why, sizeof why, "in node %" PRIu32 "'s name, on this node's connection to node %" PRIu32, f->node,
+             p->node);
+    sn__relay_bad(r, why, p->node);
+    return false;
+}
+
 void sn__relay_inbound_decoded(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
                                zsock_t *from_seed)
 {
     sn__add(&r->frames_in, 1);
+    if (!on_dialled(r, f))
+        return;
     peer_t *p = f->kind == SN_FRAME_REQUEST ? NULL : sn__relay_find_peer(r, f->node);
     if (!admit(r, p, f, ident, ident_len))
         return;

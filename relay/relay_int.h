@@ -229,6 +229,12 @@ struct sn_relay {
      * NULL (insecure, or not a ROUTER frame): a member's frames must come
      * with that member's key (I/O thread, set around each inbound_frame) */
     const char *in_key;
+    /* the member whose outbound connection (DEALER) the frame being
+     * handled came on, or NULL (the ROUTER, a seed's DEALER, a datagram):
+     * that connection's CurveZMQ handshake proved the member's key, so
+     * only that member speaks on it (inbound.c: on_dialled; hostile.sh
+     * case 9). I/O thread, set around each read of a member's DEALER. */
+    const peer_t *in_dialled;
     /* the sequence number of the Sends frame being handed in, if its
      * sender keeps it until acknowledged (0: none; inbound.c: sends_in) */
     uint64_t in_seq;
