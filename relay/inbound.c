@@ -334,7 +334,7 @@ static bool sends_from_stranger_ok(sn_relay_t *r, uint32_t node)
         k = r->key_next++ % n;
         snprintf(r->key_seen[k].key, sizeof r->key_seen[k].key, "%s", r->in_key);
         r->key_seen[k].id = node;
-        r->key_seen[k].node = sn_keys_names_node(r->authorized, r->in_key, node, NULL, why, sizeof why) == 0;
+        r->key_seen[k].node = sn_keys_cache_names_node(r->keys, r->in_key, node, NULL, why, sizeof why) == 0;
     }
     if (!r->key_seen[k].node)
         sn__relay_bad(r, "sends in the name of a node that is not a member, with a key that is not that node's", node);
@@ -347,9 +347,11 @@ static bool sends_from_stranger_ok(sn_relay_t *r, uint32_t node)
  * from an earlier run of a member. */
 static bool admit(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
 {
-    if (p && f->kind != SN_FRAME_HELLO && r->in_key && p->public_key[0] && strcmp(r->in_key, p->public_key) != 0) {
-        /* an authorized key (another node's, or a client's) speaking for p
-         * (a Hello is judged by members.c: a taken id is refused, with why) */
+    if (p && f->kind != SN_FRAME_HELLO && r->in_key && p->public_key[0] && strcmp(r->in_key, p->public_key) != 0 &&
+        !sn__members_rekeyed(r, p, f)) {
+        /* an authorized key (another node's, or a client's) speaking for p,
+         * not p's new run under a new key (a Hello is judged by members.c:
+         * a taken id is refused, with why) */
         sn__relay_bad(r, "frame claims to be from a node whose key it does not have", f->node);
         return false;
     }
@@ -412,6 +414,27 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
         sn__sched_run_guest(r->sched);
 }
 
+/* Whether a frame that came with key r->in_key may be decoded: a client's
+ * key (its certificate names no node: keys.h) speaks for no node, so of
+ * its frames only requests, and Hellos (members.c refuses them, saying
+ * why, to the joiner), are; a frame of any other kind is dropped by the
+ * kind its envelope's tags say, before its body is decoded: what only a
+ * node may send (a member list, a batch of sends, an ack) costs a client
+ * nothing but this look. hostile.sh case 6 and cluster.sh guard it. */
+static bool client_may_send(sn_relay_t *r, const void *data, size_t size)
+{
+    if (!r->in_key || !r->keys || sn_keys_cache_is_node(r->keys, r->in_key))
+        return true;
+    sn_frame_kind_t kind = sn_codec_peek_kind(data, size);
+    if (kind == SN_FRAME_REQUEST || kind == SN_FRAME_HELLO)
+        return true;
+    char why[96];
+    snprintf(why, sizeof why, "a %s with a client's key (it speaks for no node)",
+             kind == SN_FRAME_NONE ? "malformed frame" : sn_frame_kind_name(kind));
+    sn__relay_bad(r, why, 0);
+    return false;
+}
+
 void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,
                              zsock_t *from_seed)
 {
@@ -419,6 +442,8 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
         sn__relay_bad(r, "oversize", 0);
         return;
     }
+    if (!client_may_send(r, data, size))
+        return;
     sn_frame_t f;
     const char *why = "undecodable";
     if (sn_codec_decode(data, size, r->max_frame, &f, &why) != 0) {

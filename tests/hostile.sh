@@ -6,7 +6,9 @@
 # authorized key are counted and dropped; frames claiming another node's
 # identity are dropped; a flood from one client leaves the node answering
 # and its memory bounded; a member's key or the client's cannot join as
-# another node; a fake node with a dead member's key, at its endpoint,
+# another node; only a node writes its own row (case 6: a client's gossip
+# to a joining node, another member's row re-keying a live one, both not
+# taken); a fake node with a dead member's key, at its endpoint,
 # speaks for no other node on the connection a member dials to it (case 9,
 # last: it kills nodes 2 and 3). After each case every node is alive and the
 # cluster still carries messages in order. Counters come from
@@ -25,11 +27,11 @@ t_start=$(date +%s%N)
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 
 declare -A port
-for n in 1 2 3; do port[$n]=$(free_port); done
+for n in 1 2 3 4; do port[$n]=$(free_port); done
 ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 
 mkdir -p "$dir/auth"
-for n in 1 2 3; do "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" >/dev/null || bad "keygen n$n"; done
+for n in 1 2 3 4; do "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" >/dev/null || bad "keygen n$n"; done
 "$SN" keygen "$dir/keys" --name client >/dev/null || bad "keygen client"
 "$SN" keygen "$dir/rogue" --name rogue >/dev/null || bad "keygen rogue" # valid, never authorized
 cp "$dir"/keys/*.cert "$dir/auth/"
@@ -309,6 +311,50 @@ for who in n3 client; do # node 9, then node 10 (a binary that took node 9 in mu
   still_serves "5. $label"
 done
 
+# --- 6. only a node writes its own row. Node 4 joins through node 1,
+# frozen meanwhile; the client's key sends node 4, still joining, gossip
+# in node 1's name planting node 2 (the client's key, run 2^63). It is
+# dropped before its rows are decoded, and once node 1 is back and node 4
+# is in, node 4 reaches the real node 2: 200 messages in order.
+ckey=$(sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$dir/keys/client.cert")
+kill -STOP "$node_pid_1"
+"$SN" -n 4 -w 2 --listen "$(ep 4)" $(sec 4) --max-frame $MAX_FRAME --down-after-ms 3000 --join "$(ep 1)" \
+  >>"$dir/node4.log" 2>&1 &
+pids+=($!); node_pid_4=$!
+wait_for 50 grep -qs "listening on" "$dir/node4.log"
+raw client 4 "members:1:$inc1:2:9223372036854775808:${port[2]}:$ckey"
+wait_for 30 at_least 4 bad_frames 1
+b4=$(counter 4 bad_frames)
+kill -CONT "$node_pid_1"
+wait_for 100 grep -qs "up: " "$dir/node4.log" && ok "6. node 4 joins once node 1 is back" || bad "6. node 4 did not join"
+[ "${b4:-0}" -ge 1 ] && ok "6. the client's gossip to node 4, joining, dropped and counted (bad_frames $b4)" ||
+  bad "6. the client's gossip to node 4, joining: bad_frames ${b4:-none}"
+sink=$(call spawn --connect "$(ep 2)" xsink collect 200)
+out=$(call call --connect "$(ep 4)" xsource blast "$sink 200" 2>&1)
+[ "$out" = "200 messages in order" ] && ok "6. node 4 -> node 2 (the real one): 200 messages in order" ||
+  bad "6. node 4 -> node 2 after the planted row: $out"
+still_serves "6. a row planted in a joining node"
+
+# Node 3, a member, gossips to node 1 a row re-keying node 2, which is up
+# (a newer run, at node 2's endpoint, with the client's key): not taken;
+# node 1 says why and still reaches node 2 with its own key.
+inc3=$(timeout 30 "$RAW" --cert "$dir/keys/client.cert" --server-cert "$dir/keys/n3.cert" "$(ep 3)" incarnation |
+  awk '/^node 3 incarnation/ {print $4}')
+b0=$(counter 1 bad_frames)
+raw n3 1 "members:3:$inc3:2:$((inc2 + 1)):${port[2]}:$ckey"
+wait_for 30 at_least 1 bad_frames $((b0 + 1))
+b1=$(counter 1 bad_frames)
+[ "$b1" = $((b0 + 1)) ] && grep -q "for node 2 at .*not taken: the node is up here with another key" "$dir/node1.log" &&
+  ok "6. node 3's row re-keying node 2, live: not taken, and node 1 says why ($b0 -> $b1)" ||
+  bad "6. node 3's row re-keying node 2: bad_frames $b0 -> $b1"
+! grep -q "node 2 at .* restarted" "$dir/node1.log" && ok "6. node 1 holds node 2's run as it was" ||
+  bad "6. node 1 took node 2 for restarted: $(grep "node 2 at .* restarted" "$dir/node1.log")"
+sink=$(call spawn --connect "$(ep 2)" xsink collect 200)
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 200" 2>&1)
+[ "$out" = "200 messages in order" ] && ok "6. node 1 -> node 2 after the re-keying row: 200 messages in order" ||
+  bad "6. node 1 -> node 2 after the re-keying row: $out"
+still_serves "6. a live member re-keyed by another's gossip"
+
 # --- 9. a dead node's key: node 3 is killed, and a fake node holding its
 # key binds its endpoint. Node 1 dials it (node 3 is only down to it), and
 # on that connection come an Ack and an Error in node 2's name (its run):
@@ -316,8 +362,12 @@ done
 # connection puts a node out). Node 2, frozen meanwhile with N9 sends from
 # node 1 unacknowledged, is then killed: every one of them comes back to
 # its sender as nodedown (a forged Ack taken would have freed them).
+# (node 4 leaves first: it dials node 3 too, and the fake node's frames go
+# to whichever node is connected to it)
 N9=3000
-kill -9 "$node_pid_3"; wait "$node_pid_3" 2>/dev/null; killed=" 3"
+kill -TERM "$node_pid_4"; wait "$node_pid_4"; rc=$?; killed=" 4"
+[ $rc -eq 0 ] && ok "9. node 4 stops on SIGTERM with exit 0" || bad "node 4 exit $rc: $(tail -5 "$dir/node4.log")"
+kill -9 "$node_pid_3"; wait "$node_pid_3" 2>/dev/null; killed+=" 3"
 wait_for 200 eval '[ "$(status 1 | jq -r ".nodes[] | select(.id == 3) | .state")" = down ]' &&
   ok "9. node 3 killed, and node 1 holds it down" || bad "9. node 1 does not hold node 3 down: $(status 1)"
 sink=$(call spawn --connect "$(ep 2)" xsink collect $N9)
@@ -360,8 +410,8 @@ kill -0 "$node_pid_1" 2>/dev/null && ok "9. node 1 stays up after the forged Err
 
 # --- the end: a clean stop (LeakSanitizer runs then in ASan builds), no
 # sanitizer report in any log
-for n in 1 2 3; do
-  [[ "${killed:-}" == *" $n"* ]] && continue # (killed in case 9)
+for n in 1 2 3 4; do
+  [[ "${killed:-}" == *" $n"* ]] && continue # (stopped in case 9)
   eval "p=\$node_pid_$n"
   kill -TERM "$p" 2>/dev/null
   for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done

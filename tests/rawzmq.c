@@ -18,6 +18,10 @@
  *                            every batch up to SEQ
  *   error:NODE:INC           an Error (a refusal) in the name of node NODE
  *                            (run INC)
+ *   members:FROM:INC:NODE:NODEINC:PORT:KEY
+ *                            gossip (Members) in the name of node FROM (run
+ *                            INC) with one row: node NODE, run NODEINC, up,
+ *                            at tcp://127.0.0.1:PORT, with key KEY (Z85)
  *   udp:garbage | udp:own:ID | udp:oversize
  *                            a datagram to the node's probe port (its TCP
  *                            port's number, UDP): junk; a plain probe in the
@@ -71,6 +75,7 @@ static const char *usage_text =
     "              [--timeout MS] ENDPOINT KIND\n"
     "KIND: garbage|truncated|oversize:BYTES|version|multipart|nobody|send:TOPID|\n"
     "      spoof:FROMNODE:TOPID[:INCARNATION]|flood:N|incarnation|ack:NODE:INC:SEQ|error:NODE:INC|\n"
+    "      members:FROM:INC:NODE:NODEINC:PORT:KEY|\n"
     "      udp:garbage|udp:own:ID|udp:oversize|udp:probe:FROM:INC:TOINC|udp:hold:MS\n"
     "      tcp:closer:MS\n";
 
@@ -227,6 +232,29 @@ static int forged(void *sock, const char *what, long repeat)
     else
         printf("sent %ld x %s (%zu bytes): envelope node %lu incarnation %llu\n", repeat, ack ? "Ack" : "Error", len,
                node, inc);
+    free(buf);
+    return rc < 0 ? 1 : 0;
+}
+
+/* members:FROM:INC:NODE:NODEINC:PORT:KEY -> gossip with one row. */
+static int gossip_row(void *sock, const char *arg, long repeat)
+{
+    unsigned long from, node, port;
+    unsigned long long inc, node_inc;
+    int used = 0;
+    if (sscanf(arg, "%lu:%llu:%lu:%llu:%lu:%n", &from, &inc, &node, &node_inc, &port, &used) != 5 || !used ||
+        strlen(arg + used) != 40 || from == 0 || from > UINT32_MAX || node == 0 || node > UINT32_MAX || port > 65535)
+        return usage();
+    sn_wire_member_t m = {.node = (uint32_t)node, .state = 0, .incarnation = node_inc, .first_serial = 1};
+    snprintf(m.endpoint, sizeof m.endpoint, "tcp://127.0.0.1:%lu", port);
+    snprintf(m.public_key, sizeof m.public_key, "%s", arg + used);
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_members((uint32_t)from, inc, 0, &m, 1, &buf, &len) != 0)
+        return 1;
+    int rc = send_frame(sock, buf, len, repeat);
+    printf("sent %ld x Members (%zu bytes) in node %lu's name: node %lu run %llu at %s, key %s\n", repeat, len, from,
+           node, node_inc, m.endpoint, m.public_key);
     free(buf);
     return rc < 0 ? 1 : 0;
 }
@@ -566,6 +594,8 @@ static int play(void *sock, const args_t *a)
     }
     if (!strcmp(what, "incarnation"))
         return ask_incarnation(sock, (int)a->timeout) < 0 ? 1 : 0;
+    if (!strncmp(what, "members:", 8))
+        return gossip_row(sock, what + 8, a->repeat);
     if (!strncmp(what, "ack:", 4) || !strncmp(what, "error:", 6))
         return forged(sock, what, a->repeat);
     return classic(sock, what, a->repeat);
