@@ -1335,6 +1335,67 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
     return rc;
 }
 
+/* ---- a look at an envelope's kind without decoding it */
+
+/* The varint at *p (before end) into *v, *p past it; false if it is cut
+ * short or longer than 64 bits. */
+static bool peek_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Skips the value of one field of wire type wt; false if malformed. */
+static bool peek_skip(const uint8_t **p, const uint8_t *end, unsigned wt)
+{
+    uint64_t n;
+    switch (wt) {
+    case 0:
+        return peek_varint(p, end, &n);
+    case 1:
+        n = 8;
+        break;
+    case 2:
+        if (!peek_varint(p, end, &n))
+            return false;
+        break;
+    case 5:
+        n = 4;
+        break;
+    default:
+        return false;
+    }
+    if (n > (uint64_t)(end - *p))
+        return false;
+    *p += n;
+    return true;
+}
+
+sn_frame_kind_t sn_codec_peek_kind(const void *buf, size_t len)
+{
+    const uint8_t *p = buf, *end = p + len;
+    sn_frame_kind_t kind = SN_FRAME_NONE;
+    while (p < end) {
+        uint64_t key;
+        if (!peek_varint(&p, end, &key))
+            return SN_FRAME_NONE;
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+            if ((uint64_t)kinds[i].pb_case == key >> 3) /* (a body's case is its field number; the last one counts) */
+                kind = kinds[i].kind;
+        if (!peek_skip(&p, end, (unsigned)(key & 7)))
+            return SN_FRAME_NONE;
+    }
+    return kind;
+}
+
 void sn_frame_clear(sn_frame_t *f)
 {
     if (!f)

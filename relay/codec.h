@@ -295,6 +295,12 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
  * "no sender node", "bad send". */
 int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out, const char **why);
 
+/* The kind of the envelope in buf, read from its fields' tags alone (no
+ * allocation, nothing decoded: a cost of its number of fields);
+ * SN_FRAME_NONE if it has no body or is not well formed. What decoding
+ * would say of it may differ: this only sorts frames before decoding. */
+sn_frame_kind_t sn_codec_peek_kind(const void *buf, size_t len);
+
 /* Frees what decoding allocated (payloads still in sends included) and
  * zeroes the frame. Safe twice. */
 void sn_frame_clear(sn_frame_t *f);

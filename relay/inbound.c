@@ -334,7 +334,7 @@ static bool sends_from_stranger_ok(sn_relay_t *r, uint32_t node)
         k = r->key_next++ % n;
         snprintf(r->key_seen[k].key, sizeof r->key_seen[k].key, "%s", r->in_key);
         r->key_seen[k].id = node;
-        r->key_seen[k].node = sn_keys_names_node(r->authorized, r->in_key, node, NULL, why, sizeof why) == 0;
+        r->key_seen[k].node = sn_keys_cache_names_node(r->keys, r->in_key, node, NULL, why, sizeof why) == 0;
     }
     if (!r->key_seen[k].node)
         sn__relay_bad(r, "sends in the name of a node that is not a member, with a key that is not that node's", node);
@@ -347,9 +347,11 @@ static bool sends_from_stranger_ok(sn_relay_t *r, uint32_t node)
  * from an earlier run of a member. */
 static bool admit(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
 {
-    if (p && f->kind != SN_FRAME_HELLO && r->in_key && p->public_key[0] && strcmp(r->in_key, p->public_key) != 0) {
-        /* an authorized key (another node's, or a client's) speaking for p
-         * (a Hello is judged by members.c: a taken id is refused, with why) */
+    if (p && f->kind != SN_FRAME_HELLO && r->in_key && p->public_key[0] && strcmp(r->in_key, p->public_key) != 0 &&
+        !sn__members_rekeyed(r, p, f)) {
+        /* an authorized key (another node's, or a client's) speaking for p,
+         * not p's new run under a new key (a Hello is judged by members.c:
+         * a taken id is refused, with why) */
         sn__relay_bad(r, "frame claims to be from a node whose key it does not have", f->node);
         return false;
     }
@@ -512,6 +514,27 @@ static uint32_t node_of_ident(sn_relay_t *r, const unsigned char *ident, size_t 
     return 0;
 }
 
+/* Whether a frame that came with key r->in_key may be decoded: a client's
+ * key (its certificate names no node: keys.h) speaks for no node, so of
+ * its frames only requests, and Hellos (members.c refuses them, saying
+ * why, to the joiner), are; a frame of any other kind is dropped by the
+ * kind its envelope's tags say, before its body is decoded: what only a
+ * node may send (a member list, a batch of sends, an ack) costs a client
+ * nothing but this look. hostile.sh case 6 and cluster.sh guard it. */
+static bool client_may_send(sn_relay_t *r, const void *data, size_t size)
+{
+    if (!r->in_key || !r->keys || sn_keys_cache_is_node(r->keys, r->in_key))
+        return true;
+    sn_frame_kind_t kind = sn_codec_peek_kind(data, size);
+    if (kind == SN_FRAME_REQUEST || kind == SN_FRAME_HELLO)
+        return true;
+    char why[96];
+    snprintf(why, sizeof why, "a %s with a client's key (it speaks for no node)",
+             kind == SN_FRAME_NONE ? "malformed frame" : sn_frame_kind_name(kind));
+    sn__relay_bad(r, why, 0);
+    return false;
+}
+
 void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const unsigned char *ident, size_t ident_len,
                              zsock_t *from_seed)
 {
@@ -519,6 +542,8 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
         sn__relay_bad(r, "oversize", ident ? node_of_ident(r, ident, ident_len) : 0);
         return;
     }
+    if (!client_may_send(r, data, size))
+        return;
     sn_frame_t f;
     const char *why = "undecodable";
     if (sn_codec_decode(data, size, r->max_frame, &f, &why) != 0) {
@@ -529,10 +554,32 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
     sn_frame_clear(&f);
 }
 
+/* Whether frame f may be taken on the connection it came on: on our
+ * outbound connection to member P (r->in_dialled), whose CurveZMQ server
+ * key is P's, only frames in P's name are; else a process that took over
+ * a dead member's endpoint and key could speak for any other node there
+ * (an Ack in a live node's name frees that node's unacknowledged frames,
+ * an Error puts this node out). A seed's connection (before joining) is
+ * not a member's: its Welcome comes from whichever node the seed is.
+ * hostile.sh case 9 guards it. */
+static bool on_dialled(sn_relay_t *r, const sn_frame_t *f)
+{
+    const peer_t *p = r->in_dialled;
+    if (!p || f->node == p->node)
+        return true;
+    char why[128];
+    snprintf(why, sizeof why, "in node %" PRIu32 "'s name, on this node's connection to node %" PRIu32, f->node,
+             p->node);
+    sn__relay_bad(r, why, p->node);
+    return false;
+}
+
 void sn__relay_inbound_decoded(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
                                zsock_t *from_seed)
 {
     sn__add(&r->frames_in, 1);
+    if (!on_dialled(r, f))
+        return;
     peer_t *p = f->kind == SN_FRAME_REQUEST ? NULL : sn__relay_find_peer(r, f->node);
     if (!admit(r, p, f, ident, ident_len))
         return;

@@ -1,7 +1,8 @@
 /* keys.c - CurveZMQ certificates (see keys.h): made by keygen, loaded
  * and checked when a relay or a client starts (the calling thread), and
- * a joining node's key checked against the directory (the I/O thread).
- * No state of its own: any thread. */
+ * a joining node's key checked against the directory (the I/O thread),
+ * directly or through a cache of it (sn_keys_cache_t: one thread). The
+ * rest has no state of its own: any thread. */
 #include "keys.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int sn_keys_generate(const char *dir, const char *name, const char *endpoint, uint32_t node, char public_key[41],
@@ -218,6 +220,138 @@ int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const ch
     if (!seen)
         snprintf(why, whylen, "no certificate in %s has its key", dir);
     return -1;
+}
+
+/* ---- the cache of the directory */
+
+#define CACHE_FRESH_NS 1000000000u /* reread when asked this long after the last read */
+
+struct sn_keys_cache {
+    char dir[1024];
+    zcert_t **certs; /* every *.cert in dir at the last read, */
+    char **files;    /* with its file's name */
+    size_t n;
+    uint64_t read_ns;      /* when (0: never) */
+    struct timespec mtime; /* the directory's modification time then */
+    uint64_t reads;
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void cache_clear(sn_keys_cache_t *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        zcert_destroy(&c->certs[i]);
+        free(c->files[i]);
+    }
+    free(c->certs);
+    free(c->files);
+    c->certs = NULL;
+    c->files = NULL;
+    c->n = 0;
+}
+
+/* Reads the directory into c (what cannot be read or allocated is left
+ * out: a key missing is a refusal, never a crash). */
+static void cache_read(sn_keys_cache_t *c, uint64_t now)
+{
+    cache_clear(c);
+    c->read_ns = now;
+    c->reads++;
+    struct stat st;
+    c->mtime = stat(c->dir, &st) == 0 ? st.st_mtim : (struct timespec){0, 0};
+    zdir_t *d = zdir_new(c->dir, NULL);
+    zfile_t **files = d ? zdir_flatten(d) : NULL;
+    size_t n = 0;
+    while (files && files[n])
+        n++;
+    c->certs = calloc(n ? n : 1, sizeof *c->certs);
+    c->files = calloc(n ? n : 1, sizeof *c->files);
+    for (size_t i = 0; c->certs && c->files && i < n; i++) {
+        const char *name = zfile_filename(files[i], NULL);
+        size_t len = strlen(name);
+        if (len < 5 || strcmp(name + len - 5, ".cert") != 0)
+            continue;
+        const char *base = strrchr(name, '/');
+        zcert_t *cert = zcert_load(name);
+        char *file = strdup(base ? base + 1 : name);
+        if (!cert || !file) {
+            zcert_destroy(&cert);
+            free(file);
+            continue;
+        }
+        c->certs[c->n] = cert;
+        c->files[c->n++] = file;
+    }
+    zdir_flatten_free(&files);
+    zdir_destroy(&d);
+}
+
+/* The first cached certificate that match accepts (NULL: none), after a
+ * reread if the cache is due one (see keys.h) for a question about key. */
+static zcert_t *cache_find(sn_keys_cache_t *c, const char *key,
+                           bool (*match)(zcert_t *cert, const char *file, const void *arg), const void *arg)
+{
+    uint64_t now = mono_ns();
+    bool due = !c->read_ns || now - c->read_ns >= CACHE_FRESH_NS;
+    if (!due) {
+        size_t i = 0;
+        while (i < c->n && strcmp(zcert_public_txt(c->certs[i]), key) != 0)
+            i++;
+        struct stat st;
+        due = i == c->n && stat(c->dir, &st) == 0 &&
+              (st.st_mtim.tv_sec != c->mtime.tv_sec || st.st_mtim.tv_nsec != c->mtime.tv_nsec);
+    }
+    if (due)
+        cache_read(c, now);
+    for (size_t i = 0; i < c->n; i++)
+        if (match(c->certs[i], c->files[i], arg))
+            return c->certs[i];
+    return NULL;
+}
+
+sn_keys_cache_t *sn_keys_cache_new(const char *dir)
+{
+    sn_keys_cache_t *c = calloc(1, sizeof *c);
+    if (c)
+        snprintf(c->dir, sizeof c->dir, "%s", dir);
+    return c;
+}
+
+void sn_keys_cache_destroy(sn_keys_cache_t **self_p)
+{
+    if (!*self_p)
+        return;
+    cache_clear(*self_p);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+bool sn_keys_cache_is_node(sn_keys_cache_t *self, const char *key)
+{
+    return cache_find(self, key, node_with_key, key) != NULL;
+}
+
+int sn_keys_cache_names_node(sn_keys_cache_t *self, const char *key, uint32_t node, const char *endpoint, char *why,
+                             size_t whylen)
+{
+    bool seen = false;
+    claim_t c = {.key = key, .endpoint = endpoint, .node = node, .why = why, .whylen = whylen, .seen = &seen};
+    if (cache_find(self, key, names_claimed_node, &c))
+        return 0;
+    if (!seen)
+        snprintf(why, whylen, "no certificate in %s has its key", self->dir);
+    return -1;
+}
+
+uint64_t sn_keys_cache_reads(const sn_keys_cache_t *self)
+{
+    return self->reads;
 }
 
 int sn_keys_check(const sn_security_t *sec, char *err, size_t errlen)

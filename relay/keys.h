@@ -94,4 +94,25 @@ bool sn_keys_is_node(const char *dir, const char *key);
  * cannot join or speak as a node ...)"). Reads the directory. */
 int sn_keys_names_node(const char *dir, const char *key, uint32_t node, const char *endpoint, char *why, size_t whylen);
 
+/* The authorized-keys directory as the relay's I/O thread asks it, once
+ * per Hello, stranger or new member row: read into memory and read again
+ * when a question comes a second or more after the last read, so that a
+ * flood of Hellos or heartbeats costs no file reads,
+ * and the directory's changes (a key added, revoked, its metadata
+ * changed) count within a second. A key the cache lacks rereads it at
+ * once if the directory's modification time changed since the last read
+ * (a certificate added or removed: a node authorized a moment ago joins
+ * at its first Hello, cluster.sh); else it costs a stat. One thread. */
+typedef struct sn_keys_cache sn_keys_cache_t;
+/* A cache of dir, read at the first question. Caller owns it; NULL if out
+ * of memory. */
+sn_keys_cache_t *sn_keys_cache_new(const char *dir);
+void sn_keys_cache_destroy(sn_keys_cache_t **self_p);
+/* sn_keys_is_node and sn_keys_names_node, answered from the cache. */
+bool sn_keys_cache_is_node(sn_keys_cache_t *self, const char *key);
+int sn_keys_cache_names_node(sn_keys_cache_t *self, const char *key, uint32_t node, const char *endpoint, char *why,
+                             size_t whylen);
+/* How many times the directory was read (tests). */
+uint64_t sn_keys_cache_reads(const sn_keys_cache_t *self);
+
 #endif

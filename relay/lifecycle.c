@@ -88,7 +88,10 @@ static int secure(sn_relay_t *r, const sn_relay_config_t *cfg, char *err, size_t
     r->zap = sn_keys_zap_new(r->authorized);
     if (!r->zap)
         snprintf(err, errlen, "cannot start the handler of authorized keys (another secure node in this process?)");
-    return r->zap ? 0 : -1;
+    r->keys = r->zap ? sn_keys_cache_new(r->authorized) : NULL;
+    if (r->zap && !r->keys)
+        snprintf(err, errlen, "out of memory");
+    return r->keys ? 0 : -1;
 }
 
 /* The ROUTER every peer and client connects to, bound, and the address
@@ -230,6 +233,11 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
         dial_seeds(r, cfg, err, errlen) != 0 || take_types(r) != 0 || sn__steal_init(r, cfg) != 0 ||
         sn__loc_init(r) != 0 || sn__manage_init(r) != 0)
         goto fail;
+    if (!r->cert) /* (the rule it waives: a key proves who speaks, DESIGN.md) */
+        SNLOG_WARN(r,
+                   "insecure (plain TCP, no keys): anyone who can reach %s can join this cluster as any node "
+                   "and speak in any node's name",
+                   r->endpoint);
     return r;
 fail:
     if (!err[0]) /* (no reason given: a socket or memory) */
@@ -330,6 +338,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     zsock_destroy(&r->router);
     sn__udp_close(r);
     sn_keys_zap_destroy(&r->zap);
+    sn_keys_cache_destroy(&r->keys);
     zcert_destroy(&r->cert);
     sn__steal_fini(r);
     sn__loc_fini(r);

@@ -56,6 +56,8 @@
 static void send_all(sn_relay_t *r, const void *buf, size_t len, bool to_down);
 static void join_news(sn_relay_t *r, sn_wire_member_t *v, size_t n);
 static void own_row(sn_relay_t *r, sn_wire_stats_t *row);
+static int held_by_another(sn_relay_t *r, uint32_t node, const char *key, const char *endpoint, char *why,
+                           size_t whylen);
 
 static void set_down(peer_t *p, int state)
 {
@@ -108,12 +110,56 @@ static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
     r->gossip_due = true;
 }
 
+/* In a secure cluster only a node writes its own row (its key proves
+ * it). A row that brings its node a key or endpoint new here (a node not
+ * known yet, another key for one that is) is taken only if that key's
+ * certificate in the authorized directory is a node's and names that node
+ * (its id and endpoint, where it names them): never a client's key. And
+ * no row re-keys a member that is up here: another node's word does not,
+ * only the member's own frames under the new key, from its newer run
+ * (sn__members_rekeyed). A row that repeats what is known costs no look
+ * at the keys. hostile.sh case 6 guards it. */
+static bool row_ok(sn_relay_t *r, const peer_t *p, const sn_wire_member_t *m, const char *how)
+{
+    if (!r->cert || (p && !strcmp(p->public_key, m->public_key) && !strcmp(p->endpoint, m->endpoint)) ||
+        (!p && m->state == SN_MEMBER_LEFT)) /* (nothing new, or nothing taken: sn__members_upsert) */
+        return true;
+    char why[512] = "", msg[768];
+    if (p && p->state == SN_MEMBER_UP && p->public_key[0] && strcmp(p->public_key, m->public_key) != 0)
+        snprintf(why, sizeof why, "the node is up here with another key");
+    else if (sn_keys_cache_names_node(r->keys, m->public_key, m->node, m->endpoint, why, sizeof why) == 0)
+        return true;
+    snprintf(msg, sizeof msg, "a row (%s) for node %" PRIu32 " at %.256s with key %.40s, not taken: %s", how, m->node,
+             m->endpoint, m->public_key[0] ? m->public_key : "none", why);
+    sn__relay_bad(r, msg, m->node);
+    return false;
+}
+
+bool sn__members_rekeyed(sn_relay_t *r, peer_t *p, const sn_frame_t *f)
+{
+    /* a newer run, whose key no other live member holds and whose
+     * certificate names p's id and p's endpoint (not one the frame says:
+     * a dead node's key, its certificate naming only its own endpoint,
+     * would take over a live member by saying it moved there) */
+    char why[512];
+    if (!r->cert || !r->in_key || f->incarnation <= p->incarnation ||
+        held_by_another(r, p->node, r->in_key, p->endpoint, why, sizeof why) == SN_EREFUSED ||
+        sn_keys_cache_names_node(r->keys, r->in_key, p->node, p->endpoint, why, sizeof why) != 0)
+        return false;
+    SNLOG_WARN(r, "node %" PRIu32 " at %s restarted with a new key (%.40s): its own frames say so, under that key",
+               p->node, p->endpoint, r->in_key);
+    connect_to(r, p, p->endpoint, r->in_key);
+    return true;
+}
+
 peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char *how)
 {
     if (m->node == r->node)
         return NULL;
     uint64_t now = sn__relay_now_ns();
     peer_t *p = sn__relay_find_peer(r, m->node);
+    if (!row_ok(r, p, m, how))
+        return NULL;
     if (!p) {
         /* gone before we knew it, or forgotten here since (forget): a row
          * is made only for a member that may be up (one that is comes
@@ -216,7 +262,7 @@ peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f)
                          strcmp(q->public_key, r->in_key) ? "endpoint" : "key", q->node, q->endpoint);
         }
         if (!why[0])
-            sn_keys_names_node(r->authorized, r->in_key, f->node, m.endpoint, why, sizeof why);
+            sn_keys_cache_names_node(r->keys, r->in_key, f->node, m.endpoint, why, sizeof why);
         if (why[0]) {
             snprintf(msg, sizeof msg, "heartbeat from node %" PRIu32 " at %s (key %.40s), not a member: %s", f->node,
                      m.endpoint, r->in_key ? r->in_key : "none", why);
@@ -420,7 +466,7 @@ static void hello(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size
     /* the key it connected with must be the node's it says it is: its
      * certificate names that endpoint (and id), no live member holds it */
     int held = r->in_key ? held_by_another(r, f->node, r->in_key, f->endpoint, why, sizeof why) : 0;
-    if (held || (r->in_key && sn_keys_names_node(r->authorized, r->in_key, f->node, f->endpoint, why, sizeof why))) {
+    if (held || (r->in_key && sn_keys_cache_names_node(r->keys, r->in_key, f->node, f->endpoint, why, sizeof why))) {
         refuse_code(r, ident, ident_len, f, held ? held : SN_EREFUSED, why);
         return;
     }

@@ -196,7 +196,10 @@ static bool look_at_peers(sn_relay_t *r)
             continue;
         /* (a read until EAGAIN looks at the socket's commands, as
          * ZMQ_EVENTS would: one syscall fewer; ZMQ_EVENTS only for room) */
-        if (sn__relay_read_socket(r, zsock_resolve(p->dealer), false, NULL)) {
+        r->in_dialled = p; /* (what comes on it is p's alone: inbound.c, on_dialled) */
+        bool stopped = sn__relay_read_socket(r, zsock_resolve(p->dealer), false, NULL);
+        r->in_dialled = NULL;
+        if (stopped) {
             sn__relay_io_look(r, p);
             more = true;
         }

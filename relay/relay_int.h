@@ -291,6 +291,12 @@ struct sn_relay {
      * NULL (insecure, or not a ROUTER frame): a member's frames must come
      * with that member's key (I/O thread, set around each inbound_frame) */
     const char *in_key;
+    /* the member whose outbound connection (DEALER) the frame being
+     * handled came on, or NULL (the ROUTER, a seed's DEALER, a datagram):
+     * that connection's CurveZMQ handshake proved the member's key, so
+     * only that member speaks on it (inbound.c: on_dialled; hostile.sh
+     * case 9). I/O thread, set around each read of a member's DEALER. */
+    const peer_t *in_dialled;
     /* the sequence number of the Sends frame being handed in, if its
      * sender keeps it until acknowledged (0: none; inbound.c: sends_in) */
     uint64_t in_seq;
@@ -329,6 +335,7 @@ struct sn_relay {
     sn__log_limit_t refuse_log[4]; /* per SN_KEYS_* kind */
     zcert_t *cert;                 /* this node's certificate; NULL: insecure */
     sn_keys_zap_t *zap;            /* the ZAP handler: the authorized keys (keys.h) */
+    sn_keys_cache_t *keys;         /* the authorized keys as the I/O thread asks them (keys.h) */
     char public_key[41];
     char authorized[1024];
     zactor_t *actor;
@@ -806,6 +813,10 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
 /* Handles a Hello, Welcome, Members, Error or Leave frame. */
 void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed);
 /* A frame of incarnation `inc` came from member p: restart, up again. */
+/* A frame in member p's name with a key that is not p's (r->in_key):
+ * true if it is p's newer run under a new key (see members.c), which p's
+ * key is from now on; false if it is not p speaking. */
+bool sn__members_rekeyed(sn_relay_t *r, peer_t *p, const sn_frame_t *f);
 /* A heartbeat from a node that is not a member here (members.c). */
 peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc);

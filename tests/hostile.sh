@@ -6,7 +6,11 @@
 # authorized key are counted and dropped; frames claiming another node's
 # identity are dropped; a flood from one client leaves the node answering
 # and its memory bounded; a member's key or the client's cannot join as
-# another node. After each case every node is alive and the
+# another node; only a node writes its own row (case 6: a client's gossip
+# to a joining node, another member's row re-keying a live one, both not
+# taken); a fake node with a dead member's key, at its endpoint,
+# speaks for no other node on the connection a member dials to it (case 9,
+# last: it kills nodes 2 and 3). After each case every node is alive and the
 # cluster still carries messages in order. Counters come from
 # `status --json` (bad_frames: frames dropped; refused: handshakes refused;
 # completed: processes finished, which shows whether a forged message reached
@@ -24,11 +28,11 @@ t_start=$(date +%s%N)
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 
 declare -A port
-for n in 1 2 3; do port[$n]=$(free_port); done
+for n in 1 2 3 4; do port[$n]=$(free_port); done
 ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 
 mkdir -p "$dir/auth"
-for n in 1 2 3; do "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" >/dev/null || bad "keygen n$n"; done
+for n in 1 2 3 4; do "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" >/dev/null || bad "keygen n$n"; done
 "$SN" keygen "$dir/keys" --name client >/dev/null || bad "keygen client"
 "$SN" keygen "$dir/rogue" --name rogue >/dev/null || bad "keygen rogue" # valid, never authorized
 cp "$dir"/keys/*.cert "$dir/auth/"
@@ -308,9 +312,107 @@ for who in n3 client; do # node 9, then node 10 (a binary that took node 9 in mu
   still_serves "5. $label"
 done
 
+# --- 6. only a node writes its own row. Node 4 joins through node 1,
+# frozen meanwhile; the client's key sends node 4, still joining, gossip
+# in node 1's name planting node 2 (the client's key, run 2^63). It is
+# dropped before its rows are decoded, and once node 1 is back and node 4
+# is in, node 4 reaches the real node 2: 200 messages in order.
+ckey=$(sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$dir/keys/client.cert")
+kill -STOP "$node_pid_1"
+"$SN" -n 4 -w 2 --listen "$(ep 4)" $(sec 4) --max-frame $MAX_FRAME --down-after-ms 3000 --join "$(ep 1)" \
+  >>"$dir/node4.log" 2>&1 &
+pids+=($!); node_pid_4=$!
+wait_for 50 grep -qs "listening on" "$dir/node4.log"
+raw client 4 "members:1:$inc1:2:9223372036854775808:${port[2]}:$ckey"
+wait_for 30 at_least 4 bad_frames 1
+b4=$(counter 4 bad_frames)
+kill -CONT "$node_pid_1"
+wait_for 100 grep -qs "up: " "$dir/node4.log" && ok "6. node 4 joins once node 1 is back" || bad "6. node 4 did not join"
+[ "${b4:-0}" -ge 1 ] && ok "6. the client's gossip to node 4, joining, dropped and counted (bad_frames $b4)" ||
+  bad "6. the client's gossip to node 4, joining: bad_frames ${b4:-none}"
+sink=$(call spawn --connect "$(ep 2)" xsink collect 200)
+out=$(call call --connect "$(ep 4)" xsource blast "$sink 200" 2>&1)
+[ "$out" = "200 messages in order" ] && ok "6. node 4 -> node 2 (the real one): 200 messages in order" ||
+  bad "6. node 4 -> node 2 after the planted row: $out"
+still_serves "6. a row planted in a joining node"
+
+# Node 3, a member, gossips to node 1 a row re-keying node 2, which is up
+# (a newer run, at node 2's endpoint, with the client's key): not taken;
+# node 1 says why and still reaches node 2 with its own key.
+inc3=$(timeout 30 "$RAW" --cert "$dir/keys/client.cert" --server-cert "$dir/keys/n3.cert" "$(ep 3)" incarnation |
+  awk '/^node 3 incarnation/ {print $4}')
+b0=$(counter 1 bad_frames)
+raw n3 1 "members:3:$inc3:2:$((inc2 + 1)):${port[2]}:$ckey"
+wait_for 30 at_least 1 bad_frames $((b0 + 1))
+b1=$(counter 1 bad_frames)
+[ "$b1" = $((b0 + 1)) ] && grep -q "for node 2 at .*not taken: the node is up here with another key" "$dir/node1.log" &&
+  ok "6. node 3's row re-keying node 2, live: not taken, and node 1 says why ($b0 -> $b1)" ||
+  bad "6. node 3's row re-keying node 2: bad_frames $b0 -> $b1"
+! grep -q "node 2 at .* restarted" "$dir/node1.log" && ok "6. node 1 holds node 2's run as it was" ||
+  bad "6. node 1 took node 2 for restarted: $(grep "node 2 at .* restarted" "$dir/node1.log")"
+sink=$(call spawn --connect "$(ep 2)" xsink collect 200)
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 200" 2>&1)
+[ "$out" = "200 messages in order" ] && ok "6. node 1 -> node 2 after the re-keying row: 200 messages in order" ||
+  bad "6. node 1 -> node 2 after the re-keying row: $out"
+still_serves "6. a live member re-keyed by another's gossip"
+
+# --- 9. a dead node's key: node 3 is killed, and a fake node holding its
+# key binds its endpoint. Node 1 dials it (node 3 is only down to it), and
+# on that connection come an Ack and an Error in node 2's name (its run):
+# each dropped and counted, node 1 stays up (an Error on a member's
+# connection puts a node out). Node 2, frozen meanwhile with N9 sends from
+# node 1 unacknowledged, is then killed: every one of them comes back to
+# its sender as nodedown (a forged Ack taken would have freed them).
+# (node 4 leaves first: it dials node 3 too, and the fake node's frames go
+# to whichever node is connected to it)
+N9=3000
+kill -TERM "$node_pid_4"; wait "$node_pid_4"; rc=$?; killed=" 4"
+[ $rc -eq 0 ] && ok "9. node 4 stops on SIGTERM with exit 0" || bad "node 4 exit $rc: $(tail -5 "$dir/node4.log")"
+kill -9 "$node_pid_3"; wait "$node_pid_3" 2>/dev/null; killed+=" 3"
+wait_for 200 eval '[ "$(status 1 | jq -r ".nodes[] | select(.id == 3) | .state")" = down ]' &&
+  ok "9. node 3 killed, and node 1 holds it down" || bad "9. node 1 does not hold node 3 down: $(status 1)"
+sink=$(call spawn --connect "$(ep 2)" xsink collect $N9)
+o0=$(counter 1 msgs_out)
+kill -STOP "$node_pid_2"
+call call --connect "$(ep 1)" xsource blast-all "$sink $N9" >"$dir/blast9.out" 2>&1 &
+blast=$!
+wait_for 50 at_least 1 msgs_out $((o0 + N9)) && ok "9. node 1 sent $N9 messages to node 2, frozen" ||
+  bad "9. node 1 sent $(($(counter 1 msgs_out) - o0)) of $N9 messages to node 2"
+fake() { # KIND: rawzmq as node 3 (its key) at node 3's endpoint, sending KIND to whoever dials it
+  timeout 30 "$RAW" --bind --cert "$dir/keys/n3.cert" --timeout 10000 "$(ep 3)" "$1" >"$dir/raw.out" 2>&1
+  local rc=$?
+  sed 's/^/     /' "$dir/raw.out"
+  return $rc
+}
+# forged KIND: the fake node 3 sends KIND; node 1 counts it as bad
+forged() {
+  local b0 b1
+  b0=$(counter 1 bad_frames)
+  fake "$1" || bad "9. the fake node 3 could not send $1"
+  wait_for 30 at_least 1 bad_frames $((b0 + 1))
+  b1=$(counter 1 bad_frames)
+  [ -n "$b1" ] && [ "$b1" = $((b0 + 1)) ] &&
+    ok "9. ${1%%:*} in node 2's name on node 1's connection to node 3: dropped and counted ($b0 -> $b1)" ||
+    bad "9. ${1%%:*} in node 2's name on node 1's connection to node 3: bad_frames $b0 -> ${b1:-none (node 1 is gone)}"
+}
+forged "ack:2:$inc2:4611686018427387904"
+kill -9 "$node_pid_2"; wait "$node_pid_2" 2>/dev/null; killed+=" 2"
+wait_for 300 eval '! kill -0 $blast 2>/dev/null'
+kill "$blast" 2>/dev/null; wait "$blast" 2>/dev/null
+out=$(cat "$dir/blast9.out")
+grep -qF "sends 0-$((N9 - 1)) came back ($N9): nodedown, all, in order" <<<"$out" &&
+  ok "9. node 2 frozen then killed: all $N9 sends come back to node 1's sender as nodedown: $out" ||
+  bad "9. node 2 frozen then killed: the sender got: ${out:-nothing in 30 s}"
+forged "error:2:$inc2"
+grep -q "in node 2's name, on this node's connection to node 3" "$dir/node1.log" && ok "9. node 1 says why" ||
+  bad "9. node 1 does not log the frames in node 2's name"
+kill -0 "$node_pid_1" 2>/dev/null && ok "9. node 1 stays up after the forged Error" ||
+  { wait "$node_pid_1"; bad "9. node 1 exited with status $? on the forged Error"; }
+
 # --- the end: a clean stop (LeakSanitizer runs then in ASan builds), no
 # sanitizer report in any log
-for n in 1 2 3; do
+for n in 1 2 3 4; do
+  [[ "${killed:-}" == *" $n"* ]] && continue # (stopped in case 9)
   eval "p=\$node_pid_$n"
   kill -TERM "$p" 2>/dev/null
   for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done

@@ -14,6 +14,14 @@
  *                            as fast as ZeroMQ takes them
  *   incarnation              asks the node for its status and prints the
  *                            node id and incarnation its reply envelope names
+ *   ack:NODE:INC:SEQ         an Ack in the name of node NODE (run INC) for
+ *                            every batch up to SEQ
+ *   error:NODE:INC           an Error (a refusal) in the name of node NODE
+ *                            (run INC)
+ *   members:FROM:INC:NODE:NODEINC:PORT:KEY
+ *                            gossip (Members) in the name of node FROM (run
+ *                            INC) with one row: node NODE, run NODEINC, up,
+ *                            at tcp://127.0.0.1:PORT, with key KEY (Z85)
  *   udp:garbage | udp:own:ID | udp:oversize
  *                            a datagram to the node's probe port (its TCP
  *                            port's number, UDP): junk; a plain probe in the
@@ -31,6 +39,10 @@
  *                            plain node), prints how many it closed
  * OPTIONS:
  *   --cert FILE              be a CurveZMQ client with FILE (and FILE_secret)
+ *   --bind                   bind ENDPOINT and send to whoever connects (a
+ *                            node dialling that endpoint), a CurveZMQ server
+ *                            with --cert (no --server-key then): a fake node
+ *                            at a dead node's endpoint, with its key
  *   --server-key Z85 | --server-cert FILE   the node's public key (with --cert)
  *   --repeat N               send the frame N times (default 1)
  *   --linger MS              how long frames may take to leave at exit
@@ -59,10 +71,11 @@
 #include "dgram.h"
 
 static const char *usage_text =
-    "usage: rawzmq [--cert FILE [--server-key Z85 | --server-cert FILE]] [--repeat N] [--linger MS]\n"
+    "usage: rawzmq [--cert FILE [--server-key Z85 | --server-cert FILE]] [--bind] [--repeat N] [--linger MS]\n"
     "              [--timeout MS] ENDPOINT KIND\n"
     "KIND: garbage|truncated|oversize:BYTES|version|multipart|nobody|send:TOPID|\n"
-    "      spoof:FROMNODE:TOPID[:INCARNATION]|flood:N|incarnation|\n"
+    "      spoof:FROMNODE:TOPID[:INCARNATION]|flood:N|incarnation|ack:NODE:INC:SEQ|error:NODE:INC|\n"
+    "      members:FROM:INC:NODE:NODEINC:PORT:KEY|\n"
     "      udp:garbage|udp:own:ID|udp:oversize|udp:probe:FROM:INC:TOINC|udp:hold:MS\n"
     "      tcp:closer:MS\n";
 
@@ -197,6 +210,55 @@ static int spoof(void *sock, const char *arg, long repeat)
     return rc < 0 ? 1 : 0;
 }
 
+/* ack:NODE:INC:SEQ, error:NODE:INC -> one frame only a node sends, in
+ * node NODE's name (run INC). */
+static int forged(void *sock, const char *what, long repeat)
+{
+    unsigned long node;
+    unsigned long long inc, seq = 0;
+    bool ack = !strncmp(what, "ack:", 4);
+    int want = ack ? 3 : 2;
+    if (sscanf(strchr(what, ':') + 1, "%lu:%llu:%llu", &node, &inc, &seq) != want || node == 0 || node > UINT32_MAX)
+        return usage();
+    void *buf;
+    size_t len;
+    int rc = ack ? sn_codec_encode_ack((uint32_t)node, inc, seq, &buf, &len)
+                 : sn_codec_encode_refusal((uint32_t)node, inc, SN_EREFUSED, "forged by rawzmq", &buf, &len);
+    if (rc != 0)
+        return 1;
+    rc = send_frame(sock, buf, len, repeat);
+    if (rc < 0)
+        fprintf(stderr, "rawzmq: %s not sent: %s\n", what, zmq_strerror(zmq_errno()));
+    else
+        printf("sent %ld x %s (%zu bytes): envelope node %lu incarnation %llu\n", repeat, ack ? "Ack" : "Error", len,
+               node, inc);
+    free(buf);
+    return rc < 0 ? 1 : 0;
+}
+
+/* members:FROM:INC:NODE:NODEINC:PORT:KEY -> gossip with one row. */
+static int gossip_row(void *sock, const char *arg, long repeat)
+{
+    unsigned long from, node, port;
+    unsigned long long inc, node_inc;
+    int used = 0;
+    if (sscanf(arg, "%lu:%llu:%lu:%llu:%lu:%n", &from, &inc, &node, &node_inc, &port, &used) != 5 || !used ||
+        strlen(arg + used) != 40 || from == 0 || from > UINT32_MAX || node == 0 || node > UINT32_MAX || port > 65535)
+        return usage();
+    sn_wire_member_t m = {.node = (uint32_t)node, .state = 0, .incarnation = node_inc, .first_serial = 1};
+    snprintf(m.endpoint, sizeof m.endpoint, "tcp://127.0.0.1:%lu", port);
+    snprintf(m.public_key, sizeof m.public_key, "%s", arg + used);
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_members((uint32_t)from, inc, 0, &m, 1, &buf, &len) != 0)
+        return 1;
+    int rc = send_frame(sock, buf, len, repeat);
+    printf("sent %ld x Members (%zu bytes) in node %lu's name: node %lu run %llu at %s, key %s\n", repeat, len, from,
+           node, node_inc, m.endpoint, m.public_key);
+    free(buf);
+    return rc < 0 ? 1 : 0;
+}
+
 /* send:TOPID -> a client request SEND of message 0. */
 static int client_send(void *sock, const char *topid, long repeat)
 {
@@ -272,6 +334,7 @@ static int classic(void *sock, const char *what, long repeat)
 /* The command line (see the top of the file). */
 typedef struct args {
     const char *cert_file, *server_key, *server_cert;
+    bool bind;
     long repeat, linger, timeout;
     const char *endpoint, *what;
 } args_t;
@@ -285,6 +348,7 @@ static int parse(int argc, char **argv, args_t *a)
                                          {"repeat", required_argument, NULL, 'r'},
                                          {"linger", required_argument, NULL, 'l'},
                                          {"timeout", required_argument, NULL, 't'},
+                                         {"bind", no_argument, NULL, 'b'},
                                          {NULL, 0, NULL, 0}};
     *a = (args_t){.repeat = 1, .linger = 1000, .timeout = 5000};
     int o;
@@ -308,12 +372,15 @@ static int parse(int argc, char **argv, args_t *a)
         case 't':
             a->timeout = strtol(optarg, NULL, 10);
             break;
+        case 'b':
+            a->bind = true;
+            break;
         default:
             return usage();
         }
     }
     if (argc - optind != 2 || a->repeat < 1 || a->linger < 0 || a->timeout < 0 ||
-        !a->cert_file != !(a->server_key || a->server_cert))
+        (a->bind ? a->server_key || a->server_cert : !a->cert_file != !(a->server_key || a->server_cert)))
         return usage();
     a->endpoint = argv[optind];
     a->what = argv[optind + 1];
@@ -332,6 +399,8 @@ static int load_curve(const args_t *a, zcert_t **cert, char key[41])
         fprintf(stderr, "rawzmq: cannot load the certificate %s\n", a->cert_file);
         return 1;
     }
+    if (a->bind) /* (a server: no other key) */
+        return 0;
     if (a->server_cert) {
         zcert_t *sc = zcert_load(a->server_cert);
         if (!sc) {
@@ -364,8 +433,20 @@ static zsock_t *dial(const args_t *a, zcert_t **cert, const char *key)
     }
     if (*cert) {
         zcert_apply(*cert, s);
-        zsock_set_curve_serverkey(s, key);
+        if (a->bind)
+            zsock_set_curve_server(s, 1);
+        else
+            zsock_set_curve_serverkey(s, key);
         zcert_destroy(cert);
+    }
+    if (a->bind) { /* a send waits (--timeout) for the node that dials us */
+        zsock_set_sndtimeo(s, (int)a->timeout);
+        if (zsock_bind(s, "%s", a->endpoint) < 0) {
+            fprintf(stderr, "rawzmq: cannot bind %s: %s\n", a->endpoint, zmq_strerror(zmq_errno()));
+            zsock_destroy(&s);
+            return NULL;
+        }
+        return s;
     }
     /* a big frame queued many times would be held many times over (the
      * node drops the connection at each one past its limit): a short queue,
@@ -513,6 +594,10 @@ static int play(void *sock, const args_t *a)
     }
     if (!strcmp(what, "incarnation"))
         return ask_incarnation(sock, (int)a->timeout) < 0 ? 1 : 0;
+    if (!strncmp(what, "members:", 8))
+        return gossip_row(sock, what + 8, a->repeat);
+    if (!strncmp(what, "ack:", 4) || !strncmp(what, "error:", 6))
+        return forged(sock, what, a->repeat);
     return classic(sock, what, a->repeat);
 }
 
@@ -541,8 +626,8 @@ int main(int argc, char **argv)
     zsock_t *s = dial(&a, &cert, key);
     if (!s)
         return 1;
-    printf("rawzmq: %s client of %s%s%s\n", a.cert_file ? "CurveZMQ" : "plain", a.endpoint, a.cert_file ? " as " : "",
-           a.cert_file ? a.cert_file : "");
+    printf("rawzmq: %s %s of %s%s%s\n", a.cert_file ? "CurveZMQ" : "plain", a.bind ? "server" : "client", a.endpoint,
+           a.cert_file ? " as " : "", a.cert_file ? a.cert_file : "");
     rc = play(zsock_resolve(s), &a);
     fflush(stdout);
     zsock_destroy(&s);
