@@ -122,7 +122,8 @@ static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
 static bool row_ok(sn_relay_t *r, const peer_t *p, const sn_wire_member_t *m, const char *how)
 {
     if (!r->cert || (p && !strcmp(p->public_key, m->public_key) && !strcmp(p->endpoint, m->endpoint)) ||
-        (!p && m->state == SN_MEMBER_LEFT)) /* (nothing new, or nothing taken: sn__members_upsert) */
+        (!p && (m->state == SN_MEMBER_LEFT ||
+                m->state == SN_MEMBER_DOWN))) /* (nothing new, or nothing taken: sn__members_upsert) */
         return true;
     char why[512] = "", msg[768];
     if (p && p->state == SN_MEMBER_UP && p->public_key[0] && strcmp(p->public_key, m->public_key) != 0)
@@ -148,7 +149,7 @@ bool sn__members_rekeyed(sn_relay_t *r, peer_t *p, const sn_frame_t *f)
         return false;
     SNLOG_WARN(r, "node %" PRIu32 " at %s restarted with a new key (%.40s): its own frames say so, under that key",
                p->node, p->endpoint, r->in_key);
-    connect_to(r, p, p->endpoint, r->in_key);
+    connect_to(r, p, p->node, p->endpoint, r->in_key);
     return true;
 }
 
