@@ -222,7 +222,7 @@ static int forged(void *sock, const char *what, long repeat)
         return usage();
     void *buf;
     size_t len;
-    int rc = ack ? sn_codec_encode_ack((uint32_t)node, inc, seq, &buf, &len)
+    int rc = ack ? sn_codec_encode_ack((uint32_t)node, inc, seq, 0, 0, 0, &buf, &len)
                  : sn_codec_encode_refusal((uint32_t)node, inc, SN_EREFUSED, "forged by rawzmq", &buf, &len);
     if (rc != 0)
         return 1;
