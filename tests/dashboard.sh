@@ -54,11 +54,13 @@ for i in 1 2; do sinks3+=("$(call spawn --connect "$(ep 3)" msink collect 100000
 settled() { [ "$(call status --json --connect "$(ep 1)" | jq -c '[.nodes[] | .live]')" = "[3,5,2]" ]; }
 wait_for 100 settled || bad "status shows 3, 5, 2 processes: $(call status --json --connect "$(ep 1)" | jq -c '[.nodes[] | .live]')"
 
-# 20 messages from node 3 to node 2 (to a sink there, which ignores them:
-# shorter than its numbered ones): traffic between two nodes that are not
-# the dashboard's
-for i in $(seq 20); do call send "${sinks2[0]}" hi --connect "$(ep 3)" >/dev/null || bad "send $i"; done
-sleep 0.3 # (the batches reach node 2)
+# 20 messages from a process on node 3 to one on node 2 (both end once
+# they are through): traffic between two nodes that are not the
+# dashboard's
+x=$(call spawn --connect "$(ep 2)" xsink collect 20)
+out=$(call call --connect "$(ep 3)" xsource blast "$x 20" 2>&1)
+[ "$out" = "20 messages in order" ] || bad "20 messages from node 3 to node 2: $out"
+wait_for 100 settled || bad "the two ended: $(call status --json --connect "$(ep 1)" | jq -c '[.nodes[] | .live]')"
 
 st=$(call status --json --connect "$(ep 1)")
 dom=$(chrome "http://127.0.0.1:$dport/")
