@@ -319,7 +319,7 @@ done
 # is in, node 4 reaches the real node 2: 200 messages in order.
 ckey=$(sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$dir/keys/client.cert")
 kill -STOP "$node_pid_1"
-"$SN" -n 4 -w 2 --listen "$(ep 4)" $(sec 4) --max-frame $MAX_FRAME --down-after-ms 3000 --join "$(ep 1)" \
+"$SN" --load "$DEMO" -n 4 -w 2 --listen "$(ep 4)" $(sec 4) --max-frame $MAX_FRAME --down-after-ms 3000 --join "$(ep 1)" \
   >>"$dir/node4.log" 2>&1 &
 pids+=($!); node_pid_4=$!
 wait_for 50 grep -qs "listening on" "$dir/node4.log"
