@@ -6,7 +6,8 @@
  *   xnode-send: 1,000,000 Sends of 64-byte payloads from a process on node 1
  *               to one on node 2, until the receiver has them all (it acks);
  *               3 rounds taking turns with raw PUSH/PULL, medians compared.
- *   xnode-big:  messages of 1 MiB (256 of them) and of 32 MiB (8), node 1 to
+ *   xnode-big:  messages of 1 MiB (256 of them), 32 MiB (8) and 64 MiB (4,
+ *               the largest a node takes by default), node 1 to
  *               node 2, as xnode-send; raw PUSH/PULL of the same sizes in
  *               turn; 3 rounds each, medians compared (bytes a second).
  *   xnode-rtt:  process-to-process round trips across the two nodes, each
@@ -592,7 +593,7 @@ int sn_bench_xnode_big(int workers)
         const char *name;
         size_t size;
         long n;
-    } sizes[] = {{"1MiB", (size_t)1 << 20, 256}, {"32MiB", (size_t)32 << 20, 8}};
+    } sizes[] = {{"1MiB", (size_t)1 << 20, 256}, {"32MiB", (size_t)32 << 20, 8}, {"64MiB", (size_t)64 << 20, 4}};
     for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
         double raw[SEND_ROUNDS], ours[SEND_ROUNDS];
         size_t size = sizes[z].size;
