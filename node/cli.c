@@ -682,6 +682,20 @@ static int cmd_send(const sn_cli_t *c)
             fprintf(stderr, "%s: send: node %" PRIu32 ": %s\n", progname, node, err);
         sn_client_reply_clear(&rep);
     }
+    if (rc == SN_ENOPROC && !how.known && !got_signal) {
+        /* Not found where the nodes said it went (it is moving, or a
+         * node on its path restarted and lost the trail): its home takes
+         * it, and passes it on by its forwarding entries as it would a
+         * process's message, or says noproc if the process ended or never
+         * was (chaos.sh stops sinks that move all the time this way) */
+        char err[512];
+        sn_wire_request_t req = {.op = SN_OP_SEND, .to = pid, .arg = sn_payload_text(c->args[1])};
+        sn_wire_reply_t rep;
+        int r2 = ask(c, home->endpoint, &req, request_ms(c), &rep, err, sizeof err);
+        sn_payload_destroy(&req.arg);
+        rc = r2 == 0 ? rep.error : rc;
+        sn_client_reply_clear(&rep);
+    }
     if (rc == 0) {
         code = 0;
     } else if (rc == SN_ENOPROC) {
