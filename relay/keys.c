@@ -334,12 +334,16 @@ void sn_keys_cache_destroy(sn_keys_cache_t **self_p)
 
 bool sn_keys_cache_is_node(sn_keys_cache_t *self, const char *key)
 {
-    return cache_find(self, key, node_with_key, key) != NULL;
+    return self && cache_find(self, key, node_with_key, key) != NULL;
 }
 
 int sn_keys_cache_names_node(sn_keys_cache_t *self, const char *key, uint32_t node, const char *endpoint, char *why,
                              size_t whylen)
 {
+    if (!self) {
+        snprintf(why, whylen, "no authorized-keys directory to look the key up in");
+        return -1;
+    }
     bool seen = false;
     claim_t c = {.key = key, .endpoint = endpoint, .node = node, .why = why, .whylen = whylen, .seen = &seen};
     if (cache_find(self, key, names_claimed_node, &c))
