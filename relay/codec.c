@@ -1232,7 +1232,7 @@ static int decode_body(const Schednode__Envelope *env, sn_frame_t *out, const ch
     case SN_FRAME_PART: {
         const Schednode__Part *pt = env->part;
         *what = "bad part";
-        if (!pt || !pt->seq || pt->offset >= pt->total || pt->data.len == 0 || pt->data.len > pt->total - pt->offset)
+        if (!pt || pt->offset >= pt->total || pt->data.len == 0 || pt->data.len > pt->total - pt->offset)
             return SN_EPROTO;
         out->seq = pt->seq;
         out->part_offset = pt->offset;

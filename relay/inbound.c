@@ -402,11 +402,13 @@ static bool in_order(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const unsign
     return true;
 }
 
-/* A Part of a big batch from member p, on its connection (ident): the
- * Parts of one batch come in order; joined, the batch is taken as any
- * frame. A batch over what this node joins (max_msg and a frame's worth
- * besides) is refused as too big; Parts out of order drop what was
- * joined (the batch's number then shows as a gap: in_order). */
+/* A Part of a big frame from member p, on its connection (ident): a
+ * batch numbered f->seq, or (seq 0) a control frame such as a steal's
+ * commit with the messages that follow its processes. The Parts of one
+ * frame come in order; joined, the frame is taken as any other. A batch
+ * over what this node joins (max_msg and a frame's worth besides) is
+ * refused as too big; Parts out of order drop what was joined (a batch's
+ * number then shows as a gap: in_order). */
 static void part_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len)
 {
     size_t most = r->max_msg + r->max_frame + ((size_t)1 << 20);
@@ -449,8 +451,9 @@ static void part_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char
     const char *why = "undecodable";
     if (sn_codec_decode(buf, len, most, &whole, &why) != 0)
         sn__relay_bad(r, why, f->node);
-    else if (whole.kind != SN_FRAME_SENDS || whole.node != p->node || whole.seq != seq)
-        sn__relay_bad(r, "parts that do not make a batch of that node's", f->node);
+    else if (whole.node != p->node || whole.kind == SN_FRAME_PART || whole.kind == SN_FRAME_REQUEST ||
+             whole.kind == SN_FRAME_REPLY || (seq && (whole.kind != SN_FRAME_SENDS || whole.seq != seq)))
+        sn__relay_bad(r, "parts that do not make a frame of that node's", f->node);
     else
         sn__relay_inbound_decoded(r, &whole, ident, ident_len, NULL);
     sn_frame_clear(&whole);

@@ -197,27 +197,38 @@ void sn__relay_acked(sn_relay_t *r, peer_t *p, uint64_t seq)
 
 /* Sends p's pending frame, whole or (over max_frame) as Parts from
  * pending_off on; true once all of it is out (then kept until acked). */
+/* Sends what is left of frame buf from *off on as Parts of at most
+ * max_frame (a batch numbered seq, or a control frame: seq 0); true once
+ * all of it is out. Any frame may be bigger than max_frame: a batch with
+ * a big message, a steal's commit carrying the messages that follow its
+ * processes (test_relay_edges sizes, chaos.sh). */
+static bool send_parts(sn_relay_t *r, peer_t *p, const void *frame, size_t total, uint64_t seq, size_t *off)
+{
+    size_t chunk = r->max_frame - PART_ROOM;
+    while (*off < total) {
+        size_t n = total - *off < chunk ? total - *off : chunk;
+        void *buf;
+        size_t len;
+        if (sn_codec_encode_part(r->node, r->incarnation, seq, total, *off, (const unsigned char *)frame + *off, n,
+                                 &buf, &len) != 0)
+            return false; /* (no memory: again next turn) */
+        _Atomic uint32_t *refs = NULL;
+        bool sent = send_shared(r, p, buf, len, &refs);
+        sn__relay_drop_buf(buf, refs);
+        if (!sent)
+            return false;
+        *off += n;
+    }
+    return true;
+}
+
 static bool send_pending(sn_relay_t *r, peer_t *p)
 {
     if (p->pending_len <= r->max_frame) {
         if (!send_shared(r, p, p->pending, p->pending_len, &p->pending_refs))
             return false;
-    } else {
-        size_t chunk = r->max_frame - PART_ROOM;
-        while (p->pending_off < p->pending_len) {
-            size_t n = p->pending_len - p->pending_off < chunk ? p->pending_len - p->pending_off : chunk;
-            void *buf;
-            size_t len;
-            if (sn_codec_encode_part(r->node, r->incarnation, p->pending_seq, p->pending_len, p->pending_off,
-                                     (const unsigned char *)p->pending + p->pending_off, n, &buf, &len) != 0)
-                return false; /* (no memory: again next turn) */
-            _Atomic uint32_t *refs = NULL;
-            bool sent = send_shared(r, p, buf, len, &refs);
-            sn__relay_drop_buf(buf, refs);
-            if (!sent)
-                return false;
-            p->pending_off += n;
-        }
+    } else if (!send_parts(r, p, p->pending, p->pending_len, p->pending_seq, &p->pending_off)) {
+        return false;
     }
     sn__add(&r->frames_out, 1);
     keep(p, p->pending, p->pending_len, p->pending_seq, p->pending_refs);
@@ -232,8 +243,11 @@ void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
     if (p->pending && !send_pending(r, p))
         return;
     while (p->nctl) { /* in order, behind the pending batch */
-        if (!sn__relay_try_send(r, p, p->ctl[0].buf, p->ctl[0].len))
+        sent_t *c = &p->ctl[0];
+        if (c->len <= r->max_frame ? !sn__relay_try_send(r, p, c->buf, c->len)
+                                   : !send_parts(r, p, c->buf, c->len, 0, &p->ctl_off))
             return;
+        p->ctl_off = 0;
         free(p->ctl[0].buf);
         memmove(p->ctl, p->ctl + 1, --p->nctl * sizeof *p->ctl);
         sn__add(&r->frames_out, 1);
@@ -405,6 +419,7 @@ void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone)
     for (size_t i = 0; i < p->nctl; i++) /* handovers with it end (steal.c) */
         free(p->ctl[i].buf);
     p->nctl = 0;
+    p->ctl_off = 0;
     sn__steal_peer_gone(r, p, gone);
     sn__await_peer_down(r, p->node, gone); /* the parents of children there (awaited.c) */
     if (gone) { /* the path through it ended: a process that moved on from there is found by where it was
@@ -429,7 +444,7 @@ void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len)
 {
     if (p->nbatch)
         sn__relay_flush_peer(r, p); /* what was queued before goes first */
-    if (!p->pending && !p->nctl && sn__relay_try_send(r, p, buf, len)) {
+    if (!p->pending && !p->nctl && len <= r->max_frame && sn__relay_try_send(r, p, buf, len)) {
         sn__add(&r->frames_out, 1);
         free(buf);
         return;

@@ -161,7 +161,7 @@ typedef struct peer {
     /* control frames (stealing) to send after `pending`, before any newer
      * batch: they keep their place in the order of everything sent to p */
     sent_t *ctl;
-    size_t nctl, capctl;
+    size_t nctl, capctl, ctl_off; /* (ctl_off: the first one's bytes sent, as Parts) */
     /* inbound: the peer's batches to us, to acknowledge on its connection,
      * numbered within the peer's incarnation (its run) */
     uint64_t incarnation, recv_seq, acked_seq;

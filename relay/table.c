@@ -83,6 +83,7 @@ void sn__relay_free_slot(sn_relay_t *r, peer_t *p)
     if (!f)
         return; /* (no memory: the slot stays a member's, forgotten later) */
     r->free_slots = f;
+    sn__relay_let_go(r, &p->waiters); /* (any still held for it go on) */
     /* release: a worker that still finds it reads the atomics only */
     atomic_store_explicit(&p->node, 0, memory_order_release);
     sn__relay_slot_fini(r, p);
