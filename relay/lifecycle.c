@@ -318,19 +318,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn__mpsc_node_t *n;
     while ((n = sn__mpsc_pop(&r->outq)))
         sn__relay_free_item((item_t *)n);
-    SN__FOR_PEERS(r, p)
-    {
-        sn__relay_slot_fini(r, p);
-    }
-    for (size_t c = 0; c < SN_PEER_CHUNKS; c++)
-        free(atomic_load_explicit(&r->chunks[c], memory_order_relaxed));
-    free(r->free_slots);
-    free(r->join_news);
-    free(r->io_look);
-    free(r->io_batch);
-    free(r->io_ack);
-    free(r->io_later);
-    free(r->io_scratch);
+    sn__relay_table_fini(r);
     sn__relay_bounce_fini(r);
     if (!had_actor)
         sn__relay_drop_seeds(r);
@@ -346,7 +334,6 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn__manage_fini(r);
     sn__members_fini(r);
     free(r->errs);
-    free(r->held_waiters.pids);
     free(r->types);
     if (r->efd >= 0)
         close(r->efd);

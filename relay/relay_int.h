@@ -447,8 +447,10 @@ peer_t *sn__relay_new_slot(sn_relay_t *r);
 void sn__relay_publish(sn_relay_t *r, peer_t *p, uint32_t node);
 void sn__relay_free_slot(sn_relay_t *r, peer_t *p);
 /* Frees what a slot holds (its frames, lists, socket): at destroy, and
- * before a slot is reused. */
+ * before a slot is reused. table_fini frees the whole table (and what the
+ * I/O loop's lists and the held senders took): at destroy. */
 void sn__relay_slot_fini(sn_relay_t *r, peer_t *p);
+void sn__relay_table_fini(sn_relay_t *r);
 /* Counts and logs (rate-limited) a dropped frame. */
 void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node);
 /* Everything waiting for p goes back to its senders with `error`; gone:

@@ -99,3 +99,21 @@ void sn__relay_free_slot(sn_relay_t *r, peer_t *p)
     memset(&p->down_ns, 0, sizeof *p - offsetof(peer_t, down_ns));
     r->free_slots[r->nfree++] = p->slot;
 }
+
+void sn__relay_table_fini(sn_relay_t *r)
+{
+    SN__FOR_PEERS(r, p)
+    {
+        sn__relay_slot_fini(r, p);
+    }
+    for (size_t c = 0; c < SN_PEER_CHUNKS; c++)
+        free(atomic_load_explicit(&r->chunks[c], memory_order_relaxed));
+    free(r->free_slots);
+    free(r->join_news);
+    free(r->io_look);
+    free(r->io_batch);
+    free(r->io_ack);
+    free(r->io_later);
+    free(r->io_scratch);
+    free(r->held_waiters.pids);
+}

@@ -367,20 +367,7 @@ void fake_node_destroy(fake_node_t **self_p)
         sn__relay_free_item((item_t *)q);
     fake_clear(n);
     free(n->out);
-    SN__FOR_PEERS(r, p)
-    {
-        sn__relay_slot_fini(r, p);
-    }
-    for (size_t c = 0; c < SN_PEER_CHUNKS; c++)
-        free(atomic_load_explicit(&r->chunks[c], memory_order_relaxed));
-    free(r->free_slots);
-    free(r->join_news);
-    free(r->io_look);
-    free(r->io_batch);
-    free(r->io_ack);
-    free(r->io_later);
-    free(r->io_scratch);
-    free(r->held_waiters.pids);
+    sn__relay_table_fini(r);
     sn__steal_fini(r);
     sn__loc_fini(r);
     sn__await_fini(r);
