@@ -127,13 +127,13 @@ static bool row_ok(sn_relay_t *r, const peer_t *p, const sn_wire_member_t *m, co
         (!p && (m->state == SN_MEMBER_LEFT ||
                 m->state == SN_MEMBER_DOWN))) /* (nothing new, or nothing taken: sn__members_upsert) */
         return true;
-    char why[512] = "", msg[768];
+    char why[512] = "", msg[1024];
     if (p && p->state == SN_MEMBER_UP && p->public_key[0] && strcmp(p->public_key, m->public_key) != 0)
         snprintf(why, sizeof why, "the node is up here with another key");
     else if (sn_keys_cache_names_node(r->keys, m->public_key, m->node, m->endpoint, why, sizeof why) == 0)
         return true;
-    snprintf(msg, sizeof msg, "a row (%s) for node %" PRIu32 " at %.256s with key %.40s, not taken: %s", how, m->node,
-             m->endpoint, m->public_key[0] ? m->public_key : "none", why);
+    snprintf(msg, sizeof msg, "a row (%.64s) for node %" PRIu32 " at %.256s with key %.40s, not taken: %.500s", how,
+             m->node, m->endpoint, m->public_key[0] ? m->public_key : "none", why);
     sn__relay_bad(r, msg, m->node);
     return false;
 }
