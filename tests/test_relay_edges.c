@@ -333,6 +333,8 @@ static void backpressure(bool fails)
     node_start(&n1, 1, p1, 2, p2, types, sizeof types / sizeof types[0]);
     spawn_src(&n1, sink, 0, count, 2);
     usleep(1500000); /* node 2 away: what the sender could send */
+    for (int ms = 0; fails && ms < 60000 && atomic_load(&sent_count) < count; ms += 10)
+        usleep(10000); /* (failing, it is never held: it gets through them all, slowly under TSan) */
     uint64_t away = atomic_load(&sent_count);
     usleep(500000);
     uint64_t later = atomic_load(&sent_count);
