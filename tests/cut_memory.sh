@@ -137,12 +137,18 @@ else
 fi
 awk '{ printf "%s%d", (NR > 1 ? " " : "cut_memory: node 1 RSS every second (MiB): "), $2 / 1024 } END { print "" }' "$dir/rss"
 
-# (under ASan its shadow memory and allocator come on top: the bound
-# starts from the RSS before the cut)
+# (under ASan its allocator keeps what the node frees a while, in its
+# quarantine and caches, and RSS counts it: a drained backlog shows as
+# more RSS, not less. The bound is asserted in the plain build; under ASan
+# the figure is printed)
 bound=$((LIMIT + SLACK)) what="backlog limit + 32 MiB"
-[ -n "${SN_SANITIZE:-}" ] && bound=$((bound + base * 1024)) what="RSS before the cut + backlog limit + 32 MiB"
-[ "$((peak * 1024))" -lt "$bound" ] && ok "node 1's peak RSS $((peak >> 10)) MiB < $((bound >> 20)) MiB ($what)" ||
+if [ -n "${SN_SANITIZE:-}" ]; then
+  echo "cut_memory: under ASan, not asserted: node 1's peak RSS $((peak >> 10)) MiB, $((base >> 10)) MiB before the cut"
+elif [ "$((peak * 1024))" -lt "$bound" ]; then
+  ok "node 1's peak RSS $((peak >> 10)) MiB < $((bound >> 20)) MiB ($what)"
+else
   bad "node 1's peak RSS $((peak >> 10)) MiB >= $((bound >> 20)) MiB ($what): from $((base >> 10)) MiB before a $CUT s cut"
+fi
 awk -v b="$before" -v s="$second" 'BEGIN { exit !(b > 0 && s <= b / 2) }' &&
   ok "the source was slowed: $second messages/s in the second half of the cut, $before before" ||
   bad "the source was not slowed: $second messages/s in the second half of the cut, $before before (at most half wanted)"
