@@ -9,11 +9,6 @@
 #
 # usage: cli_cluster.sh PATH/TO/schednode PLUGIN_DIR
 set -u
-# Under TSan, a client that opens one socket after another (call, then its
-# cancel; send's look-up, then the send) gets reports whose both sides are
-# inside libzmq, which is not built with TSan (tests/tsan.supp): the plain
-# and ASan builds run this test.
-[ "${SN_SANITIZE:-}" = thread ] && { echo "SKIP: under TSan (libzmq's own hand-offs in a client)"; exit 77; }
 
 . "$(dirname "$0")/lib.sh"
 SN=$1 PLUG=$2
