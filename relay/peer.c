@@ -238,6 +238,56 @@ static bool send_pending(sn_relay_t *r, peer_t *p)
     return true;
 }
 
+/* What a queued send counts for in p->bytes (its share of a frame). */
+static size_t item_bytes(const item_t *it)
+{
+    return 64 + (it->s.payload ? it->s.payload->len : 0);
+}
+
+/* Encodes the oldest sends of p's batch (from *head on: the caller
+ * drops the first *head) into the pending frame: as many as
+ * fit in max_frame (at least one; BATCH_MAX at most), so that a frame is
+ * bigger than max_frame only when one message is, and the encoding's copy
+ * adds a frame to what a backlog holds, not the backlog again (a batch
+ * that grew behind a refused frame is sent as many: tests/cut_memory.sh).
+ * False if it cannot now (no memory: again next turn). */
+static bool encode_batch(sn_relay_t *r, peer_t *p, size_t *head)
+{
+    item_t **b = p->batch + *head;
+    size_t left = p->nbatch - *head, n = 0, bytes = 0;
+    while (n < left && n < BATCH_MAX && (!n || bytes + item_bytes(b[n]) <= r->max_frame))
+        bytes += item_bytes(b[n++]);
+    sn_wire_send_t *arr = malloc(n * sizeof *arr);
+    if (!arr)
+        return false;
+    size_t msgs = 0;
+    for (size_t i = 0; i < n; i++) {
+        arr[i] = b[i]->s;
+        if (r->hop_trace)
+            sn__hop_stamp(arr[i].payload, 0); /* on its way to zmq_send */
+        msgs += sn__relay_for_process(arr[i].kind);
+    }
+    void *buf = NULL;
+    size_t len = 0;
+    uint64_t seq = p->next_seq + 1;
+    int rc = sn_codec_encode_sends_to(r->node, r->incarnation, seq, p->incarnation, arr, n, &buf, &len);
+    free(arr);
+    if (rc != 0)
+        return false;
+    p->next_seq = seq;
+    sn__add(&r->msgs_out, msgs);
+    sn__add(&p->m_msgs_out, msgs);
+    for (size_t i = 0; i < n; i++)
+        sn__relay_free_item(b[i]);
+    *head += n;
+    p->bytes -= bytes;
+    p->pending = buf;
+    p->pending_len = len;
+    p->pending_seq = seq;
+    p->pending_off = 0;
+    return true;
+}
+
 void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
 {
     if (p->pending && !send_pending(r, p))
@@ -252,37 +302,11 @@ void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
         memmove(p->ctl, p->ctl + 1, --p->nctl * sizeof *p->ctl);
         sn__add(&r->frames_out, 1);
     }
-    if (p->nbatch == 0)
-        return;
-    sn_wire_send_t *arr = malloc(p->nbatch * sizeof *arr);
-    if (!arr)
-        return; /* keep the batch; try again next turn */
-    size_t msgs = 0;
-    for (size_t i = 0; i < p->nbatch; i++) {
-        arr[i] = p->batch[i]->s;
-        if (r->hop_trace)
-            sn__hop_stamp(arr[i].payload, 0); /* on its way to zmq_send */
-        msgs += sn__relay_for_process(arr[i].kind);
-    }
-    void *buf = NULL;
-    size_t len = 0;
-    uint64_t seq = p->next_seq + 1;
-    int rc = sn_codec_encode_sends_to(r->node, r->incarnation, seq, p->incarnation, arr, p->nbatch, &buf, &len);
-    free(arr);
-    if (rc != 0)
-        return;
-    p->next_seq = seq;
-    sn__add(&r->msgs_out, msgs);
-    sn__add(&p->m_msgs_out, msgs);
-    for (size_t i = 0; i < p->nbatch; i++)
-        sn__relay_free_item(p->batch[i]);
-    p->nbatch = 0;
-    p->bytes = 0;
-    p->pending = buf;
-    p->pending_len = len;
-    p->pending_seq = seq;
-    p->pending_off = 0;
-    send_pending(r, p);
+    size_t head = 0;
+    while (head < p->nbatch && encode_batch(r, p, &head) && send_pending(r, p))
+        ;
+    memmove(p->batch, p->batch + head, (p->nbatch - head) * sizeof *p->batch);
+    p->nbatch -= head;
     backlog_changed(r, p);
 }
 
