@@ -833,7 +833,7 @@ int sn_codec_encode_steal_accept(uint32_t node, uint64_t incarnation, uint64_t i
 }
 
 int sn_codec_encode_steal_commit(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
-                                 const sn_wire_send_t *sends, size_t nsends, void **buf, size_t *len)
+                                 const sn_wire_send_t *sends, size_t nsends, bool more, void **buf, size_t *len)
 {
     Schednode__StealCommit c;
     schednode__steal_commit__init(&c);
@@ -848,6 +848,7 @@ int sn_codec_encode_steal_commit(uint32_t node, uint64_t incarnation, uint64_t i
         c.n_committed = n;
         c.committed = pp;
         c.forwarded = nsends ? &batch : NULL;
+        c.more = more;
         Schednode__Envelope env;
         envelope(&env, node, incarnation);
         env.body_case = SCHEDNODE__ENVELOPE__BODY_STEAL_COMMIT;
@@ -1151,6 +1152,7 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
         if (!c)
             return SN_EPROTO;
         out->steal_id = c->id;
+        out->steal_more = c->more;
         int rc = decode_pids(c->committed, c->n_committed, out);
         if (rc == 0 && c->forwarded && c->forwarded->n_to_serial)
             rc = decode_sends(c->forwarded, out);

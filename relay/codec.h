@@ -227,8 +227,10 @@ typedef struct sn_frame {
     char *reason;
     /* stealing: the handover id; a request's max and the thief's Ready
      * count; an offer's migrants; an accept's or commit's PIDs; a commit's
-     * forwarded events are in sends */
+     * forwarded events are in sends (steal_more: more of them follow, in
+     * the next commit frame of this id) */
     uint64_t steal_id;
+    bool steal_more;
     uint32_t steal_max, steal_ready;
     sn_wire_migrant_t *migrants;
     size_t nmigrants;
@@ -275,7 +277,7 @@ int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id
 int sn_codec_encode_steal_accept(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
                                  void **buf, size_t *len);
 int sn_codec_encode_steal_commit(uint32_t node, uint64_t incarnation, uint64_t id, const sn_pid_t *pids, size_t n,
-                                 const sn_wire_send_t *sends, size_t nsends, void **buf, size_t *len);
+                                 const sn_wire_send_t *sends, size_t nsends, bool more, void **buf, size_t *len);
 /* An Ack of every batch up to seq; with refused_from > 0, batches
  * refused_from..refused_to were not taken (their sends go back with
  * error). */

@@ -18,7 +18,9 @@
  *   V -> T  StealCommit(id, pids, queued events)
  *                                       V decided: each process left V's
  *                                       table for a forwarding entry, its
- *                                       queued events ride along
+ *                                       queued events ride along (in
+ *                                       frames of about max_frame, the
+ *                                       PIDs in the last: send_commit)
  *   T       activates: events first, then it runs; later messages for it
  *           that reach V are forwarded, on the same connection, after the
  *           commit (sn__relay_send_ordered keeps that order).
@@ -64,6 +66,10 @@ typedef struct install {
      * it was on its way here (see sn__steal_hold), oldest first */
     struct held *q;
     size_t nq, capq;
+    /* its queued events from the commit's frames so far (all but the
+     * last, which activates it: on_commit) */
+    sn_event_t *ev;
+    size_t nev, capev;
 } install_t;
 
 /* One of them, and the run of the node it came from (whose
@@ -159,8 +165,12 @@ static void release_held(sn_relay_t *r, held_t *q, size_t n, bool free_only)
  * its held sends into *q, *nq. */
 static void drop_install(struct sn_steal *s, size_t i, held_t **q, size_t *nq)
 {
-    *q = s->inst[i].q;
-    *nq = s->inst[i].nq;
+    install_t *in = &s->inst[i];
+    *q = in->q;
+    *nq = in->nq;
+    for (size_t k = 0; k < in->nev; k++) /* (a commit cut short: the process never came) */
+        sn_payload_destroy(&in->ev[k].data);
+    free(in->ev);
     s->inst[i] = s->inst[--s->ninst];
 }
 
@@ -392,16 +402,45 @@ static void drop_offer(struct sn_steal *s, offer_t *o)
     *o = s->offers[--s->noffers];
 }
 
-/* Sends the commit (or, with no PIDs, the abort) of handover id to t. */
+static size_t send_size(const sn_wire_send_t *s)
+{
+    return 64 + (s->payload ? s->payload->len : 0);
+}
+
+/* Sends the commit (or, with no PIDs, the abort) of handover id to t. The
+ * queued events go in frames of at most max_frame (at least one event
+ * each), all but the last marked `more`, the PIDs in the last: the thief
+ * activates them on the last (on_commit). So no frame of it is over what
+ * a thief joins (max_msg and a frame's worth besides: inbound.c,
+ * part_in), whatever the processes' mailboxes hold; one event over max_msg
+ * (a send from this node, which has no limit) goes back to its sender as
+ * too big, as it would on its way to another node. Guarded by
+ * test_relay_edges stolen_receiver. */
 static void send_commit(sn_relay_t *r, peer_t *t, uint64_t id, const sn_pid_t *pids, size_t n, sn_wire_send_t *fw,
                         size_t nfw)
 {
-    void *buf;
-    size_t len;
-    if (sn_codec_encode_steal_commit(r->node, r->incarnation, id, pids, n, fw, nfw, &buf, &len) == 0)
-        sn__relay_send_ordered(r, t, buf, len);
-    /* (out of memory: the thief drops its copies when we are gone; until
-     * then they wait, unreachable and harmless) */
+    size_t kept = 0;
+    for (size_t k = 0; k < nfw; k++) {
+        if (fw[k].payload && fw[k].payload->len > r->max_msg)
+            sn__relay_bounce_local(r, &fw[k], SN_ETOOBIG, t->node); /* (takes its payload) */
+        else if ((fw[kept++] = fw[k]), kept - 1 != k)
+            fw[k].payload = NULL; /* (moved down) */
+    }
+    size_t at = 0;
+    do {
+        size_t k = at, bytes = 0;
+        while (k < kept && (k == at || bytes + send_size(&fw[k]) <= r->max_frame))
+            bytes += send_size(&fw[k++]);
+        bool more = k < kept;
+        void *buf;
+        size_t len;
+        if (sn_codec_encode_steal_commit(r->node, r->incarnation, id, more ? NULL : pids, more ? 0 : n, fw + at, k - at,
+                                         more, &buf, &len) == 0)
+            sn__relay_send_ordered(r, t, buf, len);
+        /* (out of memory: the thief drops its copies when we are gone;
+         * until then they wait, unreachable and harmless) */
+        at = k;
+    } while (at < kept);
 }
 
 static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
@@ -497,7 +536,7 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         s->inst = in;
         if (sn__migrate_install(r->sched, &m, &handle) != 0)
             continue; /* refused: it stays with the victim */
-        s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves, NULL, 0, 0};
+        s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves, NULL, 0, 0, NULL, 0, 0};
         ok[nok++] = w->pid;
     }
     /* What this node passed on to them before they were installed here
@@ -533,9 +572,55 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     }
 }
 
+/* A commit frame with more to follow: its events wait in their installs,
+ * in order, for the last frame (send_commit). */
+static void commit_part(struct sn_steal *s, peer_t *v, sn_frame_t *f)
+{
+    for (size_t i = 0; i < s->ninst; i++) {
+        install_t *in = &s->inst[i];
+        if (in->victim != v->node || in->id != f->steal_id)
+            continue;
+        for (size_t k = 0; k < f->nsends; k++) {
+            if (!sn_pid_eq(f->sends[k].to, in->pid))
+                continue;
+            sn_event_t *ev;
+            while (!(ev = sn__grow(in->ev, &in->capev, in->nev, sizeof *ev, 64, 0))) /* (no other place to go) */
+                sched_yield();
+            in->ev = ev;
+            in->ev[in->nev++] = (sn_event_t){(sn_event_type_t)f->sends[k].kind, f->sends[k].error, f->sends[k].tag,
+                                             f->sends[k].from, sn_take(&f->sends[k].payload)};
+        }
+    }
+}
+
+/* The events of install in: those of the commit's earlier frames, then
+ * the last one's (f); NULL only out of memory. */
+static sn_event_t *commit_events(install_t *in, sn_frame_t *f, size_t *nev)
+{
+    size_t n = in->nev;
+    for (size_t k = 0; k < f->nsends; k++)
+        n += sn_pid_eq(f->sends[k].to, in->pid);
+    sn_event_t *ev = realloc(in->ev, (n ? n : 1) * sizeof *ev);
+    if (!ev)
+        return NULL;
+    in->ev = NULL;
+    n = in->nev;
+    in->nev = in->capev = 0;
+    for (size_t k = 0; k < f->nsends; k++)
+        if (sn_pid_eq(f->sends[k].to, in->pid))
+            ev[n++] = (sn_event_t){(sn_event_type_t)f->sends[k].kind, f->sends[k].error, f->sends[k].tag,
+                                   f->sends[k].from, sn_take(&f->sends[k].payload)};
+    *nev = n;
+    return ev;
+}
+
 static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
+    if (f->steal_more) {
+        commit_part(s, v, f);
+        return;
+    }
     size_t activated = 0;
     install_t *arrived = calloc(s->ninst ? s->ninst : 1, sizeof *arrived);
     for (size_t i = 0; i < s->ninst;) {
@@ -550,11 +635,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         if (committed) {
             /* its queued events, in order, go in ahead of everything else */
             size_t nev = 0;
-            sn_event_t *ev = calloc(f->nsends ? f->nsends : 1, sizeof *ev);
-            for (size_t k = 0; ev && k < f->nsends; k++)
-                if (sn_pid_eq(f->sends[k].to, in->pid))
-                    ev[nev++] = (sn_event_t){(sn_event_type_t)f->sends[k].kind, f->sends[k].error, f->sends[k].tag,
-                                             f->sends[k].from, sn_take(&f->sends[k].payload)};
+            sn_event_t *ev = commit_events(in, f, &nev);
             /* settling (no arrived list: no memory) until sn__loc_arrived below */
             sn__await_arrived(r, in->pid); /* (before it can run: its end is local to its parent now) */
             if (ev && sn__migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {

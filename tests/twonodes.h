@@ -20,6 +20,7 @@ typedef struct node {
 static struct {
     size_t max_frame, max_message, max_backlog;
     int backlog_fails;
+    int steal; /* cross-node stealing on (1) or off (0) */
 } tn_limits;
 
 /* Node `id` (2 workers) listening on `port`, with node `peer_id` at
@@ -46,6 +47,7 @@ static inline void node_start(node_t *nd, uint32_t id, int port, uint32_t peer_i
                              .max_message = tn_limits.max_message,
                              .max_backlog = tn_limits.max_backlog,
                              .backlog_fails = tn_limits.backlog_fails,
+                             .steal = tn_limits.steal,
                              .heartbeat_ms = 5000,
                              .down_after_ms = 120000};
     nd->relay = sn_relay_new(nd->sched, &cfg, err, sizeof err);

@@ -149,7 +149,7 @@ static bool encode(const sn_frame_t *f, void **buf, size_t *len)
         break;
     case SN_FRAME_STEAL_COMMIT:
         rc = sn_codec_encode_steal_commit(f->node, f->incarnation, f->steal_id, f->pids, f->npids, f->sends, f->nsends,
-                                          buf, len);
+                                          f->steal_more, buf, len);
         break;
     case SN_FRAME_REQUEST:
         rc = sn_codec_encode_request(&f->request, buf, len);

@@ -294,7 +294,7 @@ static frame_t steal_commit(uint32_t node, uint64_t id, const sn_pid_t *pids, si
                             size_t nfw)
 {
     frame_t f;
-    must(sn_codec_encode_steal_commit(node, 5, id, pids, n, fw, nfw, &f.buf, &f.len));
+    must(sn_codec_encode_steal_commit(node, 5, id, pids, n, fw, nfw, false, &f.buf, &f.len));
     return f;
 }
 
