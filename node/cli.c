@@ -44,11 +44,12 @@ static void usage_error(const char *fmt, ...)
     sn_cli_vusage(fmt, ap);
 }
 
+const char *const sn_cli_commands[] = {"spawn", "send", "call", "status", "ps", "kill", "types", NULL};
+
 int sn_cli_is_command(const char *cmd)
 {
-    static const char *const cmds[] = {"spawn", "send", "call", "status", "ps", "kill", "types"};
-    for (size_t i = 0; cmd && i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(cmd, cmds[i]))
+    for (size_t i = 0; cmd && sn_cli_commands[i]; i++)
+        if (!strcmp(cmd, sn_cli_commands[i]))
             return 1;
     return 0;
 }

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "relay.h"
 #include "schednode/schednode.h"
+#include "suggest.h"
 
 #define EXIT_USAGE SN_EXIT_USAGE
 #define EXIT_OUT SN_EXIT_OUT /* this run was put out of its cluster (sn_relay_out) */
@@ -621,6 +622,60 @@ static int cluster_flag(options_t *o, int c, char *arg)
     return 0;
 }
 
+/* The long options whose names start with name[0..len): the one named
+ * exactly, else every one it abbreviates (as getopt_long takes them). */
+static size_t options_named(const char *name, size_t len, const struct option **found, size_t max)
+{
+    size_t n = 0;
+    for (const struct option *lo = long_opts; lo->name; lo++) {
+        if (strlen(lo->name) == len && !strncmp(lo->name, name, len)) {
+            found[0] = lo;
+            return 1;
+        }
+        if (!strncmp(lo->name, name, len) && n < max)
+            found[n++] = lo;
+    }
+    return n;
+}
+
+/* A flag getopt_long refused (c: ':' a value is missing, '?' anything
+ * else; arg: the word it refused): says what is wrong with it, and for
+ * an unknown one the closest option (did you mean), then exits 2. Guarded
+ * by cli.sh (option errors). */
+static void die_bad_option(int c, const char *arg)
+{
+    if (strncmp(arg, "--", 2) != 0) {
+        if (c == ':')
+            die_usage("option '-%c' needs a value", optopt);
+        die_usage("unknown option '-%c'", optopt);
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const struct option *found[64];
+    size_t n = options_named(name, len, found, 64);
+    if (n == 1 && c == ':')
+        die_usage("option '--%s' needs a value", found[0]->name);
+    if (n == 1 && eq && found[0]->has_arg == no_argument)
+        die_usage("option '--%s' takes no value: give it as '--%s' alone, not '%s'", found[0]->name, found[0]->name,
+                  arg);
+    if (n > 1) {
+        char list[1024] = "";
+        for (size_t i = 0; i < n; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s--%s", i ? ", " : "", found[i]->name);
+        die_usage("option '--%.*s' is ambiguous: it could be %s", (int)len, name, list);
+    }
+    const char *words[sizeof long_opts / sizeof long_opts[0]];
+    size_t nwords = 0;
+    for (const struct option *lo = long_opts; lo->name; lo++)
+        words[nwords++] = lo->name;
+    char word[128];
+    snprintf(word, sizeof word, "%.*s", (int)len, name);
+    const char *near = sn__closest(word, words, nwords);
+    if (near)
+        die_usage("unknown option '--%s' (did you mean '--%s'?)", word, near);
+    die_usage("unknown option '--%s'", word);
+}
+
 /* Fills *o from the configuration file and the flags, checking what every
  * command needs (a bad flag or file exits 2 naming it). Returns 1 to go on
  * with o->cmd, 0 if --help or --version was answered. Free *o with
@@ -631,7 +686,7 @@ static int parse_options(options_t *o, int argc, char **argv)
     load_config_file(o);
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "w:l:n:c:hV", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":w:l:n:c:hV", long_opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return 0;
@@ -640,13 +695,11 @@ static int parse_options(options_t *o, int argc, char **argv)
             printf("schednode %s (API %u)\n", SN_VERSION_STRING, SN_API_VERSION);
             return 0;
         }
-        if (c == ':')
-            die_usage("option '%s' needs a value", argv[optind - 1]);
+        if (c == ':' || c == '?')
+            die_bad_option(c, argv[optind - 1]);
         if (node_flag(o, c, optarg) || cluster_flag(o, c, optarg) || client_flag(o, c, optarg))
             continue;
-        if (optopt)
-            die_usage("unknown option '-%c'", optopt);
-        die_usage("unknown option '%s'", argv[optind - 1]);
+        die_bad_option('?', argv[optind - 1]);
     }
     if (optind < argc) {
         o->cmd = argv[optind];
@@ -692,13 +745,27 @@ static int keygen(const options_t *o)
     return 0;
 }
 
+/* A command that is none of the program's: the closest one (did you
+ * mean), exit 2. Guarded by cli.sh (did you mean). */
+static void die_unknown_command(const char *cmd)
+{
+    const char *words[16] = {"demo", "run", "keygen"};
+    size_t n = 3;
+    for (size_t i = 0; sn_cli_commands[i] && n < 16; i++)
+        words[n++] = sn_cli_commands[i];
+    const char *near = sn__closest(cmd, words, n);
+    if (near)
+        die_usage("unknown command '%s' (did you mean '%s'?)", cmd, near);
+    die_usage("unknown command '%s'", cmd);
+}
+
 /* What running a node (or demo, or run) needs beyond parse_options. */
 static void check_node_options(const options_t *o)
 {
     const char *cmd = o->cmd;
     const sn_relay_config_t *r = &o->relay;
     if (cmd && strcmp(cmd, "demo") != 0 && strcmp(cmd, "run") != 0)
-        die_usage("unknown command '%s'", cmd);
+        die_unknown_command(cmd);
     if (r->npeers && !r->listen)
         die_usage("--peer needs --listen (peers must be able to answer)");
     if (r->nseeds && !r->listen)

@@ -88,6 +88,33 @@ check "--workers abc exits 2 naming --workers" 2 err "--workers"
 run frobnicate
 check "unknown command exits 2 naming it" 2 err "frobnicate"
 
+# option errors (main.c die_bad_option): each says what is wrong with the
+# flag as given, exit 2
+run status --json=yes --connect tcp://127.0.0.1:1
+check "--json=yes: --json takes no value, exit 2" 2 err "option '--json' takes no value" err "'--json=yes'"
+run --workers
+check "--workers without a value: needs a value, exit 2" 2 err "option '--workers' needs a value"
+run -w
+check "-w without a value: needs a value, exit 2" 2 err "option '-w' needs a value"
+run --no demo
+check "--no: ambiguous, the options it could be listed, exit 2" 2 err "option '--no' is ambiguous" err "--no-steal"
+
+# did you mean: the closest option or command by edit distance, exit 2
+run --lod x.so demo
+check "--lod: did you mean --load, exit 2" 2 err "unknown option '--lod' (did you mean '--load'?)"
+run --dashbord 'tcp://127.0.0.1:*'
+check "--dashbord: did you mean --dashboard, exit 2" 2 err "(did you mean '--dashboard'?)"
+run spwan counter count --connect tcp://127.0.0.1:1
+check "spwan: did you mean spawn, exit 2" 2 err "unknown command 'spwan' (did you mean 'spawn'?)"
+run --workers 1 statu
+check "statu: did you mean status, exit 2" 2 err "(did you mean 'status'?)"
+run --workers 1 frobnicate
+if [ "$rc" -eq 2 ] && ! grep -q "did you mean" "$err"; then
+    pass "frobnicate: no command is close, no suggestion"
+else
+    fail "frobnicate: no command is close, no suggestion" "exit $rc"
+fi
+
 run --workers 2 demo
 check "demo exits 0 and prints 'demo ok'" 0 out "demo ok"
 
