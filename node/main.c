@@ -429,6 +429,18 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
     }
 }
 
+/* A configuration file that cannot be used: what is wrong (err names the
+ * file and the line), where its format is documented, exit 2. */
+static void die_config(const char *err) __attribute__((noreturn));
+static void die_config(const char *err)
+{
+    fprintf(stderr,
+            "%s: %s\n"
+            "The configuration file's format: man schednode (CONFIGURATION FILE), or cluster-config/README.md.\n",
+            progname, err);
+    exit(EXIT_USAGE);
+}
+
 /* The config file first (found before the other flags), so that flags
  * override it; a flag that can repeat (--join, --load) replaces the file's
  * list. */
@@ -446,7 +458,7 @@ static void load_config_file(options_t *o)
         char err[1024];
         if (sn_config_load(path, &config_file, err, sizeof err) != 0) {
             sn_config_free(&config_file);
-            die_usage("%s", err);
+            die_config(err);
         }
         atexit(free_config_file); /* its strings live until the program ends */
         apply_config_file(o, &config_file);
