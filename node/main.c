@@ -128,7 +128,9 @@ static void usage_options(FILE *f)
                "      --metrics ENDPOINT     serve Prometheus metrics over HTTP at ENDPOINT/metrics,\n"
                "                             e.g. tcp://127.0.0.1:9101 (port * for any free one)\n"
                "      --dashboard ENDPOINT   serve the cluster's live dashboard over HTTP at ENDPOINT/\n"
-               "                             (and /metrics there too)\n"
+               "                             (and /metrics there too); with --metrics each has a server\n"
+               "                             and port of its own, one if both name the same fixed port;\n"
+               "                             the log gives each one's port and URL\n"
                "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
                "      --json                 status, ps, types: print JSON\n"
                "      --node N               ps, types: ask node N only\n"
@@ -988,23 +990,45 @@ static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay, cons
     }
 }
 
-/* The HTTP servers of --metrics and --dashboard (one if both name the same
- * endpoint: it serves both). Returns 0, or -1 having said why. */
+/* Where an HTTP server listens, as a URL a user can open: the endpoint's
+ * host (localhost for '*') and the port bound. */
+static void http_url(char *buf, size_t len, const char *ep, int port, const char *path)
+{
+    const char *host = ep + strlen("tcp://"), *colon = strrchr(host, ':');
+    int hlen = colon ? (int)(colon - host) : (int)strlen(host);
+    if (hlen == 1 && host[0] == '*')
+        host = "localhost", hlen = 9;
+    snprintf(buf, len, "http://%.*s:%d%s", hlen, host, port, path);
+}
+
+/* The HTTP servers of --metrics and --dashboard: each flag has a server
+ * of its own (port '*': each gets a free port of its own), except that
+ * both flags naming one fixed port share one, which serves both. Each
+ * logs its port and URL (cli_cluster.sh: --metrics and --dashboard).
+ * Returns 0, or -1 having said why. */
 static int start_http(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, sn_http_t **http)
 {
     const char *eps[2] = {o->dashboard, o->metrics};
     int serve[2] = {SN_HTTP_DASHBOARD | SN_HTTP_METRICS, SN_HTTP_METRICS};
+    bool shared =
+        o->dashboard && o->metrics && !strcmp(o->dashboard, o->metrics) && strcmp(strrchr(o->metrics, ':'), ":*") != 0;
     for (int i = 0; i < 2; i++) {
-        if (!eps[i] || (i == 1 && o->dashboard && !strcmp(o->dashboard, o->metrics)))
+        if (!eps[i] || (i == 1 && shared))
             continue;
-        char err[512];
+        char err[512], url[300];
         sn_http_config_t cfg = {eps[i], serve[i], sched, relay, &o->relay.security};
         if (!(http[i] = sn_http_new(&cfg, err, sizeof err))) {
             fprintf(stderr, "%s: %s %s\n", progname, i ? "--metrics:" : "--dashboard:", err);
             return -1;
         }
         sn__sched_time_steps(sched, true);
-        logf_(SN__LOG_INFO, "%s on port %d", i ? "metrics" : "dashboard", sn_http_port(http[i]));
+        int port = sn_http_port(http[i]);
+        http_url(url, sizeof url, eps[i], port, i ? "/metrics" : "/");
+        if (i)
+            logf_(SN__LOG_INFO, "metrics on port %d: %s", port, url);
+        else
+            logf_(SN__LOG_INFO, "dashboard on port %d: %s (metrics at /metrics%s)", port, url,
+                  shared ? ", as --metrics asks" : "");
     }
     return 0;
 }

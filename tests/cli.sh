@@ -276,6 +276,51 @@ else
     fi
 fi
 
+# --metrics and --dashboard (main.c start_http): both at port '*', each
+# has a server and a free port of its own, each logged with its URL and
+# serving there; both at one fixed port, one server serves both.
+name="--metrics and --dashboard at port *: two servers, each port logged and serving"
+nlog=$tmp/node-http.log
+if ! start_node "$nlog" --workers 1 --metrics 'tcp://127.0.0.1:*' --dashboard 'tcp://127.0.0.1:*'; then
+    stop_node
+    fail "$name" "the node did not come up: $(head -3 "$nlog")"
+else
+    murl=$(sed -n 's/.* metrics on port [0-9]*: \(http[^ ]*\).*/\1/p' "$nlog")
+    durl=$(sed -n 's/.* dashboard on port [0-9]*: \(http[^ ]*\).*/\1/p' "$nlog")
+    mcode=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$murl")
+    dpage=$(curl -s -m 10 "$durl")
+    kill -TERM "$node_pid"
+    stop_node
+    if [ -n "$murl" ] && [ -n "$durl" ] && [ "${murl%/metrics}" != "${durl%/}" ] && [ "$mcode" = 200 ] &&
+        grep -q "schednode dashboard" <<<"$dpage"; then
+        pass "$name ($murl, $durl)"
+    else
+        fail "$name" "metrics '$murl' ($mcode), dashboard '$durl': $(grep -E 'metrics|dashboard' "$nlog")"
+    fi
+fi
+name="--metrics and --dashboard at one fixed port: one server serves both"
+nlog=$tmp/node-http1.log
+# a port no socket has (/proc/net/tcp*), below the ephemeral range (as tests/lib.sh free_port)
+hport=
+while [ -z "$hport" ]; do
+    hport=$((10000 + RANDOM % 20000))
+    ! grep -q ":$(printf '%04X' "$hport") " /proc/net/tcp /proc/net/tcp6 2>/dev/null || hport=
+done
+if ! start_node "$nlog" --workers 1 --metrics "tcp://127.0.0.1:$hport" --dashboard "tcp://127.0.0.1:$hport"; then
+    stop_node
+    fail "$name" "the node did not come up: $(head -3 "$nlog")"
+else
+    mcode=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$hport/metrics")
+    kill -TERM "$node_pid"
+    stop_node
+    if [ "$mcode" = 200 ] && grep -q "dashboard on port $hport: .*as --metrics asks" "$nlog" &&
+        ! grep -q " metrics on port" "$nlog"; then
+        pass "$name"
+    else
+        fail "$name" "/metrics: $mcode; $(grep -E 'metrics|dashboard' "$nlog")"
+    fi
+fi
+
 # SIGTERM to a running node: it shuts down in order and exits 0.
 name="SIGTERM stops a running node with exit 0"
 : >"$out"
