@@ -380,7 +380,8 @@ static void ps_each(const sn_cli_t *c, const sn_wire_stats_t *n, const sn_wire_r
                p->moves);
     }
     if (rep->total > rep->nprocs)
-        printf("(node %" PRIu32 ": %zu of its %" PRIu64 " processes shown)\n", n->node, rep->nprocs, rep->total);
+        printf("(node %" PRIu32 ": %zu of its %" PRIu64 " process%s shown)\n", n->node, rep->nprocs, rep->total,
+               rep->total == 1 ? "" : "es");
 }
 
 static void types_each(const sn_cli_t *c, const sn_wire_stats_t *n, const sn_wire_reply_t *rep, const char *err,

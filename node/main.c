@@ -1038,7 +1038,8 @@ static int start_http(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, 
 static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, const sigset_t *sigs)
 {
     int exit_code = 0;
-    logf_(SN__LOG_INFO, "up: %d workers; stop with SIGINT or SIGTERM", sn_sched_workers(sched));
+    int workers = sn_sched_workers(sched);
+    logf_(SN__LOG_INFO, "up: %d worker%s; stop with SIGINT or SIGTERM", workers, workers == 1 ? "" : "s");
     int sig = 0;
     sigwait(sigs, &sig);
     char why[1024];

@@ -117,6 +117,12 @@ fi
 
 run --workers 2 demo
 check "demo exits 0 and prints 'demo ok'" 0 out "demo ok"
+run --workers 1 demo
+if [ "$rc" -eq 0 ] && grep -qx "schednode demo: node 1, 1 worker" "$out"; then
+    pass "demo on one worker says '1 worker' (a count's noun agrees with it)"
+else
+    fail "demo on one worker says '1 worker' (a count's noun agrees with it)" "exit $rc"
+fi
 
 run --workers 2 --load "$demo" run tree sum
 check "run tree sum (no input): init refused, named as such, exit 1" 1 err "cannot run tree sum: spawn refused by tree's init (method 'sum'): invalid argument"
@@ -285,6 +291,8 @@ if ! start_node "$nlog" --workers 1 --metrics 'tcp://127.0.0.1:*' --dashboard 't
     stop_node
     fail "$name" "the node did not come up: $(head -3 "$nlog")"
 else
+    grep -q "up: 1 worker;" "$nlog" && pass "a node of one worker logs 'up: 1 worker'" ||
+        fail "a node of one worker logs 'up: 1 worker'" "$(grep 'up:' "$nlog")"
     murl=$(sed -n 's/.* metrics on port [0-9]*: \(http[^ ]*\).*/\1/p' "$nlog")
     durl=$(sed -n 's/.* dashboard on port [0-9]*: \(http[^ ]*\).*/\1/p' "$nlog")
     mcode=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$murl")
