@@ -329,6 +329,31 @@ else
     fi
 fi
 
+# Every type of schednode-demo.so is documented: man/schednode.1's DEMO
+# PLUGIN section and README's "The demo plugin" name each one.
+name="every type of schednode-demo.so is in the man page (DEMO PLUGIN) and README"
+nlog=$tmp/node-demo.log
+src=$(cd "$(dirname "$0")/.." && pwd)
+if ! start_node "$nlog" --workers 1 --load "$demo"; then
+    stop_node
+    fail "$name" "the node did not come up: $(head -3 "$nlog")"
+else
+    run types --json --connect "$node_ep" --insecure
+    kill -TERM "$node_pid"
+    stop_node
+    types=$(jq -r '.nodes[].types[].name' "$out" 2>/dev/null)
+    man_part=$(sed -n '/^\.SH DEMO PLUGIN/,/^\.SH /p' "$src/man/schednode.1")
+    readme_part=$(sed -n '/^### The demo plugin/,/^### /p' "$src/README.md")
+    undocumented=$(for t in $types; do
+        grep -q "fB$t " <<<"$man_part" && grep -q "\`$t[ \`]" <<<"$readme_part" || echo "$t"
+    done)
+    if [ "$(wc -w <<<"$types")" -ge 12 ] && [ -z "$undocumented" ]; then
+        pass "$name ($(wc -w <<<"$types") types)"
+    else
+        fail "$name" "types: $(echo $types); not in both: $(echo $undocumented)"
+    fi
+fi
+
 # SIGTERM to a running node: it shuts down in order and exits 0.
 name="SIGTERM stops a running node with exit 0"
 : >"$out"
