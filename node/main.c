@@ -143,8 +143,9 @@ static void usage_options(FILE *f)
                "Exit status (the same whichever node --connect names):\n"
                "  0    success: spawn, call, run: the process was spawned (and ended well); send: the node\n"
                "       holding the process put the message into its mailbox; kill: the process ended\n"
-               "  1    the command failed: an error from the node, a failed process, no answer, no connection\n"
-               "  2    a bad flag, argument or configuration\n"
+               "  1    the command failed: an error from a node, a failed or refused process, no answer, no\n"
+               "       connection; a node that cannot start (a port taken) or join (no seed answered)\n"
+               "  2    a bad flag, argument, configuration file or plugin, or a join a seed refused\n"
                "  3    a node put out of its cluster\n"
                "  4    no such process (send, kill): it ended, never existed, or its node is not an up member\n"
                "  5    timed out: call and run --timeout (the process then gets a CANCEL); kill: still in a step\n"
@@ -1183,8 +1184,10 @@ static int run_node(options_t *o)
     }
     if (o->relay.listen && (exit_code = start_relay(o, sched, &relay, &sigs)) != 0)
         goto out;
-    if (start_http(o, sched, relay, http) != 0)
+    if (start_http(o, sched, relay, http) != 0) {
+        exit_code = 1; /* (start_relay set 0) */
         goto out;
+    }
 
     exit_code = run_command(o, sched, relay, &sigs);
     sn_http_destroy(&http[0]); /* no scrape waits on a relay that is leaving */

@@ -14,6 +14,7 @@ fi
 bin=$1
 plugdir=$2
 demo=$(dirname "$bin")/schednode-demo.so # the demo types (tree): a plugin
+src=$(cd "$(dirname "$0")/.." && pwd)    # the source tree (README.md, man/)
 
 passed=0
 failed=0
@@ -329,11 +330,41 @@ else
     fi
 fi
 
+# An HTTP port already taken: the node does not start, exit 1 (as when
+# its --listen port is taken), with or without --listen.
+name="--metrics on a port in use: the node says so and exits 1"
+nlog=$tmp/node-taken.log
+if ! start_node "$nlog" --workers 1 --metrics "tcp://127.0.0.1:$hport"; then
+    stop_node
+    fail "$name" "the first node did not come up: $(head -3 "$nlog")"
+else
+    first=$node_pid
+    run_brief --workers 1 --insecure --listen 'tcp://127.0.0.1:*' --metrics "tcp://127.0.0.1:$hport"
+    check "$name (with --listen)" 1 err "--metrics: cannot serve HTTP on tcp://127.0.0.1:$hport"
+    run_brief --workers 1 --metrics "tcp://127.0.0.1:$hport"
+    check "$name (without --listen)" 1 err "--metrics: cannot serve HTTP"
+    node_pid=$first
+    kill -TERM "$node_pid"
+    stop_node
+fi
+
+# The exit statuses: --help, README and the man page list the same codes,
+# those node/cli.h defines (SN_EXIT_*: 1 to 5, 128 + SIGINT or SIGTERM)
+# and 0.
+codes() { grep -oE '\b(0|1|2|3|4|5|130|143)\b' | sort -nu | tr '\n' ' '; }
+help_codes=$("$bin" --help | sed -n '/^Exit status/,$p' | grep -E '^  [0-9]' | cut -c1-20 | codes)
+readme_codes=$(sed -n '/^Exit statuses/,/^###/p' "$src/README.md" | grep -E '^\| [0-9]' | cut -d'|' -f2 | codes)
+man_codes=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$src/man/schednode.1" | grep -E '^\.B [0-9]' | codes)
+if [ "$help_codes" = "0 1 2 3 4 5 130 143 " ] && [ "$readme_codes" = "$help_codes" ] && [ "$man_codes" = "$help_codes" ]; then
+    pass "--help, README and the man page list the same exit statuses: $help_codes"
+else
+    fail "the exit statuses documented" "--help '$help_codes', README '$readme_codes', man '$man_codes'"
+fi
+
 # Every type of schednode-demo.so is documented: man/schednode.1's DEMO
 # PLUGIN section and README's "The demo plugin" name each one.
 name="every type of schednode-demo.so is in the man page (DEMO PLUGIN) and README"
 nlog=$tmp/node-demo.log
-src=$(cd "$(dirname "$0")/.." && pwd)
 if ! start_node "$nlog" --workers 1 --load "$demo"; then
     stop_node
     fail "$name" "the node did not come up: $(head -3 "$nlog")"
