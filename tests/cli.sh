@@ -131,6 +131,9 @@ check "run tree sum (no input): init refused, named as such, exit 1" 1 err "cann
 run --workers 2 --load "$demo" run tree nope
 check "run tree nope: the unknown method named, exit 1" 1 err "process type 'tree' has no method 'nope'"
 
+run --workers 2 --load "$demo" --timeout 300 run xsink collect 5
+check "run --timeout: no result in time exits 5 (as call does), saying so" 5 err "no result within 300 ms (--timeout)"
+
 run --workers 2 run no-such-type go hello
 check "run with an unknown type exits 1 naming the error" 1 err "unknown process type"
 
