@@ -44,11 +44,12 @@ static void usage_error(const char *fmt, ...)
     sn_cli_vusage(fmt, ap);
 }
 
+const char *const sn_cli_commands[] = {"spawn", "send", "call", "status", "ps", "kill", "types", NULL};
+
 int sn_cli_is_command(const char *cmd)
 {
-    static const char *const cmds[] = {"spawn", "send", "call", "status", "ps", "kill", "types"};
-    for (size_t i = 0; cmd && i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(cmd, cmds[i]))
+    for (size_t i = 0; cmd && sn_cli_commands[i]; i++)
+        if (!strcmp(cmd, sn_cli_commands[i]))
             return 1;
     return 0;
 }
@@ -379,7 +380,8 @@ static void ps_each(const sn_cli_t *c, const sn_wire_stats_t *n, const sn_wire_r
                p->moves);
     }
     if (rep->total > rep->nprocs)
-        printf("(node %" PRIu32 ": %zu of its %" PRIu64 " processes shown)\n", n->node, rep->nprocs, rep->total);
+        printf("(node %" PRIu32 ": %zu of its %" PRIu64 " process%s shown)\n", n->node, rep->nprocs, rep->total,
+               rep->total == 1 ? "" : "es");
 }
 
 static void types_each(const sn_cli_t *c, const sn_wire_stats_t *n, const sn_wire_reply_t *rep, const char *err,
@@ -553,6 +555,8 @@ static bool wait_gone(const sn_cli_t *c, const cluster_t *cl, sn_pid_t pid, uint
     for (;;) {
         sn_proc_row_t row;
         uint32_t at = locate(c, cl, pid, *node, &row, how);
+        if (got_signal) /* (a request it interrupted found nothing: that says nothing) */
+            return false;
         if (!at)
             return true;
         if (at != *node && force)
@@ -592,6 +596,9 @@ static int cmd_kill(const sn_cli_t *c)
         usage_error("kill: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", c->args[0]);
     const char *reason = c->reason ? c->reason : "killed by schednode kill";
     int grace = c->timeout_ms >= 0 ? c->timeout_ms : KILL_GRACE_MS;
+    sn_cli_t asks = *c; /* --timeout is the grace: each request waits REQUEST_MS */
+    asks.timeout_ms = -1;
+    c = &asks;
     cluster_t cl;
     if (cluster_load(c, &cl) != 0)
         return SN_EXIT_FAILED;
@@ -600,7 +607,10 @@ static int cmd_kill(const sn_cli_t *c)
     uint32_t node;
     int rc = first_kill(c, &cl, pid, reason, &node, &how), code = 0;
     uint64_t t0 = now_ms();
-    if (rc == SN_ENOPROC && how.known) {
+    if (got_signal) {
+        fprintf(stderr, "%s: kill: %s: stopped (%s) while looking for the process to CANCEL it\n", progname, c->args[0],
+                signal_name(got_signal));
+    } else if (rc == SN_ENOPROC && how.known) {
         fprintf(stderr, "%s: kill: %s has already ended%s\n", progname, c->args[0], end_text(&how, text, sizeof text));
         code = SN_EXIT_NOPROC;
     } else if (rc == SN_ENOPROC) {
@@ -696,7 +706,11 @@ static int cmd_send(const sn_cli_t *c)
         rc = r2 == 0 ? rep.error : rc;
         sn_client_reply_clear(&rep);
     }
-    if (rc == 0) {
+    if (got_signal && rc != 0) {
+        fprintf(stderr, "%s: send: %s: stopped (%s) before a node took the message\n", progname, c->args[0],
+                signal_name(got_signal));
+        code = SN_EXIT_FAILED; /* (sn_cli_run: 128 + the signal) */
+    } else if (rc == 0) {
         code = 0;
     } else if (rc == SN_ENOPROC) {
         if (how.known)

@@ -40,6 +40,9 @@ const char *sn__member_state_name(int state);
  * dashboard's /status.json uses it too). */
 struct json_object *sn__status_row_json(const sn_wire_stats_t *r);
 
+/* The client commands, NULL-terminated (deploy/local-cluster.sh's
+ * `client` passes on each of them). */
+extern const char *const sn_cli_commands[];
 /* Is cmd one of the client commands? */
 int sn_cli_is_command(const char *cmd);
 /* Runs a client command; returns the exit status. */

@@ -5,11 +5,13 @@
  * up again in the text: its path (section/key) and which occurrence it is.
  * The text is read once, here: only a regular file, of bounded size, with
  * no NUL byte and no line longer than zconfig reads (it would cut either
- * short without a word).
+ * short without a word), and in ZPL's syntax (check_syntax), so that a
+ * syntax error too names its line.
  */
 #include "config.h"
 #include "log.h"
 
+#include <ctype.h>
 #include <czmq.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -355,6 +357,111 @@ static int check_text(ctx_t *c)
     return 0;
 }
 
+/* ZPL's syntax, as zconfig reads it (czmq's zconfig_chunk_load): the
+ * first mistake, named by its line. zconfig would print its own terse
+ * line to stdout and give no line to us; checked here, zconfig never
+ * fails on a file that passed. config.sh (syntax errors) guards the
+ * messages. */
+static const char *const zpl_rule = "a section at the start of a line, its keys 4 spaces in";
+
+static bool zpl_namechar(char ch)
+{
+    return isalnum((unsigned char)ch) || (ch && strchr("$-_@.&+/", ch));
+}
+
+/* Whitespace up to the end or a '#' comment: NULL, else the junk. */
+static const char *zpl_junk(const char *p)
+{
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    return *p && *p != '#' ? p : NULL;
+}
+
+/* What is wrong with a key's line after its name (p), or NULL. */
+static const char *zpl_value(const char *p, char *why, size_t len)
+{
+    const char *junk;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p != '=') {
+        if ((junk = zpl_junk(p)) != NULL)
+            snprintf(why, len, "'%.40s' after the name: a key is NAME = VALUE", junk);
+        return junk ? why : NULL;
+    }
+    for (p++; isspace((unsigned char)*p); p++)
+        ;
+    if (*p != '"' && *p != '\'')
+        return NULL; /* a bare value, up to a '#' */
+    const char *close = strchr(p + 1, *p);
+    if (!close) {
+        snprintf(why, len, "the value opens with %c but does not close it", *p);
+        return why;
+    }
+    if ((junk = zpl_junk(close + 1)) != NULL)
+        snprintf(why, len, "'%.40s' after the quoted value (a '#' starts a comment)", junk);
+    return junk ? why : NULL;
+}
+
+/* One line (a copy, trailing space cut) at chain levels deep: what is
+ * wrong with it, or NULL; *named: the level of its name, or -1. */
+static const char *zpl_line(const char *line, int chain, int *named, char *why, size_t len)
+{
+    size_t sp = strspn(line, " ");
+    *named = -1;
+    if (sp % 4) {
+        snprintf(why, len, "indented by %zu spaces: ZPL indents in steps of 4 spaces (%s)", sp, zpl_rule);
+        return why;
+    }
+    const char *name = line + sp, *end = name;
+    while (zpl_namechar(*end))
+        end++;
+    if (*name == '\t') {
+        snprintf(why, len, "a tab: ZPL indents with spaces, in steps of 4 (%s)", zpl_rule);
+        return why;
+    }
+    if (end == name) {
+        const char *junk = zpl_junk(name);
+        if (junk)
+            snprintf(why, len, "'%.40s' is not a name (letters, digits, $-_@.&+/)", junk);
+        return junk ? why : NULL;
+    }
+    if (*name == '/' || end[-1] == '/') {
+        snprintf(why, len, "'%.*s': a name neither starts nor ends with '/'", (int)(end - name), name);
+        return why;
+    }
+    if ((int)(sp / 4) > chain) {
+        snprintf(why, len, "'%.*s' is indented by %zu spaces, more than one step under the line above (%s)",
+                 (int)(end - name), name, sp, zpl_rule);
+        return why;
+    }
+    *named = (int)(sp / 4);
+    return zpl_value(end, why, len);
+}
+
+static int check_syntax(ctx_t *c)
+{
+    const char *p = c->text, *end = c->text + c->len;
+    int chain = 0; /* how deep the last key's path goes: a line may go one deeper */
+    for (int lineno = 1; p < end; lineno++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        char line[LINE_MAX_ + 1], why[256];
+        memcpy(line, p, len); /* (check_text: len <= LINE_MAX_) */
+        while (len && isspace((unsigned char)line[len - 1]))
+            len--;
+        line[len] = 0;
+        int named;
+        if (zpl_line(line, chain, &named, why, sizeof why)) {
+            snprintf(c->err, c->errlen, "%s:%d: %s", c->file, lineno, why);
+            return -1;
+        }
+        if (named >= 0)
+            chain = named + 1;
+        p = nl ? nl + 1 : end;
+    }
+    return 0;
+}
+
 static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *path, int nth, const char *v)
 {
     long long n = 0;
@@ -503,7 +610,7 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
     if (read_text(file, &own->text, &c.len, err, errlen) != 0)
         return -1;
     c.text = own->text;
-    if (check_text(&c) != 0)
+    if (check_text(&c) != 0 || check_syntax(&c) != 0)
         return -1;
     /* parsed from memory: zconfig_load leaks its file object on a syntax
      * error (czmq 4.2) */
@@ -511,7 +618,7 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
     own->root = chunk ? zconfig_chunk_load(chunk) : NULL;
     zchunk_destroy(&chunk);
     if (!own->root) {
-        snprintf(err, errlen, "%s: not valid ZPL (the zconfig line above gives the line number in parentheses)", file);
+        snprintf(err, errlen, "%s: not valid ZPL (zconfig refused it)", file);
         return -1;
     }
     for (zconfig_t *sec = zconfig_child(own->root); sec; sec = zconfig_next(sec)) {

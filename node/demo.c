@@ -28,7 +28,8 @@ int sn_demo_run(sn_sched_t *sched)
     sn_payload_t *res = NULL;
     uint64_t v = 0;
 
-    printf("schednode demo: node %u, %d workers\n\n", sn_sched_node_id(sched), sn_sched_workers(sched));
+    int workers = sn_sched_workers(sched);
+    printf("schednode demo: node %u, %d worker%s\n\n", sn_sched_node_id(sched), workers, workers == 1 ? "" : "s");
 
     /* 1. fork-join */
     range_t r = {0, 1000000};
@@ -77,9 +78,10 @@ int sn_demo_run(sn_sched_t *sched)
     sn_sched_stats(sched, &st);
     printf("\nnode %u counters\n", sn_sched_node_id(sched));
     printf("  %-22s %" PRIu64 "\n  %-22s %" PRIu64 "\n  %-22s %" PRIu64 "\n  %-22s %" PRIu64 "\n"
-           "  %-22s %" PRIu64 " (%" PRIu64 " processes moved)\n  %-22s %" PRIu64 "\n",
+           "  %-22s %" PRIu64 " (%" PRIu64 " process%s moved)\n  %-22s %" PRIu64 "\n",
            "processes spawned", st.spawned, "processes completed", st.completed, "steps run", st.steps,
-           "messages delivered", st.messages, "worker steals", st.steals, st.stolen, "worker parks", st.parks);
+           "messages delivered", st.messages, "worker steals", st.steals, st.stolen, st.stolen == 1 ? "" : "es",
+           "worker parks", st.parks);
     printf("\n%s\n", failures ? "demo FAILED" : "demo ok");
     return failures ? 1 : 0;
 }

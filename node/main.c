@@ -27,6 +27,7 @@
 #include "log.h"
 #include "relay.h"
 #include "schednode/schednode.h"
+#include "suggest.h"
 
 #define EXIT_USAGE SN_EXIT_USAGE
 #define EXIT_OUT SN_EXIT_OUT /* this run was put out of its cluster (sn_relay_out) */
@@ -48,7 +49,8 @@ static void usage_commands(FILE *f)
             "  (none)                  run a node until SIGINT or SIGTERM\n"
             "  demo                    run the demo workload on this node and print what it did\n"
             "  run TYPE METHOD [ARG]   spawn one process (ARG as a text payload), wait for it,\n"
-            "                          print its result; exit 1 with the error if it fails\n"
+            "                          print its result; exit 1 with the error if it fails, 5 if\n"
+            "                          --timeout expired (the process then gets a CANCEL)\n"
             "Client commands (talk to a running node, --connect ENDPOINT):\n"
             "  spawn TYPE METHOD [ARG] spawn a process there, print its PID\n"
             "  send PID DATA           put DATA (text) into PID's mailbox, on the node that holds it (exit 0\n"
@@ -127,7 +129,9 @@ static void usage_options(FILE *f)
                "      --metrics ENDPOINT     serve Prometheus metrics over HTTP at ENDPOINT/metrics,\n"
                "                             e.g. tcp://127.0.0.1:9101 (port * for any free one)\n"
                "      --dashboard ENDPOINT   serve the cluster's live dashboard over HTTP at ENDPOINT/\n"
-               "                             (and /metrics there too)\n"
+               "                             (and /metrics there too); with --metrics each has a server\n"
+               "                             and port of its own, one if both name the same fixed port;\n"
+               "                             the log gives each one's port and URL\n"
                "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
                "      --json                 status, ps, types: print JSON\n"
                "      --node N               ps, types: ask node N only\n"
@@ -140,8 +144,9 @@ static void usage_options(FILE *f)
                "Exit status (the same whichever node --connect names):\n"
                "  0    success: spawn, call, run: the process was spawned (and ended well); send: the node\n"
                "       holding the process put the message into its mailbox; kill: the process ended\n"
-               "  1    the command failed: an error from the node, a failed process, no answer, no connection\n"
-               "  2    a bad flag, argument or configuration\n"
+               "  1    the command failed: an error from a node, a failed or refused process, no answer, no\n"
+               "       connection; a node that cannot start (a port taken) or join (no seed answered)\n"
+               "  2    a bad flag, argument, configuration file or plugin, or a join a seed refused\n"
                "  3    a node put out of its cluster\n"
                "  4    no such process (send, kill): it ended, never existed, or its node is not an up member\n"
                "  5    timed out: call and run --timeout (the process then gets a CANCEL); kill: still in a step\n"
@@ -428,6 +433,18 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
     }
 }
 
+/* A configuration file that cannot be used: what is wrong (err names the
+ * file and the line), where its format is documented, exit 2. */
+static void die_config(const char *err) __attribute__((noreturn));
+static void die_config(const char *err)
+{
+    fprintf(stderr,
+            "%s: %s\n"
+            "The configuration file's format: man schednode (CONFIGURATION FILE), or cluster-config/README.md.\n",
+            progname, err);
+    exit(EXIT_USAGE);
+}
+
 /* The config file first (found before the other flags), so that flags
  * override it; a flag that can repeat (--join, --load) replaces the file's
  * list. */
@@ -445,7 +462,7 @@ static void load_config_file(options_t *o)
         char err[1024];
         if (sn_config_load(path, &config_file, err, sizeof err) != 0) {
             sn_config_free(&config_file);
-            die_usage("%s", err);
+            die_config(err);
         }
         atexit(free_config_file); /* its strings live until the program ends */
         apply_config_file(o, &config_file);
@@ -621,6 +638,60 @@ static int cluster_flag(options_t *o, int c, char *arg)
     return 0;
 }
 
+/* The long options whose names start with name[0..len): the one named
+ * exactly, else every one it abbreviates (as getopt_long takes them). */
+static size_t options_named(const char *name, size_t len, const struct option **found, size_t max)
+{
+    size_t n = 0;
+    for (const struct option *lo = long_opts; lo->name; lo++) {
+        if (strlen(lo->name) == len && !strncmp(lo->name, name, len)) {
+            found[0] = lo;
+            return 1;
+        }
+        if (!strncmp(lo->name, name, len) && n < max)
+            found[n++] = lo;
+    }
+    return n;
+}
+
+/* A flag getopt_long refused (c: ':' a value is missing, '?' anything
+ * else; arg: the word it refused): says what is wrong with it, and for
+ * an unknown one the closest option (did you mean), then exits 2. Guarded
+ * by cli.sh (option errors). */
+static void die_bad_option(int c, const char *arg)
+{
+    if (strncmp(arg, "--", 2) != 0) {
+        if (c == ':')
+            die_usage("option '-%c' needs a value", optopt);
+        die_usage("unknown option '-%c'", optopt);
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const struct option *found[64];
+    size_t n = options_named(name, len, found, 64);
+    if (n == 1 && c == ':')
+        die_usage("option '--%s' needs a value", found[0]->name);
+    if (n == 1 && eq && found[0]->has_arg == no_argument)
+        die_usage("option '--%s' takes no value: give it as '--%s' alone, not '%s'", found[0]->name, found[0]->name,
+                  arg);
+    if (n > 1) {
+        char list[1024] = "";
+        for (size_t i = 0; i < n; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s--%s", i ? ", " : "", found[i]->name);
+        die_usage("option '--%.*s' is ambiguous: it could be %s", (int)len, name, list);
+    }
+    const char *words[sizeof long_opts / sizeof long_opts[0]];
+    size_t nwords = 0;
+    for (const struct option *lo = long_opts; lo->name; lo++)
+        words[nwords++] = lo->name;
+    char word[128];
+    snprintf(word, sizeof word, "%.*s", (int)len, name);
+    const char *near = sn__closest(word, words, nwords);
+    if (near)
+        die_usage("unknown option '--%s' (did you mean '--%s'?)", word, near);
+    die_usage("unknown option '--%s'", word);
+}
+
 /* Fills *o from the configuration file and the flags, checking what every
  * command needs (a bad flag or file exits 2 naming it). Returns 1 to go on
  * with o->cmd, 0 if --help or --version was answered. Free *o with
@@ -631,7 +702,7 @@ static int parse_options(options_t *o, int argc, char **argv)
     load_config_file(o);
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "w:l:n:c:hV", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":w:l:n:c:hV", long_opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return 0;
@@ -640,13 +711,11 @@ static int parse_options(options_t *o, int argc, char **argv)
             printf("schednode %s (API %u)\n", SN_VERSION_STRING, SN_API_VERSION);
             return 0;
         }
-        if (c == ':')
-            die_usage("option '%s' needs a value", argv[optind - 1]);
+        if (c == ':' || c == '?')
+            die_bad_option(c, argv[optind - 1]);
         if (node_flag(o, c, optarg) || cluster_flag(o, c, optarg) || client_flag(o, c, optarg))
             continue;
-        if (optopt)
-            die_usage("unknown option '-%c'", optopt);
-        die_usage("unknown option '%s'", argv[optind - 1]);
+        die_bad_option('?', argv[optind - 1]);
     }
     if (optind < argc) {
         o->cmd = argv[optind];
@@ -692,13 +761,27 @@ static int keygen(const options_t *o)
     return 0;
 }
 
+/* A command that is none of the program's: the closest one (did you
+ * mean), exit 2. Guarded by cli.sh (did you mean). */
+static void die_unknown_command(const char *cmd)
+{
+    const char *words[16] = {"demo", "run", "keygen"};
+    size_t n = 3;
+    for (size_t i = 0; sn_cli_commands[i] && n < 16; i++)
+        words[n++] = sn_cli_commands[i];
+    const char *near = sn__closest(cmd, words, n);
+    if (near)
+        die_usage("unknown command '%s' (did you mean '%s'?)", cmd, near);
+    die_usage("unknown command '%s'", cmd);
+}
+
 /* What running a node (or demo, or run) needs beyond parse_options. */
 static void check_node_options(const options_t *o)
 {
     const char *cmd = o->cmd;
     const sn_relay_config_t *r = &o->relay;
     if (cmd && strcmp(cmd, "demo") != 0 && strcmp(cmd, "run") != 0)
-        die_usage("unknown command '%s'", cmd);
+        die_unknown_command(cmd);
     if (r->npeers && !r->listen)
         die_usage("--peer needs --listen (peers must be able to answer)");
     if (r->nseeds && !r->listen)
@@ -909,23 +992,45 @@ static int start_relay(options_t *o, sn_sched_t *sched, sn_relay_t **relay, cons
     }
 }
 
-/* The HTTP servers of --metrics and --dashboard (one if both name the same
- * endpoint: it serves both). Returns 0, or -1 having said why. */
+/* Where an HTTP server listens, as a URL a user can open: the endpoint's
+ * host (localhost for '*') and the port bound. */
+static void http_url(char *buf, size_t len, const char *ep, int port, const char *path)
+{
+    const char *host = ep + strlen("tcp://"), *colon = strrchr(host, ':');
+    int hlen = colon ? (int)(colon - host) : (int)strlen(host);
+    if (hlen == 1 && host[0] == '*')
+        host = "localhost", hlen = 9;
+    snprintf(buf, len, "http://%.*s:%d%s", hlen, host, port, path);
+}
+
+/* The HTTP servers of --metrics and --dashboard: each flag has a server
+ * of its own (port '*': each gets a free port of its own), except that
+ * both flags naming one fixed port share one, which serves both. Each
+ * logs its port and URL (cli_cluster.sh: --metrics and --dashboard).
+ * Returns 0, or -1 having said why. */
 static int start_http(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, sn_http_t **http)
 {
     const char *eps[2] = {o->dashboard, o->metrics};
     int serve[2] = {SN_HTTP_DASHBOARD | SN_HTTP_METRICS, SN_HTTP_METRICS};
+    bool shared =
+        o->dashboard && o->metrics && !strcmp(o->dashboard, o->metrics) && strcmp(strrchr(o->metrics, ':'), ":*") != 0;
     for (int i = 0; i < 2; i++) {
-        if (!eps[i] || (i == 1 && o->dashboard && !strcmp(o->dashboard, o->metrics)))
+        if (!eps[i] || (i == 1 && shared))
             continue;
-        char err[512];
+        char err[512], url[300];
         sn_http_config_t cfg = {eps[i], serve[i], sched, relay, &o->relay.security};
         if (!(http[i] = sn_http_new(&cfg, err, sizeof err))) {
             fprintf(stderr, "%s: %s %s\n", progname, i ? "--metrics:" : "--dashboard:", err);
             return -1;
         }
         sn__sched_time_steps(sched, true);
-        logf_(SN__LOG_INFO, "%s on port %d", i ? "metrics" : "dashboard", sn_http_port(http[i]));
+        int port = sn_http_port(http[i]);
+        http_url(url, sizeof url, eps[i], port, i ? "/metrics" : "/");
+        if (i)
+            logf_(SN__LOG_INFO, "metrics on port %d: %s", port, url);
+        else
+            logf_(SN__LOG_INFO, "dashboard on port %d: %s (metrics at /metrics%s)", port, url,
+                  shared ? ", as --metrics asks" : "");
     }
     return 0;
 }
@@ -935,7 +1040,8 @@ static int start_http(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, 
 static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, const sigset_t *sigs)
 {
     int exit_code = 0;
-    logf_(SN__LOG_INFO, "up: %d workers; stop with SIGINT or SIGTERM", sn_sched_workers(sched));
+    int workers = sn_sched_workers(sched);
+    logf_(SN__LOG_INFO, "up: %d worker%s; stop with SIGINT or SIGTERM", workers, workers == 1 ? "" : "s");
     int sig = 0;
     sigwait(sigs, &sig);
     char why[1024];
@@ -1079,8 +1185,10 @@ static int run_node(options_t *o)
     }
     if (o->relay.listen && (exit_code = start_relay(o, sched, &relay, &sigs)) != 0)
         goto out;
-    if (start_http(o, sched, relay, http) != 0)
+    if (start_http(o, sched, relay, http) != 0) {
+        exit_code = 1; /* (start_relay set 0) */
         goto out;
+    }
 
     exit_code = run_command(o, sched, relay, &sigs);
     sn_http_destroy(&http[0]); /* no scrape waits on a relay that is leaving */

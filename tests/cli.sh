@@ -14,6 +14,7 @@ fi
 bin=$1
 plugdir=$2
 demo=$(dirname "$bin")/schednode-demo.so # the demo types (tree): a plugin
+src=$(cd "$(dirname "$0")/.." && pwd)    # the source tree (README.md, man/)
 
 passed=0
 failed=0
@@ -88,14 +89,50 @@ check "--workers abc exits 2 naming --workers" 2 err "--workers"
 run frobnicate
 check "unknown command exits 2 naming it" 2 err "frobnicate"
 
+# option errors (main.c die_bad_option): each says what is wrong with the
+# flag as given, exit 2
+run status --json=yes --connect tcp://127.0.0.1:1
+check "--json=yes: --json takes no value, exit 2" 2 err "option '--json' takes no value" err "'--json=yes'"
+run --workers
+check "--workers without a value: needs a value, exit 2" 2 err "option '--workers' needs a value"
+run -w
+check "-w without a value: needs a value, exit 2" 2 err "option '-w' needs a value"
+run --no demo
+check "--no: ambiguous, the options it could be listed, exit 2" 2 err "option '--no' is ambiguous" err "--no-steal"
+
+# did you mean: the closest option or command by edit distance, exit 2
+run --lod x.so demo
+check "--lod: did you mean --load, exit 2" 2 err "unknown option '--lod' (did you mean '--load'?)"
+run --dashbord 'tcp://127.0.0.1:*'
+check "--dashbord: did you mean --dashboard, exit 2" 2 err "(did you mean '--dashboard'?)"
+run spwan counter count --connect tcp://127.0.0.1:1
+check "spwan: did you mean spawn, exit 2" 2 err "unknown command 'spwan' (did you mean 'spawn'?)"
+run --workers 1 statu
+check "statu: did you mean status, exit 2" 2 err "(did you mean 'status'?)"
+run --workers 1 frobnicate
+if [ "$rc" -eq 2 ] && ! grep -q "did you mean" "$err"; then
+    pass "frobnicate: no command is close, no suggestion"
+else
+    fail "frobnicate: no command is close, no suggestion" "exit $rc"
+fi
+
 run --workers 2 demo
 check "demo exits 0 and prints 'demo ok'" 0 out "demo ok"
+run --workers 1 demo
+if [ "$rc" -eq 0 ] && grep -qx "schednode demo: node 1, 1 worker" "$out"; then
+    pass "demo on one worker says '1 worker' (a count's noun agrees with it)"
+else
+    fail "demo on one worker says '1 worker' (a count's noun agrees with it)" "exit $rc"
+fi
 
 run --workers 2 --load "$demo" run tree sum
 check "run tree sum (no input): init refused, named as such, exit 1" 1 err "cannot run tree sum: spawn refused by tree's init (method 'sum'): invalid argument"
 
 run --workers 2 --load "$demo" run tree nope
 check "run tree nope: the unknown method named, exit 1" 1 err "process type 'tree' has no method 'nope'"
+
+run --workers 2 --load "$demo" --timeout 300 run xsink collect 5
+check "run --timeout: no result in time exits 5 (as call does), saying so" 5 err "no result within 300 ms (--timeout)"
 
 run --workers 2 run no-such-type go hello
 check "run with an unknown type exits 1 naming the error" 1 err "unknown process type"
@@ -246,6 +283,108 @@ else
         fail "$name" "the call took $ms ms (its timeout is 30000 ms)"
     else
         check "$name" 1 err "the result is 70000000 bytes, over the largest message, 67108864 bytes (--max-message)"
+    fi
+fi
+
+# --metrics and --dashboard (main.c start_http): both at port '*', each
+# has a server and a free port of its own, each logged with its URL and
+# serving there; both at one fixed port, one server serves both.
+name="--metrics and --dashboard at port *: two servers, each port logged and serving"
+nlog=$tmp/node-http.log
+if ! start_node "$nlog" --workers 1 --metrics 'tcp://127.0.0.1:*' --dashboard 'tcp://127.0.0.1:*'; then
+    stop_node
+    fail "$name" "the node did not come up: $(head -3 "$nlog")"
+else
+    grep -q "up: 1 worker;" "$nlog" && pass "a node of one worker logs 'up: 1 worker'" ||
+        fail "a node of one worker logs 'up: 1 worker'" "$(grep 'up:' "$nlog")"
+    murl=$(sed -n 's/.* metrics on port [0-9]*: \(http[^ ]*\).*/\1/p' "$nlog")
+    durl=$(sed -n 's/.* dashboard on port [0-9]*: \(http[^ ]*\).*/\1/p' "$nlog")
+    mcode=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$murl")
+    dpage=$(curl -s -m 10 "$durl")
+    kill -TERM "$node_pid"
+    stop_node
+    if [ -n "$murl" ] && [ -n "$durl" ] && [ "${murl%/metrics}" != "${durl%/}" ] && [ "$mcode" = 200 ] &&
+        grep -q "schednode dashboard" <<<"$dpage"; then
+        pass "$name ($murl, $durl)"
+    else
+        fail "$name" "metrics '$murl' ($mcode), dashboard '$durl': $(grep -E 'metrics|dashboard' "$nlog")"
+    fi
+fi
+name="--metrics and --dashboard at one fixed port: one server serves both"
+nlog=$tmp/node-http1.log
+# a port no socket has (/proc/net/tcp*), below the ephemeral range (as tests/lib.sh free_port)
+hport=
+while [ -z "$hport" ]; do
+    hport=$((10000 + RANDOM % 20000))
+    ! grep -q ":$(printf '%04X' "$hport") " /proc/net/tcp /proc/net/tcp6 2>/dev/null || hport=
+done
+if ! start_node "$nlog" --workers 1 --metrics "tcp://127.0.0.1:$hport" --dashboard "tcp://127.0.0.1:$hport"; then
+    stop_node
+    fail "$name" "the node did not come up: $(head -3 "$nlog")"
+else
+    mcode=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$hport/metrics")
+    kill -TERM "$node_pid"
+    stop_node
+    if [ "$mcode" = 200 ] && grep -q "dashboard on port $hport: .*as --metrics asks" "$nlog" &&
+        ! grep -q " metrics on port" "$nlog"; then
+        pass "$name"
+    else
+        fail "$name" "/metrics: $mcode; $(grep -E 'metrics|dashboard' "$nlog")"
+    fi
+fi
+
+# An HTTP port already taken: the node does not start, exit 1 (as when
+# its --listen port is taken), with or without --listen.
+name="--metrics on a port in use: the node says so and exits 1"
+nlog=$tmp/node-taken.log
+if ! start_node "$nlog" --workers 1 --metrics "tcp://127.0.0.1:$hport"; then
+    stop_node
+    fail "$name" "the first node did not come up: $(head -3 "$nlog")"
+else
+    first=$node_pid
+    run_brief --workers 1 --insecure --listen 'tcp://127.0.0.1:*' --metrics "tcp://127.0.0.1:$hport"
+    check "$name (with --listen)" 1 err "--metrics: cannot serve HTTP on tcp://127.0.0.1:$hport"
+    run_brief --workers 1 --metrics "tcp://127.0.0.1:$hport"
+    check "$name (without --listen)" 1 err "--metrics: cannot serve HTTP"
+    node_pid=$first
+    kill -TERM "$node_pid"
+    stop_node
+fi
+
+# The exit statuses: --help, README and the man page list the same codes,
+# those node/cli.h defines (SN_EXIT_*: 1 to 5, 128 + SIGINT or SIGTERM)
+# and 0.
+codes() { grep -oE '\b(0|1|2|3|4|5|130|143)\b' | sort -nu | tr '\n' ' '; }
+help_codes=$("$bin" --help | sed -n '/^Exit status/,$p' | grep -E '^  [0-9]' | cut -c1-20 | codes)
+readme_codes=$(sed -n '/^Exit statuses/,/^###/p' "$src/README.md" | grep -E '^\| [0-9]' | cut -d'|' -f2 | codes)
+man_codes=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$src/man/schednode.1" | grep -E '^\.B [0-9]' | codes)
+if [ "$help_codes" = "0 1 2 3 4 5 130 143 " ] && [ "$readme_codes" = "$help_codes" ] && [ "$man_codes" = "$help_codes" ]; then
+    pass "--help, README and the man page list the same exit statuses: $help_codes"
+else
+    fail "the exit statuses documented" "--help '$help_codes', README '$readme_codes', man '$man_codes'"
+fi
+
+# Every type of schednode-demo.so is documented: man/schednode.1's DEMO
+# PLUGIN section and README's "The demo plugin" name each one.
+name="every type of schednode-demo.so is in the man page (DEMO PLUGIN) and README"
+nlog=$tmp/node-demo.log
+if ! start_node "$nlog" --workers 1 --load "$demo"; then
+    stop_node
+    fail "$name" "the node did not come up: $(head -3 "$nlog")"
+else
+    run types --json --connect "$node_ep" --insecure
+    kill -TERM "$node_pid"
+    stop_node
+    types=$(jq -r '.nodes[].types[].name' "$out" 2>/dev/null)
+    man_part=$(sed -n '/^\.SH DEMO PLUGIN/,/^\.SH /p' "$src/man/schednode.1")
+    readme_part=$(sed -n '/^### The demo plugin/,/^### /p' "$src/README.md")
+    undocumented=$(for t in $types; do
+        grep -q "fB$t " <<<"$man_part" && grep -q "\`$t[ \`]" <<<"$readme_part" || echo "$t"
+    done)
+    if [ "$(wc -w <<<"$types")" -ge 12 ] && [ -z "$undocumented" ]; then
+        pass "$name ($(wc -w <<<"$types") types)"
+    else
+        fail "$name" "types: $(echo $types); not in both: $(echo $undocumented)"
     fi
 fi
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cli_cluster.sh - the command line against real nodes: SIGINT and SIGTERM
-# end every wait at once and leave nothing running (the time is printed;
+# end every wait (a joining node, run, call, kill --timeout) at once and
+# leave nothing running that was not asked for (the time is printed;
 # the bound, 1 s, leaves room for a sanitizer build on a busy machine:
 # a command that ignores the signal never ends); `send` exits the
 # same through every node of a 3-node cluster; a node waiting for an absent
@@ -103,6 +104,26 @@ for sig in INT TERM; do
   else
     bad "SIG$sig to call: exit $st in $ms ms: $(cat "$dir/call.err"); left: $(cl 1 ps 2>&1 | tail -n +2)"
   fi
+done
+
+# --- SIGINT and SIGTERM to kill --timeout, waiting for a process that
+# does not end on CANCEL (msink ignores it): ends at once, 130 / 143, says
+# the CANCEL stands unforced; a forced kill then ends the process
+for sig in INT TERM; do
+  want=$([ $sig = INT ] && echo 130 || echo 143)
+  victim=$(cl 3 spawn msink collect 1000000)
+  "$SN" --insecure --connect "$(ep 1)" kill "$victim" --timeout 60000 >"$dir/kill.out" 2>"$dir/kill.err" &
+  k=$!; pids+=($k)
+  sleep 1
+  kill -$sig $k; ends $k 5
+  if [ $st -eq $want ] && [ $ms -le 1000 ] && grep -q "stopped waiting (SIG$sig)" "$dir/kill.err" &&
+    ! grep -q "ended" "$dir/kill.out"; then
+    ok "SIG$sig to kill --timeout 60000: exit $st in $ms ms, $victim has the CANCEL"
+  else
+    bad "SIG$sig to kill --timeout 60000: exit $st in $ms ms: $(cat "$dir/kill.out" "$dir/kill.err")"
+  fi
+  cl 1 kill "$victim" --timeout 0 >/dev/null 2>&1 && wait_for 20 none_left ||
+    bad "kill --timeout 0 (the force) did not end $victim: $(cl 1 ps 2>&1 | tail -n +2)"
 done
 
 # --- send: the same exit code through every node

@@ -65,9 +65,42 @@ nodes
 refused twice "twice.cfg:3: node/id: given twice" 'node
     id = 1
     id = 2'
-refused syntax "syntax.cfg: not valid ZPL" 'node
+# ZPL syntax (config.c check_syntax): the line and what is wrong in our
+# words, a pointer to the format's documentation, nothing from zconfig
+# (it prints to stdout)
+syntax() { # name expected-message-regex file-content
+  printf '%s\n' "$3" >"$dir/$1.cfg"
+  local out err rc
+  out=$(timeout 10 "$SN" --config "$dir/$1.cfg" 2>"$dir/$1.err"); rc=$?
+  err=$(cat "$dir/$1.err")
+  if [ $rc -eq 2 ] && [ -z "$out" ] && grep -q -- "$2" <<<"$err" && ! grep -q "zconfig" <<<"$err" &&
+    grep -q "man schednode (CONFIGURATION FILE), or cluster-config/README.md" <<<"$err"; then
+    ok "$1: exit 2, $(grep -o -- "$2" <<<"$err" | head -1), the format's documentation named"
+  else bad "$1: rc=$rc stdout '$out' stderr '$err'"; fi
+}
+syntax indent-2 "indent-2.cfg:3: indented by 2 spaces: ZPL indents in steps of 4 spaces" 'node
     id = 1
   listen = "tcp://127.0.0.1:1"'
+syntax comment-indent "comment-indent.cfg:2: indented by 6 spaces" 'node
+      # a comment
+    id = 1'
+syntax tab "tab.cfg:2: a tab: ZPL indents with spaces" "$(printf 'node\n\tid = 1')"
+syntax too-deep "too-deep.cfg:2: 'id' is indented by 8 spaces, more than one step under the line above" 'node
+        id = 1'
+syntax no-equals "no-equals.cfg:2: '1' after the name: a key is NAME = VALUE" 'node
+    id 1'
+syntax open-quote "open-quote.cfg:2: the value opens with \" but does not close it" 'node
+    name = "n1'
+syntax after-quote "after-quote.cfg:2: 'x' after the quoted value" 'node
+    name = "n1" x'
+syntax not-a-name "not-a-name.cfg:1: '=node' is not a name" '=node'
+# what passes the check, zconfig reads: comments, blank lines, CRLF, a
+# quoted '#'
+printf 'node  # the node\r\n    # its workers\r\n\r\n    workers = 1\r\ncluster\r\n    name = "c#1" # quoted\r\n' >"$dir/fine.cfg"
+out=$(timeout 10 "$SN" --config "$dir/fine.cfg" frobnicate 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "unknown command 'frobnicate'" <<<"$out" &&
+  ok "comments, blank lines, CRLF, a quoted '#': the file is read (then the command is refused)" ||
+  bad "fine.cfg: rc=$rc $out"
 refused contradiction "contradiction.cfg:6: security/insecure: insecure = true contradicts" 'node
     listen = "tcp://127.0.0.1:1"
 security

@@ -113,6 +113,21 @@ curl -sf --max-time 10 "http://127.0.0.1:$dport/metrics" | grep -q '^schednode_s
 "$SN" --dashboard nowhere >"$dir/bad" 2>&1
 [ $? = 2 ] && grep -q -- "--dashboard" "$dir/bad" && ok "a bad --dashboard exits 2 naming it" || bad "bad flag: $(cat "$dir/bad")"
 
+# each count with its noun, singular for one (dashboard.html noun()):
+# "3 nodes, 10 processes" above; a node alone with one process: "1 node,
+# 1 process"
+counts() { sed -n 's|.*<span id="node-count">\([0-9]*\)</span> <span id="node-noun">\([a-z]*\)</span>, <span id="proc-count">\([0-9]*\)</span> <span id="proc-noun">\([a-z]*\)</span>.*|\1 \2, \3 \4|p'; }
+said=$(counts <"$dir/dom.html")
+[ "$said" = "3 nodes, 10 processes" ] && ok "the page says '$said'" || bad "the page says '$said' (want 3 nodes, 10 processes)"
+port[4]=$(free_port) dport4=$(free_port)
+start 4 "" --dashboard "tcp://127.0.0.1:$dport4" || bad "a fourth node, alone"
+call spawn --connect "$(ep 4)" msink collect 1000000 >/dev/null
+one() { [ "$(call status --json --connect "$(ep 4)" | jq -c '[.nodes[] | .live]')" = "[1]" ]; }
+wait_for 100 one || bad "node 4 has one process: $(call status --json --connect "$(ep 4)" | jq -c '[.nodes[] | .live]')"
+said=$(chrome "http://127.0.0.1:$dport4/" | counts)
+[ "$said" = "1 node, 1 process" ] && ok "a node alone with one process: the page says '$said'" ||
+  bad "the page of a node alone with one process says '$said' (want 1 node, 1 process)"
+
 # every node stops cleanly (under a sanitizer, a report makes its exit status nonzero)
 n=0
 for p in "${pids[@]}"; do

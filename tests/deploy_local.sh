@@ -16,6 +16,13 @@ node_pids() { cat "$dir/lc/pids" 2>/dev/null; }
 none_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 
 "${LC[@]}" --help | grep -q "up N" && ok "--help" || bad "--help"
+# its `client` passes every client command of the program on: --help
+# names each one the program's --help lists under "Client commands"
+verbs=$("$SN" --help | sed -n '/^Client commands/,/^Keys:/s/^  \([a-z][a-z]*\) .*/\1/p')
+said=$("${LC[@]}" --help | sed -n '/^  client /,/^  [a-z]/p')
+missing=$(for v in $verbs; do grep -qw "$v" <<<"$said" || echo "$v"; done)
+[ -n "$verbs" ] && [ -z "$missing" ] && ok "--help names every client command: $(echo $verbs)" ||
+  bad "--help's client leaves out: $(echo $missing) (of $(echo $verbs))"
 "${LC[@]}" up 0 >/dev/null 2>&1; [ $? -eq 2 ] && ok "up 0: exit 2" || bad "up 0 not refused with 2"
 "${LC[@]}" up 3 -w x >/dev/null 2>&1; [ $? -eq 2 ] && ok "up -w x: exit 2" || bad "-w x not refused with 2"
 "${LC[@]}" --frob status >/dev/null 2>&1; [ $? -eq 2 ] && ok "unknown option: exit 2" || bad "unknown option"
