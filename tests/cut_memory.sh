@@ -25,7 +25,7 @@
 # assertions stay the same (the output says so).
 #
 # Args: $1 schednode, $2 plugins dir (plugin_chaos.so). Environment:
-# SN_CUT_SECONDS (the cut, default 30: about 80 s in all; 60 for the long
+# SN_CUT_SECONDS (the cut, default 60: about 130 s in all; a shorter one
 # case), SN_CUT_RATE (messages a second, instead of the above),
 # SN_CUT_NODE_FLAGS (more flags for every node). Needs root
 # and working network namespaces (lib.sh's netns_ok), else exit 77.
@@ -40,7 +40,7 @@ netns_ok || { echo "SKIP: $netns_why"; exit 77; }
 # read as RSS: 16 MB still catches a use after free
 [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=16"
 
-CUT=${SN_CUT_SECONDS:-30} WARM=10 SIZE=$((64 << 10)) LIMIT=$((64 << 20)) SLACK=$((32 << 20))
+CUT=${SN_CUT_SECONDS:-60} WARM=10 SIZE=$((64 << 10)) LIMIT=$((64 << 20)) SLACK=$((32 << 20))
 RATE=${SN_CUT_RATE:-$(((2 * LIMIT / SIZE + CUT - 1) / CUT))}
 C=("$here/../deploy/netns-cluster.sh") cdir=$dir/netns log=$dir/log
 trap '"${C[@]}" down --dir "$cdir" >/dev/null 2>&1; cleanup' EXIT
