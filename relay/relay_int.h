@@ -42,6 +42,7 @@
  * before); a restarted node keeps its slot, a forgotten one frees it. */
 #define SN_PEER_CHUNK 64
 #define SN_PEER_CHUNKS 4096
+_Static_assert(SN_PEER_CHUNK *SN_PEER_CHUNKS == SN_WIRE_MEMBERS_MAX, "a member list holds what the table holds");
 #define SN_CLUSTER_MAX 64 /* bytes of a cluster name, with the NUL */
 
 enum { ITEM_SEND, ITEM_REPLY };
