@@ -1422,6 +1422,10 @@ sn_frame_kind_t sn_codec_peek_kind(const void *buf, size_t len)
 #define SCAN_STACK 16u
 #define SCAN_HEAP 64u
 #define SCAN_DEPTH 8u /* messages within messages (the schema nests four deep) */
+/* A payload made here takes a block of at least this many bytes
+ * (node/sched/payload.c, SMALL_BLOCK); a bigger one, its bytes and a
+ * header, which the frame's bytes and this count cover. */
+#define PAYLOAD_BLOCK 128u
 
 /* Lists of rows: how many one message may carry, and what a row costs
  * once decode_* made it one of ours (on top of protobuf-c's share). */
@@ -1441,11 +1445,11 @@ static const struct list_bound {
     {&schednode__client_reply__descriptor, 7, SIZE_MAX, sizeof(sn_proc_row_t)},
     {&schednode__stats__descriptor, 1, SN_WIRE_MEMBERS_MAX + 1u, sizeof(sn_wire_stats_t)},
     {&schednode__stats__descriptor, 2, SN_WIRE_MEMBERS_MAX, sizeof(sn_wire_flow_t)},
-    {&schednode__steal_offer__descriptor, 2, SIZE_MAX, sizeof(sn_wire_migrant_t) + ALLOC(sizeof(sn_payload_t))},
+    {&schednode__steal_offer__descriptor, 2, SIZE_MAX, sizeof(sn_wire_migrant_t) + ALLOC(PAYLOAD_BLOCK)},
     {&schednode__steal_accept__descriptor, 2, SIZE_MAX, sizeof(sn_pid_t)},
     {&schednode__steal_commit__descriptor, 2, SIZE_MAX, sizeof(sn_pid_t)},
-    /* a batch's sends: one per to_serial, with its payload's header */
-    {&schednode__send_batch__descriptor, 4, SIZE_MAX, sizeof(sn_wire_send_t) + ALLOC(sizeof(sn_payload_t))},
+    /* a batch's sends: one per to_serial (their payloads: see payloads) */
+    {&schednode__send_batch__descriptor, 4, SIZE_MAX, sizeof(sn_wire_send_t)},
 };
 
 typedef struct cost {
@@ -1530,6 +1534,18 @@ static bool next_field(const uint8_t **p, const uint8_t *end, uint64_t *key, con
     return true;
 }
 
+/* A batch's sends with a payload, in the n bytes of its `size` column
+ * (wire type wt): one per entry other than 0. */
+static size_t payloads(unsigned wt, const uint8_t *p, size_t n)
+{
+    size_t k = 0;
+    if (wt == 0) /* (one entry, not packed) */
+        return n > 1 || (n == 1 && p[0] != 0);
+    for (size_t i = 0; wt == 2 && i < n; i++) /* (a varint's last byte; nonzero if any of its bytes is) */
+        k += !(p[i] & 0x80) && (p[i] || (i && (p[i - 1] & 0x80)));
+    return k;
+}
+
 /* The cost of one occurrence of field f (wire type wt) whose value is
  * v[0..n), rows of it counted in *rows: the entries it adds. */
 static bool scan_field(const ProtobufCFieldDescriptor *f, unsigned wt, const uint8_t *v, size_t n, unsigned depth,
@@ -1587,6 +1603,9 @@ static bool scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, const ui
             continue;
         }
         if (!scan_field(f, (unsigned)(key & 7), v, n, depth, &rows, c))
+            return false;
+        if (d == &schednode__send_batch__descriptor && f->id == 11 &&
+            !spend(c, payloads((unsigned)(key & 7), v, n) * ALLOC(PAYLOAD_BLOCK)))
             return false;
         for (size_t i = 0; i < nlists; i++) {
             if (lists[i].msg != d || lists[i].field != f->id)

@@ -20,8 +20,9 @@
  * overhead included): a frame that would cost more (rows too small for
  * their number, such as empty rows of a member list) is refused before
  * anything is allocated. Real frames stay under it: a member list costs
- * 13 to 16 times its size, the densest batch of sends (no payloads, small
- * PIDs) 28 (test_codec: decode_cost_is_bounded). */
+ * 13 to 16 times its size, a batch of sends 21 at most (no payloads,
+ * PIDs of one byte) and a node's own at most 13 (its PIDs' serials take 8
+ * bytes; empty payloads) (test_codec: decode_cost_is_bounded). */
 #define SN_WIRE_DECODE_RATIO 32u
 #define SN_WIRE_DECODE_SLACK ((size_t)256 << 10)
 /* The most rows a member list (Members, Welcome) holds: the member table's
