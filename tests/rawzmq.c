@@ -30,7 +30,8 @@
  *   hellos:N:NODE:KEY[:RATE] N Hellos of node NODE (cluster "schednode", at
  *                            tcp://127.0.0.1:1, key KEY), RATE a second (0,
  *                            the default: as fast as ZeroMQ takes them);
- *                            prints how many answers came back
+ *                            prints a line once they are sent, then how
+ *                            many answers came back
  *   udp:garbage | udp:own:ID | udp:oversize
  *                            a datagram to the node's probe port (its TCP
  *                            port's number, UDP): junk; a plain probe in the
@@ -360,12 +361,12 @@ static int hellos(void *sock, const char *arg)
         while (zmq_recv(sock, ans, sizeof ans, ZMQ_DONTWAIT) >= 0) /* (kept from piling up; their bodies unread) */
             answers++;
     }
-    double t1 = now_ms();
+    printf("sent %ld Hellos of node %lu (%zu bytes each) in %.0f ms\n", sent, node, len, now_ms() - t0);
+    fflush(stdout); /* (a test waits for this line: the flood is over) */
     while (zmq_poll(&it, 1, 1000) > 0 && zmq_recv(sock, ans, sizeof ans, 0) >= 0)
         answers++;
     free(buf);
-    printf("sent %ld Hellos of node %lu (%zu bytes each) in %.0f ms; %ld answers came back\n", sent, node, len, t1 - t0,
-           answers);
+    printf("%ld answers came back\n", answers);
     return sent == n ? 0 : 1;
 }
 
