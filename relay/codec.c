@@ -1406,8 +1406,9 @@ sn_frame_kind_t sn_codec_peek_kind(const void *buf, size_t len)
  * frame (an empty row of a member list is two bytes on the wire and over
  * a hundred unpacked), an array for every repeated field, a copy of every
  * string; decode_* then make rows of ours. So before anything is
- * allocated, one walk over the bytes (no allocation; each byte read once,
- * by the message it belongs to; nesting is the schema's, a few levels)
+ * allocated, one walk over the bytes (no allocation; each byte read by
+ * the message it belongs to, once, or twice for a batch's `size` column;
+ * nesting is the schema's, a few levels)
  * adds up what both would allocate, and a frame is refused when a list in
  * it is longer than its kind carries (`lists`) or when the sum passes
  * SN_WIRE_DECODE_RATIO times its size plus SN_WIRE_DECODE_SLACK. The sum
