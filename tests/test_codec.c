@@ -577,7 +577,7 @@ static void decode_cost_is_bounded(void **st)
     double dt = now_s() - t0;
     long grew = max_rss_kb() - rss0;
     printf("     20 x 16 MiB of empty member rows: refused in %.1f ms each, peak RSS +%ld kB\n", dt * 1e3 / 20, grew);
-    assert_true(dt < 2.0);
+    assert_true(dt < 5.0); /* (room for a sanitizer on a loaded machine; unpacking 20 takes seconds and GBs) */
     assert_true(grew < 16 * 1024);
     assert_true(sn_codec_decode_cost(b, len) > (size_t)256 * len); /* (each row: over 500 bytes unpacked) */
     free(b);
