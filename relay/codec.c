@@ -1212,7 +1212,7 @@ static int decode_heartbeat(const Schednode__Heartbeat *hb, sn_frame_t *out)
         rc = SN_EPROTO;
     out->probe = (sn_wire_probe_t){(int)hb->probe, hb->probe_seq, hb->target, hb->probe_port};
     if (rc == 0 && hb->n_updates)
-        rc = hb->n_updates > 64 ? SN_EPROTO : decode_members(hb->updates, hb->n_updates, out);
+        rc = hb->n_updates > SN_WIRE_UPDATES_MAX ? SN_EPROTO : decode_members(hb->updates, hb->n_updates, out);
     return rc;
 }
 
@@ -1291,6 +1291,8 @@ static int decode_body(const Schednode__Envelope *env, sn_frame_t *out, const ch
     }
 }
 
+static bool affordable(const void *buf, size_t len, const char **why);
+
 int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out, const char **why)
 {
     const char *dummy;
@@ -1303,6 +1305,8 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
         *why = "oversize";
         return SN_EPROTO;
     }
+    if (!affordable(buf, len, why))
+        return SN_EPROTO;
     Schednode__Envelope *env = schednode__envelope__unpack(NULL, len, buf);
     if (!env) {
         *why = "undecodable";
@@ -1396,6 +1400,247 @@ sn_frame_kind_t sn_codec_peek_kind(const void *buf, size_t len)
             return SN_FRAME_NONE;
     }
     return kind;
+}
+
+/* ---- bounded decoding: what unpacking a frame costs, read from its bytes
+ *
+ * protobuf-c allocates as it unpacks: a struct for every message in the
+ * frame (an empty row of a member list is two bytes on the wire and over
+ * a hundred unpacked), an array for every repeated field, a copy of every
+ * string; decode_* then make rows of ours. So before anything is
+ * allocated, one walk over the bytes (no allocation; each byte read by
+ * the message it belongs to, once, or twice for a batch's `size` column;
+ * nesting is the schema's, a few levels)
+ * adds up what both would allocate, and a frame is refused when a list in
+ * it is longer than its kind carries (`lists`) or when the sum passes
+ * SN_WIRE_DECODE_RATIO times its size plus SN_WIRE_DECODE_SLACK. The sum
+ * bounds what unpacking allocates from above (malloc's header and
+ * rounding included), so decoding any frame costs at most that. Guarded
+ * by test_codec (decode_cost_is_bounded) and hostile.sh case 7. */
+
+#define ALLOC(n) ((size_t)(n) + 32u) /* a block of n bytes, malloc's header and rounding included */
+/* protobuf-c records the first SCAN_STACK fields of a message on its
+ * stack, then every field on the heap: SCAN_HEAP bytes each (a record of
+ * 32, twice over as the records' slabs double) */
+#define SCAN_STACK 16u
+#define SCAN_HEAP 64u
+#define SCAN_DEPTH 8u /* messages within messages (the schema nests four deep) */
+/* A payload made here takes a block of at least this many bytes
+ * (node/sched/payload.c, SMALL_BLOCK); a bigger one, its bytes and a
+ * header, which the frame's bytes and this count cover. */
+#define PAYLOAD_BLOCK 128u
+
+/* Lists of rows: how many one message may carry, and what a row costs
+ * once decode_* made it one of ours (on top of protobuf-c's share). */
+static const struct list_bound {
+    const ProtobufCMessageDescriptor *msg;
+    unsigned field;
+    size_t max; /* rows (SIZE_MAX: only their cost bounds them) */
+    size_t row; /* bytes */
+} lists[] = {
+    {&schednode__members__descriptor, 1, SN_WIRE_MEMBERS_MAX, sizeof(sn_wire_member_t)},
+    {&schednode__welcome__descriptor, 2, SN_WIRE_MEMBERS_MAX, sizeof(sn_wire_member_t)},
+    {&schednode__heartbeat__descriptor, 10, SN_WIRE_UPDATES_MAX, sizeof(sn_wire_member_t)},
+    {&schednode__member__descriptor, 8, SN_WIRE_TYPES_MAX, sizeof(sn_wire_type_t)},
+    {&schednode__hello__descriptor, 2, SN_WIRE_TYPES_MAX, sizeof(sn_wire_type_t)},
+    {&schednode__welcome__descriptor, 3, SN_WIRE_TYPES_MAX, sizeof(sn_wire_type_t)},
+    {&schednode__client_reply__descriptor, 10, SN_WIRE_TYPES_MAX, sizeof(sn_wire_type_t)},
+    {&schednode__client_reply__descriptor, 7, SIZE_MAX, sizeof(sn_proc_row_t)},
+    {&schednode__stats__descriptor, 1, SN_WIRE_MEMBERS_MAX + 1u, sizeof(sn_wire_stats_t)},
+    {&schednode__stats__descriptor, 2, SN_WIRE_MEMBERS_MAX, sizeof(sn_wire_flow_t)},
+    {&schednode__steal_offer__descriptor, 2, SIZE_MAX, sizeof(sn_wire_migrant_t) + ALLOC(PAYLOAD_BLOCK)},
+    {&schednode__steal_accept__descriptor, 2, SIZE_MAX, sizeof(sn_pid_t)},
+    {&schednode__steal_commit__descriptor, 2, SIZE_MAX, sizeof(sn_pid_t)},
+    /* a batch's sends: one per to_serial (their payloads: see payloads) */
+    {&schednode__send_batch__descriptor, 4, SIZE_MAX, sizeof(sn_wire_send_t)},
+};
+
+typedef struct cost {
+    size_t bytes, budget;
+    const char *why;
+} cost_t;
+
+/* Adds n bytes to c; false (and why) once they pass the budget. */
+static bool spend(cost_t *c, size_t n)
+{
+    if (n > c->budget - c->bytes) {
+        c->why = "costs more to decode than its size allows";
+        return false;
+    }
+    c->bytes += n;
+    return true;
+}
+
+/* What one entry of a repeated field of type t takes in its array. */
+static size_t entry_size(ProtobufCType t)
+{
+    switch (t) {
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE:
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_MESSAGE:
+        return 8;
+    case PROTOBUF_C_TYPE_BYTES:
+        return sizeof(ProtobufCBinaryData);
+    default: /* 32-bit numbers, enums, bools (protobuf_c_boolean is an int) */
+        return 4;
+    }
+}
+
+/* The entries packed in n bytes of a repeated number field of type t. */
+static size_t packed_entries(ProtobufCType t, const uint8_t *p, size_t n)
+{
+    switch (t) {
+    case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_FIXED32:
+    case PROTOBUF_C_TYPE_FLOAT:
+        return n / 4;
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE:
+        return n / 8;
+    default: { /* varints: one per byte without the continuation bit */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            k += !(p[i] & 0x80);
+        return k;
+    }
+    }
+}
+
+static bool scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, unsigned depth, cost_t *c);
+
+/* The field at *p: its key, and its value's bytes v[0..*n) (a
+ * length-delimited value's without its length); *p past it. false if
+ * it is malformed or cut short. */
+static bool next_field(const uint8_t **p, const uint8_t *end, uint64_t *key, const uint8_t **v, size_t *n)
+{
+    uint64_t len;
+    if (!peek_varint(p, end, key))
+        return false;
+    if ((*key & 7) == 2) {
+        if (!peek_varint(p, end, &len) || len > (uint64_t)(end - *p))
+            return false;
+        *v = *p;
+        *n = (size_t)len;
+        *p += len;
+        return true;
+    }
+    *v = *p;
+    if (!peek_skip(p, end, (unsigned)(*key & 7)))
+        return false;
+    *n = (size_t)(*p - *v);
+    return true;
+}
+
+/* A batch's sends with a payload, in the n bytes of its `size` column
+ * (wire type wt): one per entry other than 0. */
+static size_t payloads(unsigned wt, const uint8_t *p, size_t n)
+{
+    size_t k = 0;
+    if (wt == 0) /* (one entry, not packed) */
+        return n > 1 || (n == 1 && p[0] != 0);
+    for (size_t i = 0; wt == 2 && i < n; i++) /* (a varint's last byte; nonzero if any of its bytes is) */
+        k += !(p[i] & 0x80) && (p[i] || (i && (p[i - 1] & 0x80)));
+    return k;
+}
+
+/* The cost of one occurrence of field f (wire type wt) whose value is
+ * v[0..n), rows of it counted in *rows: the entries it adds. */
+static bool scan_field(const ProtobufCFieldDescriptor *f, unsigned wt, const uint8_t *v, size_t n, unsigned depth,
+                       size_t *rows, cost_t *c)
+{
+    bool repeated = f->label == PROTOBUF_C_LABEL_REPEATED;
+    *rows = 1;
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_MESSAGE:
+        if (wt != 2) /* (protobuf-c refuses it) */
+            return true;
+        if (!scan(f->descriptor, v, v + n, depth + 1, c))
+            return false;
+        break;
+    case PROTOBUF_C_TYPE_STRING: /* (twice: protobuf-c's copy, and ours: a strdup, a payload) */
+    case PROTOBUF_C_TYPE_BYTES:
+        if (!spend(c, 2 * ALLOC(n + 1)))
+            return false;
+        break;
+    default:
+        if (repeated && wt == 2)
+            *rows = packed_entries(f->type, v, n);
+        break;
+    }
+    /* an array entry per row, and the array's own block (counted per
+     * occurrence: more than protobuf-c makes, never less) */
+    return !repeated || spend(c, *rows * entry_size(f->type) + ALLOC(0));
+}
+
+/* Adds the cost of unpacking message d from p..end (its struct, what its
+ * fields allocate, the rows of ours its lists become) to c; false, with
+ * why, if it is too dear, has a list over its bound, or is malformed. */
+static bool scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, unsigned depth, cost_t *c)
+{
+    size_t nlists = sizeof lists / sizeof lists[0], counted[sizeof lists / sizeof lists[0]] = {0}, fields = 0;
+    if (depth > SCAN_DEPTH) {
+        c->why = "nested too deep";
+        return false;
+    }
+    if (!spend(c, ALLOC(d->sizeof_message)))
+        return false;
+    while (p < end) {
+        uint64_t key;
+        const uint8_t *v;
+        size_t n, rows;
+        if (!next_field(&p, end, &key, &v, &n))
+            return false; /* (why: "undecodable", the caller's) */
+        if (++fields > SCAN_STACK && !spend(c, fields == SCAN_STACK + 1 ? SCAN_HEAP * fields : SCAN_HEAP))
+            return false;
+        const ProtobufCFieldDescriptor *f =
+            key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
+        if (!f) { /* kept as an unknown field: its record and a copy of it */
+            if (!spend(c, sizeof(ProtobufCMessageUnknownField) + ALLOC(n)))
+                return false;
+            continue;
+        }
+        if (!scan_field(f, (unsigned)(key & 7), v, n, depth, &rows, c))
+            return false;
+        if (d == &schednode__send_batch__descriptor && f->id == 11 &&
+            !spend(c, payloads((unsigned)(key & 7), v, n) * ALLOC(PAYLOAD_BLOCK)))
+            return false;
+        for (size_t i = 0; i < nlists; i++) {
+            if (lists[i].msg != d || lists[i].field != f->id)
+                continue;
+            if ((counted[i] += rows) > lists[i].max) {
+                c->why = "a list longer than its kind carries";
+                return false;
+            }
+            if (!spend(c, rows * lists[i].row))
+                return false;
+        }
+    }
+    return true;
+}
+
+size_t sn_codec_decode_cost(const void *buf, size_t len)
+{
+    cost_t c = {.budget = SIZE_MAX};
+    return scan(&schednode__envelope__descriptor, buf, (const uint8_t *)buf + len, 0, &c) ? c.bytes : SIZE_MAX;
+}
+
+/* Whether decoding buf costs at most the budget; else why not. */
+static bool affordable(const void *buf, size_t len, const char **why)
+{
+    cost_t c = {.budget = len > (SIZE_MAX - SN_WIRE_DECODE_SLACK) / SN_WIRE_DECODE_RATIO
+                              ? SIZE_MAX
+                              : len * SN_WIRE_DECODE_RATIO + SN_WIRE_DECODE_SLACK,
+                .why = "undecodable"};
+    if (scan(&schednode__envelope__descriptor, buf, (const uint8_t *)buf + len, 0, &c))
+        return true;
+    *why = c.why;
+    return false;
 }
 
 void sn_frame_clear(sn_frame_t *f)

@@ -15,6 +15,23 @@
 #define SN_WIRE_VERSION 1u
 /* Default cap on one frame; larger frames are dropped before decoding. */
 #define SN_WIRE_MAX_FRAME (1u << 20)
+/* Decoding a frame of n bytes allocates at most SN_WIRE_DECODE_RATIO * n +
+ * SN_WIRE_DECODE_SLACK bytes (protobuf-c's structs and ours, malloc's
+ * overhead included): a frame that would cost more (rows too small for
+ * their number, such as empty rows of a member list) is refused before
+ * anything is allocated. Every frame a node or client makes stays under
+ * it: a member list costs 13 to 16 times its size, a node's batch of sends
+ * 13 (its PIDs' serials take 8 bytes), a status reply of members held down
+ * 28 to 36, and the densest shapes the schema allows for real rows (sends
+ * of empty payloads between PIDs of one byte) 47 (test_codec:
+ * decode_cost_is_bounded). */
+#define SN_WIRE_DECODE_RATIO 48u
+#define SN_WIRE_DECODE_SLACK ((size_t)256 << 10)
+/* The most rows a member list (Members, Welcome) holds: the member table's
+ * capacity (relay_int.h); a longer one is refused before decoding. */
+#define SN_WIRE_MEMBERS_MAX 262144u
+/* The most membership updates a heartbeat carries (relay/swim.h sends 8). */
+#define SN_WIRE_UPDATES_MAX 64u
 
 /* What an Envelope carries (its oneof case). */
 typedef enum sn_frame_kind {
@@ -293,8 +310,11 @@ int sn_codec_encode_reply(uint32_t node, uint64_t incarnation, const sn_wire_rep
 /* Decodes one frame of at most max_len bytes (0: SN_WIRE_MAX_FRAME). On
  * success returns 0 and fills *out (clear it with sn_frame_clear). Bad input
  * (never asserted on) returns SN_EPROTO with *why naming the reason:
- * "oversize", "undecodable", "unsupported version", "no body",
- * "no sender node", "bad send". */
+ * "oversize", "undecodable", "a list longer than its kind carries", "costs
+ * more to decode than its size allows", "unsupported version", "no body",
+ * "no sender node", "bad send". Its cost is bounded by the frame's size
+ * (SN_WIRE_DECODE_RATIO): the last two are refused before anything is
+ * allocated. */
 int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out, const char **why);
 
 /* The kind of the envelope in buf, read from its fields' tags alone (no
@@ -302,6 +322,12 @@ int sn_codec_decode(const void *buf, size_t len, size_t max_len, sn_frame_t *out
  * SN_FRAME_NONE if it has no body or is not well formed. What decoding
  * would say of it may differ: this only sorts frames before decoding. */
 sn_frame_kind_t sn_codec_peek_kind(const void *buf, size_t len);
+
+/* What decoding buf would allocate at most, in bytes, read from its bytes
+ * alone (no allocation, a cost of its size); SIZE_MAX if it is malformed
+ * or a list in it is longer than its kind carries. For tests and
+ * benchmarks: sn_codec_decode checks it against the budget. */
+size_t sn_codec_decode_cost(const void *buf, size_t len);
 
 /* Frees what decoding allocated (payloads still in sends included) and
  * zeroes the frame. Safe twice. */

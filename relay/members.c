@@ -382,14 +382,43 @@ static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
     return v;
 }
 
+/* Whether the refusal of Hello f may be logged now: at most a line a
+ * second per sender (its key, or its endpoint in an insecure cluster, and
+ * the node it says it is), for as many senders at a time as hello_log
+ * has slots, and a line a second shared by all others; `more` says how
+ * many were kept quiet. So a flood of Hellos writes a few lines a second
+ * (hostile.sh case 8), while joiners refused one after another are each
+ * logged (cluster.sh, autoid.sh). */
+static bool refused_line(sn_relay_t *r, const sn_frame_t *f, char *more, size_t len)
+{
+    const char *who = r->in_key ? r->in_key : f->endpoint;
+    uint64_t h = 1469598103934665603u ^ f->node, now = sn__relay_now_ns();
+    for (const char *c = who; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211u; /* (FNV-1a) */
+    size_t n = sizeof r->hello_log / sizeof r->hello_log[0], k = n;
+    for (size_t i = 0; i < n && k == n; i++)
+        if (r->hello_log[i].who == h)
+            k = i;
+    for (size_t i = 0; i < n && k == n; i++) /* (a slot quiet for a second: its count goes to the shared line's) */
+        if (now - r->hello_log[i].log.last_ns >= 1000000000u) {
+            k = i;
+            r->hello_rest.quiet += r->hello_log[k].log.quiet;
+            r->hello_log[k].who = h;
+            r->hello_log[k].log = (sn__log_limit_t){0};
+        }
+    return sn__log_limit(k < n ? &r->hello_log[k].log : &r->hello_rest, now, 1000000000u, more, len);
+}
+
 /* Refuses a Hello with code: SN_EEXIST when the id it asks for is taken
  * (a joiner that picked its id at random picks another and tries again),
  * SN_EREFUSED for every other reason. */
 static void refuse_code(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_frame_t *f, int code,
                         const char *reason)
 {
-    SNLOG_WARN(r, "refused node %" PRIu32 " from %s%s%s%s: %s", f->node, f->endpoint, r->in_key ? " (key " : "",
-               r->in_key ? r->in_key : "", r->in_key ? ")" : "", reason);
+    char more[64];
+    if (refused_line(r, f, more, sizeof more))
+        SNLOG_WARN(r, "refused node %" PRIu32 " from %s%s%s%s: %s%s", f->node, f->endpoint, r->in_key ? " (key " : "",
+                   r->in_key ? r->in_key : "", r->in_key ? ")" : "", reason, more);
     void *buf;
     size_t len;
     if (sn_codec_encode_refusal(r->node, r->incarnation, code, reason, &buf, &len) == 0) {

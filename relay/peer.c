@@ -310,7 +310,9 @@ void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
     backlog_changed(r, p);
 }
 
-/* Every send in an encoded frame goes back to its sender with `error`. */
+/* Every send in an encoded frame goes back to its sender with `error`.
+ * (This node's own frames are within the decoding budget, codec.h: a
+ * batch costs at most 13 times its size, test_codec.) */
 static void bounce_frame(sn_relay_t *r, const void *buf, size_t len, int error, uint32_t at)
 {
     sn_frame_t f;

@@ -42,6 +42,7 @@
  * before); a restarted node keeps its slot, a forgotten one frees it. */
 #define SN_PEER_CHUNK 64
 #define SN_PEER_CHUNKS 4096
+_Static_assert(SN_PEER_CHUNK *SN_PEER_CHUNKS == SN_WIRE_MEMBERS_MAX, "a member list holds what the table holds");
 #define SN_CLUSTER_MAX 64 /* bytes of a cluster name, with the NUL */
 
 enum { ITEM_SEND, ITEM_REPLY };
@@ -368,7 +369,14 @@ struct sn_relay {
     uint64_t stranger_sec;
     unsigned strangers;
     uint8_t *udp_buf;
-    sn__log_limit_t bad_log;   /* bad frames from senders that are not peers (one for all) */
+    sn__log_limit_t bad_log; /* bad frames from senders that are not peers (one for all) */
+    /* refused Hellos (members.c, refused_line): a line a second per sender
+     * in a slot, and one for all the others */
+    struct {
+        uint64_t who; /* a hash of the key (or endpoint) and the node it says it is */
+        sn__log_limit_t log;
+    } hello_log[4];
+    sn__log_limit_t hello_rest;
     sn__log_limit_t route_log; /* sends whose path loops (route.c) */
     _Atomic uint64_t frames_in, frames_out, msgs_in, msgs_out, bad_frames, bounced;
     _Atomic uint64_t refused;     /* connections refused in the CurveZMQ handshake */

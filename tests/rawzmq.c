@@ -22,6 +22,16 @@
  *                            gossip (Members) in the name of node FROM (run
  *                            INC) with one row: node NODE, run NODEINC, up,
  *                            at tcp://127.0.0.1:PORT, with key KEY (Z85)
+ *   emptyrows:FROM:INC:BYTES gossip (Members) in the name of node FROM (run
+ *                            INC) whose rows are BYTES bytes of empty ones
+ *                            (0a 00 each: 8.4 million in 16 MiB), whole or,
+ *                            with --parts MAX, as Parts of at most MAX bytes
+ *                            (as a node sends a frame over --max-frame)
+ *   hellos:N:NODE:KEY[:RATE] N Hellos of node NODE (cluster "schednode", at
+ *                            tcp://127.0.0.1:1, key KEY), RATE a second (0,
+ *                            the default: as fast as ZeroMQ takes them);
+ *                            prints a line once they are sent, then how
+ *                            many answers came back
  *   udp:garbage | udp:own:ID | udp:oversize
  *                            a datagram to the node's probe port (its TCP
  *                            port's number, UDP): junk; a plain probe in the
@@ -45,6 +55,8 @@
  *                            at a dead node's endpoint, with its key
  *   --server-key Z85 | --server-cert FILE   the node's public key (with --cert)
  *   --repeat N               send the frame N times (default 1)
+ *   --parts MAX              emptyrows: as Parts of at most MAX bytes each
+ *   --gap MS                 emptyrows: wait MS milliseconds after each one
  *   --linger MS              how long frames may take to leave at exit
  *                            (default 1000; a refused connection waits it out)
  *   --timeout MS             incarnation: how long to wait for the reply
@@ -71,11 +83,12 @@
 #include "dgram.h"
 
 static const char *usage_text =
-    "usage: rawzmq [--cert FILE [--server-key Z85 | --server-cert FILE]] [--bind] [--repeat N] [--linger MS]\n"
+    "usage: rawzmq [--cert FILE [--server-key Z85 | --server-cert FILE]] [--bind] [--repeat N] [--parts MAX]\n"
+    "              [--gap MS] [--linger MS]\n"
     "              [--timeout MS] ENDPOINT KIND\n"
     "KIND: garbage|truncated|oversize:BYTES|version|multipart|nobody|send:TOPID|\n"
     "      spoof:FROMNODE:TOPID[:INCARNATION]|flood:N|incarnation|ack:NODE:INC:SEQ|error:NODE:INC|\n"
-    "      members:FROM:INC:NODE:NODEINC:PORT:KEY|\n"
+    "      members:FROM:INC:NODE:NODEINC:PORT:KEY|emptyrows:FROM:INC:BYTES|hellos:N:NODE:KEY[:RATE]|\n"
     "      udp:garbage|udp:own:ID|udp:oversize|udp:probe:FROM:INC:TOINC|udp:hold:MS\n"
     "      tcp:closer:MS\n";
 
@@ -259,6 +272,104 @@ static int gossip_row(void *sock, const char *arg, long repeat)
     return rc < 0 ? 1 : 0;
 }
 
+/* emptyrows:FROM:INC:BYTES -> a Members envelope whose rows are all empty,
+ * whole or (parts > 0) as Parts (batch 0: a frame that is not a batch) of
+ * at most `parts` bytes each. */
+static int empty_rows(void *sock, const char *arg, long repeat, long parts, long gap)
+{
+    unsigned long from;
+    unsigned long long inc, bytes;
+    if (sscanf(arg, "%lu:%llu:%llu", &from, &inc, &bytes) != 3 || from == 0 || from > 127 || bytes < 2 ||
+        bytes > (1ull << 30) || (parts && parts < 256))
+        return usage(); /* (a node id of one byte keeps the envelope's head simple) */
+    uint8_t *b = malloc(bytes + 32), *p = b;
+    if (!b)
+        return 1;
+    const uint8_t head[] = {0x08, 0x01, 0x10, (uint8_t)from, 0x18}; /* version 1, node FROM, run: */
+    memcpy(p, head, sizeof head);
+    p += sizeof head;
+    unsigned long long fields[2] = {inc, bytes};
+    for (int k = 0; k < 2; k++) { /* the run, then (members: field 12) the rows' length, as varints */
+        if (k)
+            *p++ = 0x62;
+        for (unsigned long long v = fields[k];; v >>= 7) {
+            *p++ = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+            if (!(v >> 7))
+                break;
+        }
+    }
+    memset(p, 0, bytes);
+    for (unsigned long long i = 0; i + 1 < bytes; i += 2)
+        p[i] = 0x0a;
+    size_t len = (size_t)(p - b) + bytes, step = parts ? (size_t)parts - 128 : len; /* (a Part's own fields) */
+    double t0 = now_ms();
+    int rc = 0;
+    long frames = 0;
+    for (long r = 0; r < repeat && rc == 0; r++)
+        for (size_t off = 0; off < len && rc == 0; off += step, frames++) {
+            size_t n = len - off < step ? len - off : step;
+            void *pb = NULL;
+            size_t plen;
+            if (parts && sn_codec_encode_part((uint32_t)from, inc, 0, len, off, b + off, n, &pb, &plen) != 0)
+                rc = -1;
+            else if (zmq_send(sock, parts ? pb : b + off, parts ? plen : n, 0) < 0)
+                rc = -1;
+            free(pb);
+            if (off + step >= len && gap)
+                zclock_sleep((int)gap);
+        }
+    printf("sent %ld x Members of %llu bytes of empty rows (%llu rows) in node %lu's name, %s: %ld frames in %.0f ms\n",
+           repeat, bytes, bytes / 2, from, parts ? "as Parts" : "whole", frames, now_ms() - t0);
+    free(b);
+    return rc < 0 ? 1 : 0;
+}
+
+/* hellos:N:NODE:KEY[:RATE] -> N Hellos of node NODE, RATE a second (0:
+ * as fast as ZeroMQ takes them); reads the answers as they come, and for
+ * a second more at the end. */
+static int hellos(void *sock, const char *arg)
+{
+    long n, rate = 0;
+    unsigned long node;
+    int used = 0;
+    char key[41] = "";
+    if (sscanf(arg, "%ld:%lu:%n", &n, &node, &used) != 2 || !used || n < 1 || node == 0 || node > UINT32_MAX ||
+        strlen(arg + used) < 40 || (arg[used + 40] && sscanf(arg + used + 40, ":%ld", &rate) != 1) || rate < 0)
+        return usage();
+    memcpy(key, arg + used, 40);
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_hello((uint32_t)node, 1, "tcp://127.0.0.1:1", "schednode", 1, key, 0, NULL, 0, &buf, &len) != 0)
+        return 1;
+    double t0 = now_ms();
+    long answers = 0, sent = 0;
+    char ans[64];
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    while (sent < n) {
+        double due = rate ? t0 + (double)sent * 1000.0 / (double)rate : 0, now = now_ms();
+        if (now < due) { /* (ahead of the rate: wait, reading answers) */
+            zmq_poll(&it, 1, (long)(due - now) + 1);
+        } else if (zmq_send(sock, buf, len, ZMQ_DONTWAIT) >= 0) {
+            sent++;
+        } else if (zmq_errno() == EAGAIN) {
+            it.events = ZMQ_POLLIN | ZMQ_POLLOUT;
+            zmq_poll(&it, 1, 100);
+            it.events = ZMQ_POLLIN;
+        } else {
+            break;
+        }
+        while (zmq_recv(sock, ans, sizeof ans, ZMQ_DONTWAIT) >= 0) /* (kept from piling up; their bodies unread) */
+            answers++;
+    }
+    printf("sent %ld Hellos of node %lu (%zu bytes each) in %.0f ms\n", sent, node, len, now_ms() - t0);
+    fflush(stdout); /* (a test waits for this line: the flood is over) */
+    while (zmq_poll(&it, 1, 1000) > 0 && zmq_recv(sock, ans, sizeof ans, 0) >= 0)
+        answers++;
+    free(buf);
+    printf("%ld answers came back\n", answers);
+    return sent == n ? 0 : 1;
+}
+
 /* send:TOPID -> a client request SEND of message 0. */
 static int client_send(void *sock, const char *topid, long repeat)
 {
@@ -335,7 +446,7 @@ static int classic(void *sock, const char *what, long repeat)
 typedef struct args {
     const char *cert_file, *server_key, *server_cert;
     bool bind;
-    long repeat, linger, timeout;
+    long repeat, linger, timeout, parts, gap;
     const char *endpoint, *what;
 } args_t;
 
@@ -349,6 +460,8 @@ static int parse(int argc, char **argv, args_t *a)
                                          {"linger", required_argument, NULL, 'l'},
                                          {"timeout", required_argument, NULL, 't'},
                                          {"bind", no_argument, NULL, 'b'},
+                                         {"parts", required_argument, NULL, 'p'},
+                                         {"gap", required_argument, NULL, 'g'},
                                          {NULL, 0, NULL, 0}};
     *a = (args_t){.repeat = 1, .linger = 1000, .timeout = 5000};
     int o;
@@ -375,11 +488,17 @@ static int parse(int argc, char **argv, args_t *a)
         case 'b':
             a->bind = true;
             break;
+        case 'p':
+            a->parts = strtol(optarg, NULL, 10);
+            break;
+        case 'g':
+            a->gap = strtol(optarg, NULL, 10);
+            break;
         default:
             return usage();
         }
     }
-    if (argc - optind != 2 || a->repeat < 1 || a->linger < 0 || a->timeout < 0 ||
+    if (argc - optind != 2 || a->repeat < 1 || a->linger < 0 || a->timeout < 0 || a->parts < 0 || a->gap < 0 ||
         (a->bind ? a->server_key || a->server_cert : !a->cert_file != !(a->server_key || a->server_cert)))
         return usage();
     a->endpoint = argv[optind];
@@ -451,7 +570,7 @@ static zsock_t *dial(const args_t *a, zcert_t **cert, const char *key)
     /* a big frame queued many times would be held many times over (the
      * node drops the connection at each one past its limit): a short queue,
      * and quick reconnects */
-    if (!strncmp(a->what, "oversize:", 9)) {
+    if (!strncmp(a->what, "oversize:", 9) || !strncmp(a->what, "emptyrows:", 10)) {
         zsock_set_sndhwm(s, 2);
         zsock_set_reconnect_ivl(s, 10);
     }
@@ -598,6 +717,10 @@ static int play(void *sock, const args_t *a)
         return gossip_row(sock, what + 8, a->repeat);
     if (!strncmp(what, "ack:", 4) || !strncmp(what, "error:", 6))
         return forged(sock, what, a->repeat);
+    if (!strncmp(what, "emptyrows:", 10))
+        return empty_rows(sock, what + 10, a->repeat, a->parts, a->gap);
+    if (!strncmp(what, "hellos:", 7))
+        return hellos(sock, what + 7);
     return classic(sock, what, a->repeat);
 }
 

@@ -2,7 +2,8 @@
  * in order; hostile frames (garbage, truncated, oversize, wrong version, no
  * body, no sender, ragged send columns, payload sizes that disagree with
  * the data, an unknown send kind) are refused with a reason and
- * never crash or leak.
+ * never crash or leak; decoding costs at most a small constant times the
+ * frame's size (decode_cost_is_bounded).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -385,6 +388,214 @@ static void roundtrip_migrant_await_modes(void **unused)
     sn_payload_destroy(&state);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long max_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* An envelope of node 3 whose Members body is `bytes` bytes of empty rows
+ * (0a 00 each: what a hostile member sends). Caller frees. */
+static uint8_t *empty_rows(size_t bytes, size_t *len)
+{
+    uint8_t *b = malloc(bytes + 16), *p = b;
+    const uint8_t head[] = {0x08, 0x01, 0x10, 0x03, 0x18, 0x07, 0x62}; /* version 1, node 3, run 7, members: */
+    memcpy(p, head, sizeof head);
+    p += sizeof head;
+    for (size_t n = bytes;; n >>= 7) { /* its length, a varint */
+        *p++ = (uint8_t)(n & 0x7f) | (n >> 7 ? 0x80 : 0);
+        if (!(n >> 7))
+            break;
+    }
+    for (size_t i = 0; i < bytes; i += 2)
+        p[i] = 0x0a, p[i + 1] = 0x00;
+    *len = (size_t)(p - b) + bytes;
+    return b;
+}
+
+static size_t budget(size_t len)
+{
+    return len * SN_WIRE_DECODE_RATIO + SN_WIRE_DECODE_SLACK;
+}
+
+/* n members as a real cluster gossips them: endpoints, keys (secure) or
+ * none, process types or none; decoded whole, at a third of the budget
+ * at most. */
+static void big_list_passes(size_t n, bool secure, size_t ntypes)
+{
+    sn_wire_type_t types[3] = {{"tree", 1, 0}, {"psum", 3, 1}, {"worker", 2, 1}};
+    sn_wire_member_t *m = calloc(n, sizeof *m);
+    for (size_t i = 0; i < n; i++) {
+        m[i] = (sn_wire_member_t){.node = (uint32_t)i + 1,
+                                  .state = SN_MEMBER_UP,
+                                  .incarnation = 1700000000000000000u + i,
+                                  .first_serial = 1700000000000000u + i,
+                                  .types = types,
+                                  .ntypes = ntypes,
+                                  .probe_port = 7000};
+        snprintf(m[i].endpoint, sizeof m[i].endpoint, "tcp://n%zu:7000", i);
+        if (secure)
+            memset(m[i].public_key, 'k', 40);
+    }
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_members(1, 11, 0, m, n, &buf, &len), 0);
+    size_t cost = sn_codec_decode_cost(buf, len);
+    printf("     %zu members (%s, %zu types each): %zu bytes, decoding costs %zu (%.1f x; budget %u x)\n", n,
+           secure ? "keys" : "no keys", ntypes, len, cost, (double)cost / (double)len, SN_WIRE_DECODE_RATIO);
+    assert_true(cost <= budget(len));
+    sn_frame_t f;
+    const char *why = NULL;
+    assert_int_equal(sn_codec_decode(buf, len, len, &f, &why), 0);
+    assert_int_equal(f.nmembers, n);
+    assert_int_equal(f.members[n - 1].node, n);
+    sn_frame_clear(&f);
+    free(buf);
+    free(m);
+}
+
+/* A status reply of n members held down (only their ids, short endpoints
+ * and states), as a client decodes it: within the budget. */
+static void status_of_a_big_cluster_passes(size_t n)
+{
+    sn_wire_stats_t *rows = calloc(n, sizeof *rows);
+    for (size_t i = 0; i < n; i++) {
+        rows[i] = (sn_wire_stats_t){.node = (uint32_t)i + 1, .state = SN_MEMBER_DOWN};
+        snprintf(rows[i].endpoint, sizeof rows[i].endpoint, "tcp://n%zu:7000", i);
+    }
+    sn_wire_reply_t rep = {.id = 1, .rows = rows, .nrows = n};
+    void *buf;
+    size_t len;
+    assert_int_equal(sn_codec_encode_reply(1, 9, &rep, &buf, &len), 0);
+    size_t cost = sn_codec_decode_cost(buf, len);
+    printf("     a status reply of %zu members held down: %zu bytes, decoding costs %zu (%.1f x)\n", n, len, cost,
+           (double)cost / (double)len);
+    assert_true(cost <= len * SN_WIRE_DECODE_RATIO);
+    sn_frame_t f;
+    assert_int_equal(sn_codec_decode(buf, len, len, &f, NULL), 0);
+    assert_int_equal(f.reply.nrows, n);
+    sn_frame_clear(&f);
+    free(buf);
+    free(rows);
+}
+
+/* A heartbeat carries SN_WIRE_UPDATES_MAX membership updates, no more. */
+static void updates_are_bounded(void)
+{
+    sn_wire_member_t up[SN_WIRE_UPDATES_MAX + 1];
+    for (size_t i = 0; i <= SN_WIRE_UPDATES_MAX; i++) {
+        up[i] = (sn_wire_member_t){.node = (uint32_t)i + 2, .state = SN_MEMBER_SUSPECT, .incarnation = 5};
+        snprintf(up[i].endpoint, sizeof up[i].endpoint, "tcp://127.0.0.1:%zu", 7000 + i);
+    }
+    void *buf;
+    size_t len;
+    sn_frame_t f;
+    assert_int_equal(sn_codec_encode_probe(1, 9, NULL, NULL, "c", up, SN_WIRE_UPDATES_MAX, &buf, &len), 0);
+    assert_int_equal(sn_codec_decode(buf, len, 0, &f, NULL), 0);
+    assert_int_equal(f.nmembers, SN_WIRE_UPDATES_MAX);
+    sn_frame_clear(&f);
+    free(buf);
+    assert_int_equal(sn_codec_encode_probe(1, 9, NULL, NULL, "c", up, SN_WIRE_UPDATES_MAX + 1, &buf, &len), 0);
+    expect_refused(buf, len, 0, "a list longer than its kind carries");
+    free(buf);
+}
+
+/* The n sends of in as one batch: decoded whole; returns its cost per
+ * byte, printed as `what`. */
+static double batch_passes(const sn_wire_send_t *in, size_t n, const char *what)
+{
+    void *buf;
+    size_t len;
+    sn_frame_t f;
+    assert_int_equal(sn_codec_encode_sends(1, 9, 1, in, n, &buf, &len), 0);
+    size_t cost = sn_codec_decode_cost(buf, len);
+    printf("     %zu sends %s: %zu bytes, decoding costs %zu (%.1f x)\n", n, what, len, cost,
+           (double)cost / (double)len);
+    assert_true(cost <= len * SN_WIRE_DECODE_RATIO); /* (without the slack) */
+    assert_int_equal(sn_codec_decode(buf, len, 0, &f, NULL), 0);
+    assert_int_equal(f.nsends, n);
+    sn_frame_clear(&f);
+    free(buf);
+    return (double)cost / (double)len;
+}
+
+/* Batches of sends: many without payloads between small PIDs; a node's
+ * own at its densest, BATCH_MAX (4,096) sends of empty payloads (a block
+ * each) between PIDs of real runs, whose serials start at the start time
+ * in us x 1024 (8 bytes or more on the wire): within half the budget; and
+ * the densest the schema allows, the same between PIDs of one byte. */
+static void batches_of_sends_pass(void)
+{
+    enum { N = 100000 };
+    sn_wire_send_t *in = calloc(N, sizeof *in);
+    for (int i = 0; i < N; i++)
+        in[i] = (sn_wire_send_t){.to = {2, 1 + (uint64_t)(i % 100)}, .from = {1, 1}, .kind = SN_EV_MESSAGE};
+    batch_passes(in, N, "with no payload");
+    for (int i = 0; i < 4096; i++) {
+        in[i].to.serial += UINT64_C(1) << 60;
+        in[i].from.serial = UINT64_C(1) << 60;
+        in[i].payload = sn_payload_new(0, NULL, 0);
+    }
+    assert_true(batch_passes(in, 4096, "of empty payloads") * 2 <= SN_WIRE_DECODE_RATIO);
+    for (int i = 0; i < 4096; i++) {
+        in[i].to.serial = 1 + (uint64_t)(i % 100);
+        in[i].from.serial = 1;
+    }
+    batch_passes(in, 4096, "of empty payloads between PIDs of one byte");
+    for (int i = 0; i < 4096; i++)
+        sn_payload_destroy(&in[i].payload);
+    free(in);
+}
+
+/* Decoding costs at most SN_WIRE_DECODE_RATIO times a frame's size (plus
+ * SN_WIRE_DECODE_SLACK): a member list of 16 MiB of empty rows (8.4
+ * million) is refused before its rows are allocated, in milliseconds and
+ * with no memory to speak of, 20 times over (longer than a list holds);
+ * 256 KiB of them too (fewer rows, too dear for their bytes); a heartbeat carrying more
+ * updates than its kind carries is refused by their count; real frames
+ * (big member lists, a batch of many small sends, a node's densest batch)
+ * pass within the budget. (That the costs counted bound what decoding
+ * allocates was checked by counting malloc's blocks: 1.0 to 2.3 times
+ * over, for each kind of frame here.) */
+static void decode_cost_is_bounded(void **st)
+{
+    (void)st;
+    size_t len;
+    uint8_t *b = empty_rows((size_t)16 << 20, &len);
+    long rss0 = max_rss_kb();
+    double t0 = now_s();
+    for (int i = 0; i < 20; i++)
+        expect_refused(b, len, (size_t)32 << 20, "a list longer than its kind carries");
+    double dt = now_s() - t0;
+    long grew = max_rss_kb() - rss0;
+    printf("     20 x 16 MiB of empty member rows: refused in %.1f ms each, peak RSS +%ld kB\n", dt * 1e3 / 20, grew);
+    assert_true(dt < 5.0); /* (room for a sanitizer on a loaded machine; unpacking 20 takes seconds and GBs) */
+    assert_true(grew < 16 * 1024);
+    assert_true(sn_codec_decode_cost(b, len) > (size_t)256 * len); /* (each row: over 500 bytes unpacked) */
+    free(b);
+    b = empty_rows((size_t)256 << 10, &len); /* (131,072 rows: fewer than a list holds, too dear for their bytes) */
+    expect_refused(b, len, 0, "costs more to decode than its size allows");
+    free(b);
+    b = empty_rows(512, &len); /* (within the slack: decoded, and refused for what the rows say) */
+    expect_refused(b, len, 0, "bad member list");
+    free(b);
+
+    big_list_passes(20000, true, 3);
+    big_list_passes(20000, false, 0);
+
+    updates_are_bounded();
+    batches_of_sends_pass();
+    status_of_a_big_cluster_passes(20000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +603,7 @@ int main(void)
         cmocka_unit_test(timing_rides_with_the_batch),   cmocka_unit_test(status_reply_carries_flows),
         cmocka_unit_test(hostile_frames_are_refused),    cmocka_unit_test(members_roundtrip_and_bad_endpoints),
         cmocka_unit_test(roundtrip_migrant_await_modes), cmocka_unit_test(parts_and_refusals),
+        cmocka_unit_test(decode_cost_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
