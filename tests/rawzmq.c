@@ -14,6 +14,11 @@
  *                            as fast as ZeroMQ takes them
  *   incarnation              asks the node for its status and prints the
  *                            node id and incarnation its reply envelope names
+ *   statusrtt:MS             asks the node for its status, one request after
+ *                            another over this one connection, for MS
+ *                            milliseconds; prints the count and the round
+ *                            trips' median, p99 and max (ms); exit 1 if one
+ *                            got no reply within --timeout
  *   ack:NODE:INC:SEQ         an Ack in the name of node NODE (run INC) for
  *                            every batch up to SEQ
  *   error:NODE:INC           an Error (a refusal) in the name of node NODE
@@ -59,7 +64,7 @@
  *   --gap MS                 emptyrows: wait MS milliseconds after each one
  *   --linger MS              how long frames may take to leave at exit
  *                            (default 1000; a refused connection waits it out)
- *   --timeout MS             incarnation: how long to wait for the reply
+ *   --timeout MS             incarnation, statusrtt: how long to wait for a reply
  * Exits 0 once every frame is handed to ZeroMQ (incarnation: once the reply
  * came), 1 if that failed, 2 on bad usage.
  */
@@ -154,9 +159,10 @@ static int flood(void *sock, long n)
 }
 
 /* incarnation: a status request, and the envelope of the reply. */
-static int ask_incarnation(void *sock, int timeout_ms)
+/* One status request, its reply decoded into *f (0), or -1. */
+static int ask_status(void *sock, int timeout_ms, uint64_t id, sn_frame_t *f)
 {
-    sn_wire_request_t req = {.id = 1, .op = SN_OP_STATUS};
+    sn_wire_request_t req = {.id = id, .op = SN_OP_STATUS};
     void *buf;
     size_t len;
     if (sn_codec_encode_request(&req, &buf, &len) != 0)
@@ -176,18 +182,61 @@ static int ask_incarnation(void *sock, int timeout_ms)
         zmq_msg_close(&m);
         return -1;
     }
-    sn_frame_t f;
     const char *why = "";
-    rc = sn_codec_decode(zmq_msg_data(&m), zmq_msg_size(&m), 0, &f, &why);
+    rc = sn_codec_decode(zmq_msg_data(&m), zmq_msg_size(&m), 0, f, &why);
     zmq_msg_close(&m);
-    if (rc != 0 || f.kind != SN_FRAME_REPLY) {
-        fprintf(stderr, "rawzmq: the reply is not one (%s)\n", rc ? why : sn_frame_kind_name(f.kind));
+    if (rc != 0 || f->kind != SN_FRAME_REPLY) {
+        fprintf(stderr, "rawzmq: the reply is not one (%s)\n", rc ? why : sn_frame_kind_name(f->kind));
         if (rc == 0)
-            sn_frame_clear(&f);
+            sn_frame_clear(f);
         return -1;
     }
+    return 0;
+}
+
+static int ask_incarnation(void *sock, int timeout_ms)
+{
+    sn_frame_t f;
+    if (ask_status(sock, timeout_ms, 1, &f) != 0)
+        return -1;
     printf("node %" PRIu32 " incarnation %" PRIu64 "\n", f.node, f.incarnation);
     sn_frame_clear(&f);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* statusrtt:MS -> status requests one after another for MS ms. */
+static int status_rtt(void *sock, const char *arg, int timeout_ms)
+{
+    char *end;
+    long ms = strtol(arg, &end, 10);
+    if (ms < 1 || *end)
+        return usage();
+    size_t n = 0, cap = 1024;
+    double *rtt = malloc(cap * sizeof *rtt), t0 = now_ms();
+    for (uint64_t id = 1; rtt && now_ms() - t0 < (double)ms; id++) {
+        double s = now_ms();
+        sn_frame_t f;
+        if (ask_status(sock, timeout_ms, id, &f) != 0) {
+            free(rtt);
+            return 1;
+        }
+        sn_frame_clear(&f);
+        if (n == cap && !(rtt = realloc(rtt, (cap *= 2) * sizeof *rtt)))
+            break;
+        rtt[n++] = now_ms() - s;
+    }
+    if (!rtt || !n)
+        return 1;
+    qsort(rtt, n, sizeof *rtt, cmp_double);
+    size_t p99 = (n * 99 + 99) / 100;
+    printf("status %zu calls median %.2f p99 %.2f max %.2f ms\n", n, rtt[n / 2], rtt[(p99 ? p99 : 1) - 1], rtt[n - 1]);
+    free(rtt);
     return 0;
 }
 
@@ -713,6 +762,8 @@ static int play(void *sock, const args_t *a)
     }
     if (!strcmp(what, "incarnation"))
         return ask_incarnation(sock, (int)a->timeout) < 0 ? 1 : 0;
+    if (!strncmp(what, "statusrtt:", 10))
+        return status_rtt(sock, what + 10, (int)a->timeout);
     if (!strncmp(what, "members:", 8))
         return gossip_row(sock, what + 8, a->repeat);
     if (!strncmp(what, "ack:", 4) || !strncmp(what, "error:", 6))
