@@ -259,7 +259,11 @@ static pid_t start_node2(int workers, int p1, int p2, const char *type, const ch
     req.arg = arg ? sn_payload_text(arg) : NULL;
     sn_wire_reply_t rep;
     char err[256];
-    int rc = sn_client_call(ep, NULL, &req, 10000, &rep, err, sizeof err);
+    int rc;
+    /* (refused until it listens: a refusal is said at once) */
+    for (int tries = 0;
+         (rc = sn_client_call(ep, NULL, &req, 10000, &rep, err, sizeof err)) == SN_EUNREACHABLE && tries < 200; tries++)
+        usleep(50000);
     sn_payload_destroy(&req.arg);
     if (rc != 0 || rep.error) {
         fprintf(stderr, "schedbench: node 2: %s\n", rc ? err : sn_strerror(rep.error));
