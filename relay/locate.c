@@ -513,7 +513,7 @@ void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves
     start_flush(r, l, node, hop);
 }
 
-/* Fault injection (tests/holes.sh, flush): with SN_FAULT=stall-flush the
+/* Fault injection (tests/promises.sh, flush): with SN_FAULT=stall-flush the
  * node stops itself (SIGSTOP: the test resumes it) as it is about to
  * answer another node's flush, as a node frozen right after a process
  * arrived would; at most 3 times, each at least 5 s after it was resumed
