@@ -294,7 +294,7 @@ wait $legit
 still_serves "4. flood"
 
 # --- 5. a member's key, or the client's, joining as another node. These
-# node certificates are made the old way (an endpoint, no node id), so the
+# node certificates name an endpoint and no node id, so the
 # endpoint binds them: node 3's key advertising node 3's endpoint as node 9
 # would steal node 3's place; the refusal must come from the key being a
 # live member's. Each joiner ends with the reason, node 1 logs it with the
