@@ -6,8 +6,8 @@
  * in), and glibc has not cached getpid since 2.25, so each check is a
  * system call: on a message's path through a node, four or five in the
  * relay's I/O thread and as many again in libzmq's I/O thread, about a
- * microsecond each on a VM (1.0 us measured on the 2-vCPU one of the
- * fourteenth and fifteenth sessions). A definition in the executable comes
+ * microsecond each on a VM (a system call's cost with a hypervisor in the
+ * way). A definition in the executable comes
  * before libc's for every shared library that calls getpid through its
  * PLT (libzmq, czmq; libc's own calls are internal and still ask the
  * kernel), so this one answers them from a cache.

@@ -424,7 +424,8 @@ void sn__loc_ended(sn_relay_t *r, sn_pid_t pid)
  * process (sn__loc_arrived: whether to flush needs what is queued to have
  * gone out), and a send drained in between must not be delivered here at
  * once: an older one of the same sender may be on its way back through
- * the node the process came from (chaos seed 813602: 24, 26, 25). So the
+ * the node the process came from (test_locate.c:
+ * test_back_where_its_sender_is). So the
  * process's entry holds everything for it from the moment it is let in,
  * as a pending flush does, until sn__loc_arrived flushes or settles it.
  * A flush already under way (pending) holds already: left as it is. */
@@ -434,7 +435,7 @@ void sn__loc_hold(sn_relay_t *r, sn_pid_t pid)
     if (l && l->pending)
         return;
     if (!l && !(l = add(r->locs, pid)))
-        return; /* no memory: no hold (settled at once, as before) */
+        return; /* no memory: no hold (sn__loc_arrived settles it at once) */
     l->pending = true;
     l->arriving = true; /* l->node: where the cache said it was (0: a new entry) */
 }
@@ -512,7 +513,7 @@ void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves
     start_flush(r, l, node, hop);
 }
 
-/* Fault injection (tests/holes.sh, flush): with SN_FAULT=stall-flush the
+/* Fault injection (tests/promises.sh, flush): with SN_FAULT=stall-flush the
  * node stops itself (SIGSTOP: the test resumes it) as it is about to
  * answer another node's flush, as a node frozen right after a process
  * arrived would; at most 3 times, each at least 5 s after it was resumed
@@ -540,11 +541,9 @@ static void stall_flush(void)
  * the origin's messages on down the path the process took when it left
  * here, and they may still be on it (in a node that is down or slow) while
  * the process came back round by another way; answered at once, the origin
- * would send what it holds straight here, ahead of them (chaos seed 346120:
- * node 2's 869 forwarded by node 1 into node 4, frozen; the sink back on
- * node 1 by way of node 3; 870-912 delivered, then 869 from node 4). Its
- * own flush goes down that path behind them. False: no memory (answered
- * at once, as before). */
+ * would send what it holds straight here, ahead of them (test_locate.c:
+ * test_flush_waits_for_the_arrival_here). Its own flush goes down that
+ * path behind them. False: no memory (the marker is answered at once). */
 static bool hold_marker(sn_relay_t *r, loc_t *l, const sn_wire_send_t *s)
 {
     item_t **h = sn__grow(l->held, &l->cap, l->nheld, sizeof *h, 16, 0);

@@ -193,7 +193,7 @@ peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char 
         /* our row, to it alone, if we have work to give: an idle
          * newcomer comes for it without waiting. Not otherwise: in a storm
          * of joins every member would connect to every member at once
-         * (issue 15); an idle member's row reaches it with the probes,
+         * (tests/scale.sh); an idle member's row reaches it with the probes,
          * within a period per member (its status shows it since) */
         if (r->said_loaded) {
             p->tell_load = true;
@@ -1166,7 +1166,8 @@ void sn__members_tick(sn_relay_t *r)
 
 /* When the tick is due. Joined, it is looked up afresh each time, not
  * only at the last tick: a probe answered since needs no look at its
- * timeout (one wake-up a period less: issue 15), and a suspicion heard
+ * timeout (one wake-up a period less: bench/cluster-scale.sh measures an
+ * idle cluster's CPU), and a suspicion heard
  * since is looked at on time. */
 uint64_t sn__members_next_ns(sn_relay_t *r)
 {

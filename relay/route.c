@@ -15,8 +15,9 @@
  * thread sleeps) and drains the queue itself: its sends reach zmq_send
  * without a wake-up of the I/O thread (a hand-off per message each way of
  * a round trip: schedbench xnode-rtt --breakdown). A run that sends more
- * than HOLD_MAX tells the I/O thread at once, as before (a bulk of sends
- * is gathered into frames there while the worker goes on).
+ * than HOLD_MAX tells the I/O thread at once, as a sender outside a run
+ * does (a bulk of sends is gathered into frames there while the worker
+ * goes on).
  * Invariant: an item pushed without the eventfd protocol (held) belongs to
  * its worker's pending flush, which either drains the queue under io_mu
  * (past that item: a drain that stopped short says so) or pokes the I/O
@@ -220,10 +221,11 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
          * goes now, not to the back of the queue: whatever waits there is
          * newer than it (the thread drained everything older before it
          * took this in hand), and a send of the same sender there must
-         * not overtake it. Queued, it did: chaos seed 772447, a flush
-         * stuck behind a killed node let 36 held sends go when that
-         * node's run ended, after the next send of their sender, which
-         * the nodedown of the sends before them had just woken. */
+         * not overtake it: a flush stuck behind a killed node lets its
+         * held sends go when that node's run ends, while their sender,
+         * woken by the nodedown of its earlier sends, may have queued the
+         * next one already (test_locate.c:
+         * test_released_after_it_moved_on). */
         sn__relay_route(r, it);
     } else if (held.n < HOLD_MAX && (!held.r || held.r == r) && sn__worker_running()) {
         held.r = r; /* relay_flush sends it when the run ends */

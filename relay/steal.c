@@ -139,7 +139,7 @@ static void revert_offer(sn_relay_t *r, offer_t *o)
  * those messages, and their senders hear nodedown, as for any message it
  * had not confirmed; once they went in, or on, the acknowledgement goes
  * out. Only a frame so kept is held (relay_t.in_seq): what came otherwise
- * goes on at once, as before. */
+ * goes on at once. */
 
 /* What came for an install while it was on its way here goes on now, in
  * order, as if it arrived now: to the process, activated here (its commit
@@ -191,7 +191,7 @@ bool sn__steal_hold(sn_relay_t *r, const peer_t *from, sn_wire_send_t *snd)
             return false;
         held_t *q = sn__grow(in->q, &in->capq, in->nq, sizeof *q, 8, 0);
         if (!q)
-            return false; /* (no memory: passed on at once, as before) */
+            return false; /* (no memory: passed on at once) */
         in->q = q;
         in->q[in->nq++] = (held_t){*snd, p->node, p->incarnation};
         snd->payload = NULL; /* (taken) */
@@ -858,7 +858,7 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
     if (!v) { /* nobody has work to give: nothing sent. News brings the next
                * look (sn__steal_loaded: a member now has work, or a new
                * steal partner); the slow look is only a safety net, so
-               * that an idle cluster's relays sleep (issue 15) */
+               * that an idle cluster's relays sleep (bench/cluster-scale.sh) */
         if (want)
             s->next_try_ns = now + (uint64_t)r->hb_ms * 1000000u * NO_VICTIM_PERIODS;
         s->refill = false; /* (refilling: no wait, we ask again once we run dry) */

@@ -374,12 +374,11 @@ static void suspect(sn_swim_t *s, member_t *m, uint32_t by, uint64_t now)
  * with no answer, nor a refutation. A member cut off from us that others
  * still reach answers through them, often late on a loaded machine (relay
  * turns of up to 100 ms under TSan), while its refutation needs four
- * gossip hops through them; before, a late answer went unheard. (The link
- * cut of tests/faults.sh under TSan still saw a false down now and then
- * after this; two more causes, found with swimsim's --cut and --stall and
- * fixed: the helper's view in a passed-on answer (send), and suspicions
- * counted by who passed them on instead of who had them (apply, `by`).
- * tests: swimsim_cut_far, swimsim_cut_middle.) */
+ * gossip hops through them: so a late answer counts. Two more rules keep
+ * such a member up (swimsim's --cut and --stall check them): a passed-on
+ * answer carries the helper's view (send), and a suspicion is counted by
+ * who holds it, not by who passed it on (apply, `by`). Tests: the link cut
+ * of tests/faults.sh, swimsim_cut_far, swimsim_cut_middle. */
 static void answered(sn_swim_t *s, uint32_t node, uint64_t now)
 {
     member_t *m = find(s, node);

@@ -1,15 +1,15 @@
 /* udp.c - SWIM's probes over UDP, sent and read by the relay's I/O thread
  * itself, as hashicorp/memberlist does. Over ZeroMQ a probe's round trip
- * woke the relay and libzmq's I/O thread on both ends (six or seven
+ * wakes the relay and libzmq's I/O thread on both ends (six or seven
  * thread wake-ups); a datagram wakes only the relay on the other end, so
  * a round trip costs three, and an idle cluster's cost is mostly its
- * probes (issue 15).
+ * probes (bench/cluster-scale.sh measures it).
  *
  * The socket is bound on the host and port of the TCP endpoint the node
  * listens on (the same number, UDP), and members learn the port to send
  * to with the node's row (Member.probe_port: the advertised port). A node
  * whose UDP bind fails says so (a warning) and advertises no port: the
- * others probe it over TCP, as before, and it probes them over TCP too. So
+ * others probe it over TCP, and it probes them over TCP too. So
  * does a node of an older version (no port in its row), and a member whose
  * endpoint names a host, not an address (no name look-up on this thread).
  *

@@ -17,8 +17,9 @@
  * peer (sn__watch_bounced: it could not go on, or that peer went with it
  * unacknowledged) takes only a record still under that peer. One that
  * moved on (WATCHED from elsewhere, or monitor_again) is another's to
- * answer: taking it gave the watcher a false nodedown, and a second DOWN
- * when monitor_again had sent the request home (chaos, seed 281797).
+ * answer: taking it would give the watcher a false nodedown, and a second
+ * DOWN once monitor_again has sent the request home (tests/chaos.sh
+ * checks one DOWN per monitor: down-twice).
  * I/O thread only.
  */
 #include <inttypes.h>
@@ -67,8 +68,9 @@ static bool monitor_again(sn_relay_t *r, const peer_t *p, const watch_t *w)
     /* (a watcher on another node: a record made here when the process left
      * with the monitor, sn__migrate_commit; the watcher's node has its own
      * record, and our nodedown is dropped there if that one was answered.
-     * Sent home again, the request went round to the watcher's node and
-     * made a second record there, and a second DOWN: chaos seed 813602) */
+     * Sent home again, the request would go round to the watcher's node
+     * and make a second record there, and a second DOWN: tests/chaos.sh,
+     * down-twice) */
     if (w->confirmed || w->watcher.node != r->node || w->target.node == p->node || w->target.node == r->node ||
         atomic_load_explicit(&r->out, memory_order_relaxed))
         return false;

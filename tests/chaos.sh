@@ -539,8 +539,8 @@ echo "SEED $seed" >"$meta"
 # confirmation, Lifeguard's log(c+1)/log(4): with four nodes, two besides
 # the first suspecter, 1500 - 1000 * ln 3 / ln 4 = 708 ms), counted from the
 # freeze's start (the probe it missed may have been sent just before).
-# Measured on 4 idle nodes, node 1 frozen 10 times each: 900 ms, no down;
-# 995 ms, 7 downs in 30 views.
+# A freeze shorter than that is no down on 4 idle nodes; one of about a
+# second may be (DOWN_MIN_MS: a freeze from it on may end in a down).
 DOWN_MIN_MS=700
 echo "DOWNMIN $DOWN_MIN_MS" >>"$meta"
 failed=0

@@ -226,8 +226,8 @@ stop_node() {
 }
 
 # exit() inside a process's step (plugin_exit's type "exit"): the node ends
-# at once with that status, no czmq assertion at exit (it used to abort:
-# czmq's atexit handler closed the relay's sockets under its thread), no
+# at once with that status, no czmq assertion at exit (czmq's atexit
+# handler must not close the relay's sockets under its thread), no
 # sanitizer report; a client waiting in `call` hears the node went away at
 # once, not after its --timeout.
 name="exit(0) in a step: the node ends with 0, no abort; the waiting call hears it went away"

@@ -27,7 +27,7 @@ ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 # the authorized-keys directory gets the public halves. The rogue key is
 # valid but not authorized. In $dir/extra, keys authorized only for the
 # tests of keys bound to nodes: one naming node 2's endpoint, node 7's, and
-# node 8's made the old way (an endpoint, no node id).
+# node 8's bound by its endpoint alone (no node id).
 mkdir -p "$dir/auth"
 for n in 1 2 3 4 5 6; do
   "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" -n "$n" >/dev/null || bad "keygen n$n"
@@ -172,8 +172,8 @@ bound_refused "(c) node 2's key as node 11" "its key is node 2's (at $(ep 2)), w
 # a certificate that names node 6, as node 7
 bound_refused "a certificate naming node 6 used as node 7" "names node 6, but it says it is node 7" 7 "$dir/keys/n6.cert"
 all_up 1 2 3 4 5 && ok "after the refusals the view is still the five nodes" || bad "view after refusals: $(view 1)"
-# controls: node 7 with its own key, and node 8 with a key made the old way
-# (no node id: bound by its endpoint alone) join; each leaves again
+# controls: node 7 with its own key, and node 8 with a key bound by its endpoint
+# (no node id) join; each leaves again
 cp "$dir/extra/n7.cert" "$dir/extra/old8.cert" "$dir/auth/"
 for n in 7 8; do
   c=$dir/extra/$([ $n = 7 ] && echo n7 || echo old8).cert

@@ -5,6 +5,13 @@
 # function is split into named steps; generated code lives in the build
 # tree and is not looked at).
 #
+# And the tree speaks of itself as it is: no source, script, test, CMake
+# or man file narrates the project's making (issue numbers, work sessions,
+# chaos seeds told as stories, how the code used to be). A comment states
+# the rule and names the test that guards it; a seed belongs in a test's
+# name or data. The phrases that mark such narration are below (NARRATION,
+# case-insensitive); README.md, docs/ and a CHANGELOG are not looked at.
+#
 # usage: format.sh SOURCE_DIR [CLANG_FORMAT]
 # Prints every file or function out of shape; exits 1 if any, 2 when it
 # cannot run (no clang-format: scripts/deps.sh installs it).
@@ -33,5 +40,29 @@ if [ -n "$long" ]; then
   echo "$long"
   status=1
 fi
-[ $status = 0 ] && echo "format: ${#files[@]} files as .clang-format says, no function over 80 lines"
+# Narration: every top-level folder but docs/ and build trees (a
+# CMakeCache.txt), and the top-level CMake files.
+NARRATION=(
+  '\bas before\b' '\bissue #?[0-9]+' '\bchaos,? seed [0-9]+' '\bsessions\b'
+  '\b(this|last|previous|earlier|next|work) session\b' '\bwork periods?\b'
+  '\bused to\b' '\bpreviously\b' '\bformerly\b' '\bclosed since\b' '\bin CI once\b'
+  '\bbefore the (fix|fixes|change|guard)\b' '\bon the code before\b' '[;:] before, ' '\bmeasured on\b'
+)
+narr_re=$(IFS='|'; echo "${NARRATION[*]}")
+dirs=()
+for d in */ .ci/ .github/; do
+  [ -d "$d" ] && [ "$d" != docs/ ] && [ ! -e "$d/CMakeCache.txt" ] && dirs+=("${d%/}")
+done
+mapfile -t prose < <({ find "${dirs[@]}" -type f \( -name '*.[ch]' -o -name '*.sh' -o -name '*.cmake' -o -name 'CMakeLists.txt' \
+  -o -name '*.proto' -o -name '*.[1-9]' -o -name '*.py' -o -name '*.awk' -o -name '*.yml' -o -name '*.cfg' -o -name '*.in' \
+  -o -path '.ci/*' \) ! -path 'tests/format.sh'; ls CMakeLists.txt ./*.cmake 2>/dev/null; } | sort -u)
+told=$(grep -n -i -E "$narr_re" "${prose[@]}" /dev/null | while IFS=: read -r file line text; do
+  printf '%s:%s: narrates the making ("%s"): state the rule and the test that guards it\n' "$file" "$line" \
+    "$(grep -o -i -E "$narr_re" <<<"$text" | head -1)"
+done)
+if [ -n "$told" ]; then
+  echo "$told"
+  status=1
+fi
+[ $status = 0 ] && echo "format: ${#files[@]} files as .clang-format says, no function over 80 lines; ${#prose[@]} files state rules, no narration"
 exit $status

@@ -218,8 +218,8 @@ done
 # replay). Each dropped and counted; node 1 stays up everywhere. Number 1
 # is a replay only once node 2 has had one of node 1's datagrams numbered
 # past 65 (the window is 64; node 1 numbers its datagrams to every member
-# in one sequence, about 10 a second here): before, it may still be fresh
-# to node 2. So node 1 runs 20 s first.
+# in one sequence, about 10 a second here): until then, it may still be
+# fresh to node 2. So node 1 runs 20 s first.
 wait_for 300 at_least 1 uptime_ms 20000 || bad "3b. node 1 has not run 20 s"
 inc2=$(timeout 30 "$RAW" --cert "$dir/keys/client.cert" --server-cert "$dir/keys/n2.cert" "$(ep 2)" incarnation |
   awk '/^node 2 incarnation/ {print $4}')
@@ -294,7 +294,7 @@ wait $legit
 still_serves "4. flood"
 
 # --- 5. a member's key, or the client's, joining as another node. These
-# node certificates are made the old way (an endpoint, no node id), so the
+# node certificates name an endpoint and no node id, so the
 # endpoint binds them: node 3's key advertising node 3's endpoint as node 9
 # would steal node 3's place; the refusal must come from the key being a
 # live member's. Each joiner ends with the reason, node 1 logs it with the

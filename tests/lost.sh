@@ -10,8 +10,8 @@
 # Node 3 restarts between rounds (a new run). Then the second hop: node 3,
 # a steal partner of node 2 only, joins once node 2 has stolen and takes
 # children from it (node 2 tells node 1 where they went: AWAITED); killed
-# as before. Then a freeze: node 3 stopped with SIGSTOP until node 1
-# declares it down, then resumed: its children live on, and their results,
+# with kill -9, as in the first round. Then a freeze: node 3 stopped with
+# SIGSTOP until node 1 declares it down, then resumed: its children live on, and their results,
 # come after all, are dropped (or, stolen back by node 1, they run
 # unawaited): still one outcome each.
 # Args: $1 schednode, $2 plugins dir. SN_LOST_ROUNDS (default 1) kill rounds.
@@ -93,7 +93,7 @@ done
 # the second hop: node 3 leaves; a parent's children spread to node 2
 # first, then node 3 (a new run, a steal partner of node 2 only) joins and
 # steals from node 2, which tells node 1 where they went (AWAITED); node 3
-# is killed as before.
+# is killed with kill -9, as in the first round.
 kill -TERM "${node_pid[3]}"
 wait "${node_pid[3]}" 2>/dev/null
 : >"$dir/node3.log"

@@ -107,9 +107,9 @@ grep -q "killing $s for a client: test over" "$dir/n2.log" && ok "its node logge
 
 # ------------------------------------------------------- a moved process
 # six spins of 2 s CPU each on node 1 (2 workers): node 2, idle, steals
-# Ready ones; ps shows them on node 2 with node 1's PIDs, moved once. (With
-# 700 ms spins a loaded CI machine, where one ps took most of a second,
-# once saw a stolen spin start and end between two looks.)
+# Ready ones; ps shows them on node 2 with node 1's PIDs, moved once. (A
+# spin lasts 2 s so that a stolen one outlasts two looks even where one ps
+# takes most of a second.)
 for i in 1 2 3 4 5 6; do cli spawn spin work 2000 --connect "$ep1"; done
 looks=0
 moved() {

@@ -137,8 +137,7 @@ wait_for 50 grep -q "is not a steal partner: process type 'vtype' is version 1 h
 # any (no steal request in 3 s: nobody advertises Ready work) and each node
 # uses under 1% of a CPU (heartbeats, 5 a second to each member, are most
 # of it). A sanitizer build gets 5%: its runtime adds threads and work of
-# its own (TSan measured 3-11 per mille here while other tests ran, the
-# plain build 1-4)
+# its own (the figures are printed, so a run shows how close it comes)
 cpu_ns() { local t a s=0; for t in /proc/$1/task/*/schedstat; do read -r a _ <"$t" 2>/dev/null && s=$((s + a)); done; echo $s; }
 asks() { cat "$dir"/node*.log | grep -c ": asking node"; }
 limit=10; [ -n "${SN_SANITIZE:-}" ] && limit=50 # per mille of one CPU

@@ -513,9 +513,9 @@ static sn_pid_t offered_back(trio_t *c, uint64_t *idx)
  * in after its events; 12 after 11; 2 and 3 wait for the marker of P's
  * flush, which comes back from node 3 behind 1. So P gets each sender's
  * messages in the order sent; the home's 10, passed on to node 3 just
- * before the offer came, first of all, with the commit. (The relay used
- * to deliver 2 at once, ahead of 1: chaos seed 813602; and to pass 11 on
- * to node 3, to come back behind 12.) */
+ * before the offer came, first of all, with the commit. (The faults it
+ * guards against: 2 delivered at once, ahead of 1; 11 passed on to node 3,
+ * to come back behind 12.) */
 static void test_back_where_its_sender_is(void **state)
 {
     trio_t *c = *state;
@@ -618,9 +618,9 @@ static void test_held_while_on_its_way_undone(void **state)
  * before that flush ends (the marker is never answered). The sender sends
  * 4 (held too) and 5 (queued, not drained yet) to P there. 15 s on, the
  * flush gives up: 2, 3 and 4 are let go, delivered here, find P gone and
- * are passed on to node 3, and they must go out before 5. (The relay put
- * what its I/O thread passed on at the back of its outbound queue, behind
- * 5: chaos seed 772447 saw a sender's 484-519 after its 520.) */
+ * are passed on to node 3, and they must go out before 5: what the I/O
+ * thread passes on goes out at once, not to the back of its outbound
+ * queue behind 5 (route.c). */
 static void test_released_after_it_moved_on(void **state)
 {
     trio_t *c = *state;
@@ -724,8 +724,8 @@ static void pass_everything(trio_t *c)
  * home's forwards are still in node 2: the home's arrival flush goes down
  * that path, and waits. Node 4's marker, sent again, reaches the home,
  * where P now is: it must not be answered before the home's own flush
- * ends (answered, node 4 sent 2 straight to the home, and node 2, resumed,
- * passed 1 on behind it: chaos seed 346120, 870-912 then 869). */
+ * ends (answered, node 4 would send 2 straight to the home, and node 2,
+ * resumed, would pass 1 on behind it). */
 static void test_flush_waits_for_the_arrival_here(void **state)
 {
     trio_t *c = *state;

@@ -23,24 +23,25 @@
  * The lazy wake: a process woken by an event, queued on the waker's deque,
  * wakes no parked worker at once. The owner will often run it within
  * microseconds (a producer's consumers), and a futex wake, a steal and the
- * messages crossing to the other core cost more than that (schedbench
- * fjthrput woke the other worker about 6,000 times a round, one slice in
- * two, and ran 45 % slower than on one worker). The owner wakes one once
- * the oldest of it has waited WAKE_AFTER_NS (checked as it picks work), so
- * a real backlog still spreads within that. New processes (spawns) wake a
- * helper at once, as before: a fan-out is work to share (schedbench spawn
- * ran at half speed when they waited too). A worker awake and searching
- * steals at once, as before; an owner stuck in a long step with work
- * queued is found by the others' timed park (PARK_RECHECK_NS).
+ * messages crossing to the other core cost more than that (a wake per
+ * event would wake the other worker every other slice of schedbench
+ * fjthrput, which would then run slower on two workers than on one). The
+ * owner wakes one once the oldest of it has waited WAKE_AFTER_NS (checked
+ * as it picks work), so a real backlog still spreads within that. New
+ * processes (spawns) wake a helper at once: a fan-out is work to share
+ * (schedbench spawn measures it). A worker awake and searching steals at
+ * once; an owner stuck in a long step with work queued is found by the
+ * others' timed park (PARK_RECHECK_NS).
  *
  * The steal back-off: a steal pays when the work it takes keeps the thief
  * busy for longer than moving it costs. Short steps that talk to processes
- * left behind on the victim do not: a chameneos member ran one 200 ns step
- * on the thief, sent to the mall on the victim and was woken there again,
- * and every such crossing moved its state, its mailbox and the mall's
- * lines between cores (schedbench chameneos: 70,000 steals a round, twice
- * the time of one worker). So a thief judges each deque steal once it has
- * run as many picks as it took processes (or ran out of work): if that
+ * left behind on the victim do not: a chameneos member stolen runs one
+ * short step on the thief, sends to the mall on the victim and is woken
+ * there again, and every such crossing moves its state, its mailbox and
+ * the mall's lines between cores (schedbench chameneos measures it: with
+ * a steal per crossing, two workers take longer than one). So a thief
+ * judges each deque steal once it has run as many picks as it took
+ * processes (or ran out of work): if that
  * took less than LOOT_MIN_NS and less than LOOT_PER_PROC_NS a process,
  * thieves leave that victim's deque and yield slot alone for SHUN_MIN_NS,
  * twice as long after each such steal in a row up to SHUN_MAX_NS, and the
@@ -55,12 +56,11 @@
  * message still in cache. A thief (one that has searched STEAL_NEXT_AFTER
  * rounds) takes it from there only once it has seen the slot full, with
  * the same fill (the owner's `fills` count unchanged), for NEXT_GUARD_NS:
- * the owner is stuck in a long step, which must not hold it. Before the
- * guard, a consumer fed by a producer was carried off to the other worker
- * each time it was woken, ran one short step there, went idle and was
- * woken into the producer's slot again (thousands of steals per 10M
- * messages of `schedbench count`, and its slowest rounds); and a pair
- * messaging each other was split across cores now and then. While it
+ * the owner is stuck in a long step, which must not hold it. Without the
+ * guard, a consumer fed by a producer would be carried off to the other
+ * worker each time it is woken, run one short step there, go idle and be
+ * woken into the producer's slot again (`schedbench count` measures it),
+ * and a pair messaging each other would be split across cores. While it
  * watches a held slot the thief yields rather than parks, so the guard
  * bounds the wait.
  *

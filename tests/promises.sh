@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# holes.sh - scenarios for holes issue 14 found in the delivery promises,
-# with real schednode processes on 127.0.0.1 (one worker each):
+# promises.sh - the delivery promises (docs/guarantees.md) under one fault
+# at a time, each as a scenario with real schednode processes on 127.0.0.1
+# (one worker each):
 #   superseded  a node frozen until declared down, whose id a new run takes
 #               over, is told it is out when it resumes: it exits (status 3)
 #               saying why, and every member sees the new run up.
@@ -21,11 +22,11 @@
 #               route), and is resumed 3.5 s later (past the 3 s a flush
 #               waits, short of the down timeout): every message is
 #               delivered or returned, in order.
-# On the code before issue 14's fixes (1154de6) both fail: freeze with a
-# monitor's DOWN twice, flush with wrong DOWNs (noproc or nodedown for
-# sinks that ended normally) and in some runs reorders and DOWNs twice.
-# SN_HOLES="freeze flush" runs only those. Both record what each process sees (plugin_chaos.so) and check it with
-# the checker of tests/chaos.sh (no message twice, order, none missing).
+# freeze fails if a monitor gets its DOWN twice; flush if a sink that
+# ended normally gets noproc or nodedown, a message is reordered or a DOWN
+# comes twice. SN_PROMISES="freeze flush" runs only those. Both record
+# what each process sees (plugin_chaos.so) and check it with the checker
+# of tests/chaos.sh (no message twice, order, none missing).
 # Random faults are tests/chaos.sh's.
 # Args: $1 schednode, $2 plugins dir (plugin_chaos.so).
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
@@ -233,7 +234,7 @@ stream() {
   stop_all
 }
 
-for scenario in ${SN_HOLES:-superseded monitor freeze flush}; do
+for scenario in ${SN_PROMISES:-superseded monitor freeze flush}; do
   case $scenario in freeze|flush) stream "$scenario" ;; *) "$scenario" ;; esac
 done
 
