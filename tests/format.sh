@@ -10,7 +10,8 @@
 # chaos seeds told as stories, how the code used to be). A comment states
 # the rule and names the test that guards it; a seed belongs in a test's
 # name or data. The phrases that mark such narration are below (NARRATION,
-# case-insensitive); README.md, docs/ and a CHANGELOG are not looked at.
+# case-insensitive), looked for in code, scripts, README.md and docs/
+# (not in CHANGELOG.md, which tells what changed).
 #
 # usage: format.sh SOURCE_DIR [CLANG_FORMAT]
 # Prints every file or function out of shape; exits 1 if any, 2 when it
@@ -40,8 +41,8 @@ if [ -n "$long" ]; then
   echo "$long"
   status=1
 fi
-# Narration: every top-level folder but docs/ and build trees (a
-# CMakeCache.txt), and the top-level CMake files.
+# Narration: every top-level folder but build trees (a CMakeCache.txt),
+# README.md and the top-level CMake files; CHANGELOG.md tells changes.
 NARRATION=(
   '\bas before\b' '\bissue #?[0-9]+' '\bchaos,? seed [0-9]+' '\bsessions\b'
   '\b(this|last|previous|earlier|next|work) session\b' '\bwork periods?\b'
@@ -51,11 +52,11 @@ NARRATION=(
 narr_re=$(IFS='|'; echo "${NARRATION[*]}")
 dirs=()
 for d in */ .ci/ .github/; do
-  [ -d "$d" ] && [ "$d" != docs/ ] && [ ! -e "$d/CMakeCache.txt" ] && dirs+=("${d%/}")
+  [ -d "$d" ] && [ ! -e "$d/CMakeCache.txt" ] && dirs+=("${d%/}")
 done
 mapfile -t prose < <({ find "${dirs[@]}" -type f \( -name '*.[ch]' -o -name '*.sh' -o -name '*.cmake' -o -name 'CMakeLists.txt' \
   -o -name '*.proto' -o -name '*.[1-9]' -o -name '*.py' -o -name '*.awk' -o -name '*.yml' -o -name '*.cfg' -o -name '*.in' \
-  -o -path '.ci/*' \) ! -path 'tests/format.sh'; ls CMakeLists.txt ./*.cmake 2>/dev/null; } | sort -u)
+  -o -name '*.md' -o -path '.ci/*' \) ! -path 'tests/format.sh'; ls CMakeLists.txt ./*.cmake README.md 2>/dev/null; } | sort -u)
 told=$(grep -n -i -E "$narr_re" "${prose[@]}" /dev/null | while IFS=: read -r file line text; do
   printf '%s:%s: narrates the making ("%s"): state the rule and the test that guards it\n' "$file" "$line" \
     "$(grep -o -i -E "$narr_re" <<<"$text" | head -1)"
