@@ -434,8 +434,8 @@ static void send_commit(sn_relay_t *r, peer_t *t, uint64_t id, const sn_pid_t *p
         bool more = k < kept;
         void *buf;
         size_t len;
-        if (sn_codec_encode_steal_commit(r->node, r->incarnation, id, more ? NULL : pids, more ? 0 : n, fw + at, k - at,
-                                         more, &buf, &len) == 0)
+        if (sn_codec_encode_steal_commit(r->node, r->incarnation, id, more ? NULL : pids, more ? 0 : n,
+                                         kept ? fw + at : NULL, k - at, more, &buf, &len) == 0)
             sn__relay_send_ordered(r, t, buf, len);
         /* (out of memory: the thief drops its copies when we are gone;
          * until then they wait, unreachable and harmless) */

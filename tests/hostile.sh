@@ -389,8 +389,14 @@ for who in client n3; do
     echo "node 3's key: each list joined and refused before decoding")
   [ "$b1" = $((b0 + want)) ] && ok "7. 20 lists of 16 MiB of empty rows with $label ($b0 -> $b1)" ||
     bad "7. 20 lists of 16 MiB of empty rows with the $who key: bad_frames $b0 -> $b1 (want +$want)"
-  [ $((rss_max - rss0)) -lt 65536 ] && ok "7. node 2 RSS while they came: $rss0 -> max $rss_max kB (bound +65536)" ||
-    bad "7. node 2 RSS grew $rss0 -> max $rss_max kB with the $who key"
+  # (under TSan the shadow of every page a joined 16 MiB list touched
+  # stays resident after it is freed: RSS is printed there, not asserted)
+  if [ "${SN_SANITIZE:-}" = thread ]; then
+    echo "     7. node 2 RSS while they came, $who key: $rss0 -> max $rss_max kB (TSan: not asserted)"
+  else
+    [ $((rss_max - rss0)) -lt 65536 ] && ok "7. node 2 RSS while they came: $rss0 -> max $rss_max kB (bound +65536)" ||
+      bad "7. node 2 RSS grew $rss0 -> max $rss_max kB with the $who key"
+  fi
 done
 grep -q "from peer 3: a list longer than its kind carries" "$dir/node2.log" && ok "7. node 2 says why" ||
   bad "7. no log of the refused list: $(grep "bad frame" "$dir/node2.log" | tail -2)"
