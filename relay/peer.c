@@ -305,8 +305,10 @@ void sn__relay_flush_peer(sn_relay_t *r, peer_t *p)
     size_t head = 0;
     while (head < p->nbatch && encode_batch(r, p, &head) && send_pending(r, p))
         ;
-    memmove(p->batch, p->batch + head, (p->nbatch - head) * sizeof *p->batch);
-    p->nbatch -= head;
+    if (head) { /* (none taken: the batch may be unallocated) */
+        memmove(p->batch, p->batch + head, (p->nbatch - head) * sizeof *p->batch);
+        p->nbatch -= head;
+    }
     backlog_changed(r, p);
 }
 
