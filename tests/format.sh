@@ -6,7 +6,7 @@
 # tree and is not looked at).
 #
 # And the tree speaks of itself as it is: no source, script, test, CMake
-# or man file narrates the project's making (issue numbers, work sessions,
+# or man file narrates the project's making (issue numbers, the project's timeline,
 # chaos seeds told as stories, how the code used to be). A comment states
 # the rule and names the test that guards it; a seed belongs in a test's
 # name or data. The phrases that mark such narration are below (NARRATION,
@@ -44,8 +44,8 @@ fi
 # Narration: every top-level folder but build trees (a CMakeCache.txt),
 # README.md and the top-level CMake files; CHANGELOG.md tells changes.
 NARRATION=(
-  '\bas before\b' '\bissue #?[0-9]+' '\bchaos,? seed [0-9]+' '\bsessions\b'
-  '\b(this|last|previous|earlier|next|work) session\b' '\bwork periods?\b'
+  '\bas before\b' '\bissue #?[0-9]+' '\bchaos,? seed [0-9]+' '\bsess[i]ons\b'
+  '\b(this|last|previous|earlier|next|work) sess[i]on\b' '\bwork per[i]ods?\b'
   '\bused to\b' '\bpreviously\b' '\bformerly\b' '\bclosed since\b' '\bin CI once\b'
   '\bbefore the (fix|fixes|change|guard)\b' '\bon the code before\b' '[;:] before, ' '\bmeasured on\b'
 )
