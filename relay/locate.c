@@ -77,11 +77,14 @@
 typedef struct loc {
     struct loc *next;
     sn_pid_t pid;
-    uint32_t moves; /* home table: the move number that took it to `node` */
-    uint32_t node;  /* where it lives (pending: the hint, or this node when settling) */
-    uint32_t hop;   /* pending: where the FLUSH went */
+    uint32_t moves;     /* home table: the move number that took it to `node` */
+    uint32_t node;      /* where it lives (pending: the hint, or this node when settling) */
+    uint32_t hop;       /* pending: where the FLUSH went */
+    uint32_t then_hop;  /* pending, settling here: a second old path, flushed once `hop`'s answers (0: none) */
+    uint32_t came_from; /* settling here: the node it came from */
     bool pending;
     bool arriving;       /* pending since the process was let in here, its flush not begun (sn__loc_hold) */
+    bool settling;       /* let in here, its arrival's flush not ended: sends from other nodes wait too */
     uint64_t since_ns;   /* pending: when the FLUSH (or its last retry) went */
     uint64_t started_ns; /* pending: when the flush began (retries keep it) */
     uint64_t flush_id;   /* pending: this flush's markers carry it; only an answer that does counts */
@@ -295,8 +298,9 @@ static bool node_down(sn_relay_t *r, uint32_t node)
 
 /* What the entries hold is bounded like a peer's backlog (peer.c):
  * past max_backlog bytes, a process here whose send is held waits before
- * its next step, until half of it went on (finish). A marker held for
- * another node (hold_marker) has no payload and holds no one. */
+ * its next step, until half of it went on (finish). A send held for
+ * another node (hold_passing) holds no sender here (its node is not
+ * slowed; the flush that holds it ends within DOWN_RELEASE_NS). */
 static size_t held_size(const item_t *it)
 {
     return 64 + (it->s.payload ? it->s.payload->len : 0);
@@ -322,6 +326,8 @@ static void finish(sn_relay_t *r, loc_t *l, uint32_t owner)
 {
     bool here = l->node == r->node || owner == r->node;
     l->pending = false;
+    l->settling = false;
+    l->then_hop = 0;
     l->node = here ? r->node : owner;
     /* route() reads the entry: direct now, so each goes to l->node (or
      * is delivered here) in the order it came */
@@ -428,18 +434,49 @@ void sn__loc_ended(sn_relay_t *r, sn_pid_t pid)
  * test_back_where_its_sender_is). So the
  * process's entry holds everything for it from the moment it is let in,
  * as a pending flush does, until sn__loc_arrived flushes or settles it.
- * A flush already under way (pending) holds already: left as it is. */
-void sn__loc_hold(sn_relay_t *r, sn_pid_t pid)
+ * A flush already under way (pending) holds already: left as it is.
+ * Until the arrival's flush ends, sends from other nodes than the one it
+ * came from wait in the entry too (sn__loc_hold_passing). */
+void sn__loc_hold(sn_relay_t *r, sn_pid_t pid, uint32_t victim)
 {
     loc_t *l = find(r->locs, pid);
-    if (l && l->pending)
-        return;
     if (!l && !(l = add(r->locs, pid)))
         return; /* no memory: no hold (sn__loc_arrived settles it at once) */
+    l->settling = true;
+    l->came_from = victim;
+    if (l->pending)
+        return;
     l->pending = true;
     l->arriving = true; /* l->node: where the cache said it was (0: a new entry) */
 }
 
+/* A path a flush can go down: another node, a member. */
+static bool old_path(sn_relay_t *r, uint32_t hop)
+{
+    return hop && hop != r->node && sn__relay_find_peer(r, hop);
+}
+
+/* The second old path of an arrival (then_hop), once the first answered.
+ * False: none, the flush ends. */
+static bool next_path(sn_relay_t *r, loc_t *l)
+{
+    uint32_t hop = l->then_hop;
+    l->then_hop = 0;
+    if (!old_path(r, hop) || hop == l->hop)
+        return false;
+    start_flush(r, l, l->node, hop);
+    return true;
+}
+
+/* Two old paths may lead to a process that arrives here: the cache's,
+ * which this node's own senders used (l->node), and the forwarding
+ * entry's, down which it passed on the sends of other nodes and their
+ * markers. They differ once the cache learnt of a move the forwarding
+ * entry did not follow (a REDIRECT to this node, its home). The arrival
+ * flushes both, one after the other, before anything held goes in: a
+ * send of another node passed on down the forwarding entry's path may
+ * sit in a frozen node while that node's later sends reach the process
+ * here (test_locate.c: test_arrival_flushes_both_paths). */
 void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t moves)
 {
     struct sn_locs *c = r->locs;
@@ -450,19 +487,20 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
         l->arriving = false;
         l->pending = false;
     }
-    uint32_t hop = l && l->node ? l->node : default_hop(r, pid);
+    uint32_t own = l && l->node ? l->node : 0, passed = default_hop(r, pid);
     /* the home node's route should follow it too (it learns from a node
      * that forwards for it otherwise) */
     if (pid.node != r->node && pid.node != victim) /* (the move number rides in `error`) */
         send_ctl(r, pid.node, pid, SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(moves & INT32_MAX), 0);
-    if (l && l->pending) { /* a flush on its way already: its answer settles it */
+    if (l && l->pending) { /* a flush on its way already: its answer (then the other path's) settles it */
         l->node = r->node;
+        l->then_hop = passed != l->hop && old_path(r, passed) ? passed : 0;
         return;
     }
     size_t bit = sn__sent_bit(pid);
     bool sent = r->sent_to[bit / 64] & (UINT64_C(1) << (bit % 64));
-    peer_t *p = hop && hop != r->node ? sn__relay_find_peer(r, hop) : NULL;
-    if (!sent || !p) {
+    uint32_t first = old_path(r, own) ? own : old_path(r, passed) ? passed : 0;
+    if (!sent || !first) {
         /* nothing from here on its way to it (the caller drained the
          * outbound queue first: what was queued for it before it came is
          * held by its entry, not sent), or no old path to wait for (a hop
@@ -480,7 +518,8 @@ void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t move
         sn__migrate_settled(r->sched, pid);
         return;
     }
-    start_flush(r, l, r->node, hop);
+    start_flush(r, l, r->node, first);
+    l->then_hop = first != passed && old_path(r, passed) ? passed : 0;
 }
 
 void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves)
@@ -534,17 +573,10 @@ static void stall_flush(void)
 #endif
 }
 
-/* Another node's marker s ends here, at a process settling here (its
- * arrival's own flush is under way, or about to begin): it waits in the
- * entry, with the sends it holds, and is answered when that flush ends
- * (finish routes it here again: sn__loc_flush). This node may have passed
- * the origin's messages on down the path the process took when it left
- * here, and they may still be on it (in a node that is down or slow) while
- * the process came back round by another way; answered at once, the origin
- * would send what it holds straight here, ahead of them (test_locate.c:
- * test_flush_waits_for_the_arrival_here). Its own flush goes down that
- * path behind them. False: no memory (the marker is answered at once). */
-static bool hold_marker(sn_relay_t *r, loc_t *l, const sn_wire_send_t *s)
+/* Holds s, a send that came from another node, in l behind what l holds:
+ * route() takes it here again when the flush ends (finish), past this
+ * entry. Takes s's payload. False: no memory. */
+static bool hold_passing(sn_relay_t *r, loc_t *l, sn_wire_send_t *s)
 {
     item_t **h = sn__grow(l->held, &l->cap, l->nheld, sizeof *h, 16, 0);
     if (!h)
@@ -554,16 +586,44 @@ static bool hold_marker(sn_relay_t *r, loc_t *l, const sn_wire_send_t *s)
     if (!it)
         return false;
     it->kind = ITEM_SEND;
-    it->dest = r->node; /* (a forward: route() takes it here again, past this entry) */
+    it->dest = r->node;
     it->diverted = false;
     it->forwarded = true;
     it->s = *s;
-    it->s.payload = NULL; /* (a marker has none: the caller frees s's) */
+    s->payload = NULL; /* (taken) */
     l->held[l->nheld++] = it;
     held_more(r, it);
     return true;
 }
 
+/* A message from another node for a process settling here (its arrival's
+ * flush under way, or about to begin) waits behind that flush unless it
+ * came from the node the process came from. That node passes on what
+ * reached it down the old paths, behind the commit: it goes in at once.
+ * Any other node's send may be newer than one of its sends this node
+ * passed on down an old path before the process came, still on the way
+ * (in a node that is frozen, say): it waits for the flush of that path
+ * (test_locate.c: test_arrival_flushes_both_paths). */
+bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s)
+{
+    if (r->locs->count == 0 || s->kind != SN_EV_MESSAGE)
+        return false;
+    loc_t *l = find(r->locs, s->to);
+    if (!l || !l->settling || !l->pending || from_node == l->came_from || !sn__migrate_here(r->sched, s->to))
+        return false;
+    return hold_passing(r, l, s);
+}
+
+/* A FLUSH marker s. Another node's marker that ends here, at a process
+ * settling here (its arrival's own flush under way, or about to begin),
+ * waits in the entry, with the sends it holds, and is answered when that
+ * flush ends (finish routes it here again). This node may have passed
+ * the origin's messages on down the path the process took when it left
+ * here, and they may still be on it (in a node that is down or slow) while
+ * the process came back round by another way; answered at once, the origin
+ * would send what it holds straight here, ahead of them (test_locate.c:
+ * test_flush_waits_for_the_arrival_here). Its own flush goes down that
+ * path behind them. With no memory to hold it, it is answered at once. */
 void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
 {
     sn_pid_t pid = s->to;
@@ -573,7 +633,7 @@ void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
     uint32_t next = sn__migrate_here(r->sched, pid) ? 0 : sn__migrate_forward_of(r->sched, pid);
     if (next == 0 || next == r->node) { /* the end of the path: it lives here (or nowhere) */
         loc_t *l = origin != r->node && next == 0 ? find(r->locs, pid) : NULL;
-        if (l && l->pending && sn__migrate_here(r->sched, pid) && hold_marker(r, l, s))
+        if (l && l->pending && sn__migrate_here(r->sched, pid) && hold_passing(r, l, s))
             return;
         if (origin == r->node) {
             sn__loc_flushed(r, pid, r->node, s->id);
@@ -597,7 +657,7 @@ static loc_t *answered(sn_relay_t *r, sn_pid_t pid, uint64_t id)
 void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner, uint64_t id)
 {
     loc_t *l = answered(r, pid, id);
-    if (l)
+    if (l && !next_path(r, l))
         finish(r, l, owner ? owner : l->node);
 }
 
@@ -713,7 +773,9 @@ static void give_up(sn_relay_t *r, uint32_t node, uint64_t now)
                 continue;
             }
             if (node) {
-                if (l->hop == node)
+                if (l->then_hop == node)
+                    l->then_hop = 0;
+                if (l->hop == node && !next_path(r, l))
                     finish(r, l, l->node); /* the old path ended with that run: nothing on it can arrive */
                 continue;
             }

@@ -730,9 +730,12 @@ void sn__loc_departed(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves
 uint32_t sn__loc_last_seen(void *arg, sn_pid_t pid);
 /* pid ended (GONE): what this node remembers of it goes. */
 void sn__loc_ended(sn_relay_t *r, sn_pid_t pid);
-/* pid was just activated here with `settle`: sends to it are held from
- * now until sn__loc_arrived (see locate.c). */
-void sn__loc_hold(sn_relay_t *r, sn_pid_t pid);
+/* pid was just activated here with `settle`, come from node victim:
+ * sends to it are held from now until sn__loc_arrived (see locate.c). */
+void sn__loc_hold(sn_relay_t *r, sn_pid_t pid, uint32_t victim);
+/* s, a send that came from node from_node, is for a process settling
+ * here and waits for its arrival's flush: held (its payload taken). */
+bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s);
 /* pid (from victim, its move number `moves`) was activated here with `settle`. */
 void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t moves);
 /* A REDIRECT: pid lives on node now; moves > 0: its move number (from the

@@ -156,6 +156,8 @@ static void release_held(sn_relay_t *r, held_t *q, size_t n, bool free_only)
         peer_t *p = sn__relay_find_peer(r, q[i].node);
         if (p && p->incarnation == q[i].incarnation && p->nheld) /* (else reset since: sn__relay_reset_peer) */
             p->nheld--;
+        if (sn__loc_hold_passing(r, q[i].node, &q[i].s))
+            continue;                             /* (behind its arrival's flush: locate.c) */
         sn__relay_inbound_send(r, NULL, &q[i].s); /* (takes the payload) */
     }
     free(q);
@@ -640,7 +642,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
             sn__await_arrived(r, in->pid); /* (before it can run: its end is local to its parent now) */
             if (ev && sn__migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {
                 if (arrived) {
-                    sn__loc_hold(r, in->pid); /* (before the drain below: see locate.c) */
+                    sn__loc_hold(r, in->pid, v->node); /* (before the drain below: see locate.c) */
                     arrived[activated] = *in;
                 }
                 activated++;

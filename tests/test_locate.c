@@ -18,7 +18,9 @@
  * again (passed on ahead of what was queued since), and so do a third
  * node's when the process comes back round to a node whose forwards to
  * it are still on a frozen node (that node's arrival flush answers the
- * third node's marker). A monitor that a node going down
+ * third node's marker), also when the home's cache and its forwarding
+ * entry lead down different paths (it flushes both), and a third node's
+ * messages that reach it meanwhile wait. A monitor that a node going down
  * never confirmed goes to the process's home again (relay/watch.c).
  */
 #include <setjmp.h>
@@ -788,6 +790,72 @@ static void test_flush_waits_for_the_arrival_here(void **state)
     assert_int_equal(mover_msg(idx, 1), 2);
 }
 
+/* Four nodes. P (home node 1) moves 1 -> 2 -> 3, and the home learns
+ * that it is on node 3: its cache (for its own senders) says node 3,
+ * its forwarding entry (for what it passes on) still node 2. Node 4's
+ * message 1 goes to the home, which passes it on to node 2, where it
+ * stays (node 2 is frozen, and the home holds it down). P comes home from
+ * node 3. Node 4's message 2, sent before node 4 heard where P is,
+ * reaches the home now: it waits for the home's arrival flush (else it
+ * goes in at once, ahead of 1). That flush goes down both old paths,
+ * node 3's and node 2's: node 3 answers at once, node 2 only once it
+ * resumes and passes 1 on (ended at node 3's answer, 2 goes in ahead of
+ * 1 too). */
+static void test_arrival_flushes_both_paths(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *h = c->n[1], *x = c->n[2], *y = c->n[3], *s = c->n[4];
+    uint64_t idx;
+    sn_pid_t moved[4], pid = moved_twice(c, &idx);
+    pass_everything(c); /* node 3's news: the home's cache follows P to node 3 */
+
+    /* 1: node 4 -> the home -> the link to node 2, where it stays */
+    send_u64(fake_sched(s), pid, 1);
+    fake_drain(s);
+    assert_int_equal(pass_all(c, 4, 1), 1);
+    fake_drain(h);
+    assert_int_equal(fake_count(h, 2, SN_FRAME_SENDS), 1);
+    peer_t *at2 = fake_peer(h, 2);
+    atomic_store(&at2->down, 1);
+    sn__relay_bounce_peer(&h->r, at2, SN_ENODEDOWN, false);
+
+    /* P comes home from node 3 */
+    for (uint64_t i = 4; i < 8; i++)
+        (void)mover_spawn(fake_sched(y), i);
+    atomic_store(&h->r.want_work, 1);
+    size_t n = steal(c, 3, 1, moved);
+    bool came = false;
+    for (size_t i = 0; i < n; i++)
+        came = came || sn_pid_eq(moved[i], pid);
+    assert_true(came);
+    fake_drain(h);
+
+    /* 2 reaches the home (node 4 has not heard of the REDIRECT yet) */
+    send_u64(fake_sched(s), pid, 2);
+    fake_drain(s);
+    assert_int_equal(pass_all(c, 4, 1), 1);
+    fake_drain(h);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&g_mv.nmsgs[idx]), 0);
+
+    /* the path of the home's own senders, through node 3, answers */
+    assert_true(pass_all(c, 1, 3) >= 1);
+    fake_drain(y);
+    assert_true(pass_all(c, 3, 1) >= 1);
+    fake_drain(h);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&g_mv.nmsgs[idx]), 0); /* node 2's path is not flushed */
+
+    /* node 2 resumes: 1 comes out, the home's marker behind it */
+    atomic_store(&at2->down, 0);
+    sn__loc_peer_up(&h->r, 2);
+    pass_everything(c);
+    (void)x;
+    assert_true(mover_wait_msgs(idx, 2));
+    assert_int_equal(mover_msg(idx, 0), 1);
+    assert_int_equal(mover_msg(idx, 1), 2);
+}
+
 /* Our own monitor request, come back from another node: it goes on from
  * here only if its record is still here (taken then); with none it was
  * answered already (the request monitor_again sent home, come back after
@@ -816,6 +884,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_held_while_on_its_way_undone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_released_after_it_moved_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_waits_for_the_arrival_here, setup4, teardown),
+        cmocka_unit_test_setup_teardown(test_arrival_flushes_both_paths, setup4, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_request_returned, setup, teardown),
     };
