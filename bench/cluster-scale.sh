@@ -69,21 +69,20 @@ mesh_sockets() {
     { l = $(NF - 1); r = $NF; sub(/.*:/, "", l); sub(/.*:/, "", r); if ((l in lp) || (r in lp)) c++ }
     END { print c + 0 }'
 }
+# Each sample is one read of every node's /proc files (one cat), so that
+# its time stays small beside the interval it bounds however many nodes
+# there are (with a process per node per sample, a sample takes seconds on
+# a loaded machine, and the CPU of those seconds would count against an
+# interval that does not include them).
 wakeups() { # context switches of every thread of every node
-  local t=0 p v
-  for p in "${pids[@]}"; do
-    v=$(cat /proc/"$p"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }')
-    t=$((t + v))
-  done
-  echo $t
+  local p files=()
+  for p in "${pids[@]}"; do files+=(/proc/"$p"/task/*/status); done
+  cat "${files[@]}" 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }'
 }
 cpu_ticks() { # utime + stime of every node, in clock ticks
-  local t=0 p f
-  for p in "${pids[@]}"; do
-    f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
-    t=$((t + ${f% *} + ${f#* }))
-  done
-  echo $t
+  local p files=()
+  for p in "${pids[@]}"; do files+=(/proc/"$p"/stat); done
+  cat "${files[@]}" 2>/dev/null | awk '{ t += $14 + $15 } END { print t + 0 }'
 }
 
 for n in "${sizes[@]}"; do
@@ -130,9 +129,9 @@ for n in "${sizes[@]}"; do
   awk -v c=$((c1 - c0)) -v hz="$hz" -v ms=$((w1 - w0)) -v got="$got" -v want="$want" -v n="$n" \
     'BEGIN { printf "RESULT cluster-settle-cpu-%d %.1f %%\n    settle: %.1f s; %d of %d TCP connection ends between nodes\n", n, 100 * c / hz / (ms / 1000), ms / 1000, got, want }'
   sleep 1
-  c0=$(cpu_ticks) x0=$(wakeups) w0=$(now_ms)
+  x0=$(wakeups) c0=$(cpu_ticks) w0=$(now_ms)
   sleep "$IDLE"
-  c1=$(cpu_ticks) x1=$(wakeups) w1=$(now_ms)
+  c1=$(cpu_ticks) w1=$(now_ms) x1=$(wakeups)
   awk -v c=$((c1 - c0)) -v hz="$hz" -v ms=$((w1 - w0)) 'BEGIN { printf "RESULT cluster-idle-cpu-'"$n"' %.1f %%\n", 100 * c / hz / (ms / 1000) }'
   awk -v x=$((x1 - x0)) -v n="$n" -v ms=$((w1 - w0)) 'BEGIN { printf "RESULT cluster-idle-wakeups-'"$n"' %.1f /node/s\n", x / n / (ms / 1000) }'
   fd_idle=$(cat "$dir"/n*.log | grep -c " is down")
