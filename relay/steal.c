@@ -1,5 +1,5 @@
 /* steal.c - cross-node work stealing: the relay's half of the handover
- * (node/sched/migrate.c is the scheduler's half). Runs on the I/O thread,
+ * (sched/migrate.c is the scheduler's half). Runs on the I/O thread,
  * except sn__steal_hook, which workers call.
  *
  * When every worker of a node has found nothing locally, the node (the
