@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "relay_int.h"
+#include "locate.h"
 
 #define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
 #define GUEST_SENDS 16    /* a batch of at most this many sends may wake a process run here (sends_in) */

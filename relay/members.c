@@ -42,6 +42,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "locate.h"
 #include "swim.h"
 
 #define HELLO_EVERY_NS 500000000u
