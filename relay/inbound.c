@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "relay_int.h"
+#include "awaited.h"
 #include "locate.h"
 
 #define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "awaited.h"
 #include "locate.h"
 #include "swim.h"
 #include <sys/epoll.h>

@@ -18,6 +18,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "awaited.h"
 #include "locate.h"
 
 #define BATCH_MAX 4096         /* sends per frame */

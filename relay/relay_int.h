@@ -708,23 +708,6 @@ static inline bool sn__relay_for_process(int kind)
     return kind < SN_WIRE_REDIRECT && kind != SN_RELAY_GONE;
 }
 
-/* awaited.c: where this node's awaited children are (I/O thread only) */
-/* m was handed to node taker (the steal committed): record it (spawned
- * here) or tell the node it was spawned on (AWAITED). */
-void sn__await_departed(sn_relay_t *r, const sn_migrant_t *m, uint32_t taker);
-/* An AWAITED notice (s) from another node: the record moves. */
-void sn__await_notice(sn_relay_t *r, const sn_wire_send_t *s);
-/* child runs here now: its record goes. */
-void sn__await_arrived(sn_relay_t *r, sn_pid_t child);
-/* Did child's parent get nodedown for it already? (it comes back: unawaited) */
-bool sn__await_fired(sn_relay_t *r, sn_pid_t child);
-/* child's RESULT or CHILD_DOWN reached this node: its record goes; true
- * if the parent had its nodedown already (the outcome is dropped). */
-bool sn__await_outcome(sn_relay_t *r, sn_pid_t child);
-/* node is down (gone: its run ended): parents of children there hear. */
-void sn__await_peer_down(sn_relay_t *r, uint32_t node, bool gone);
-void sn__await_fini(sn_relay_t *r);
-
 /* steal.c (I/O thread only, but for the hook) */
 int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg);
 void sn__steal_fini(sn_relay_t *r);

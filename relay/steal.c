@@ -41,6 +41,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "awaited.h"
 #include "locate.h"
 
 #define OFFER_TIMEOUT_NS 3000000000u   /* victim: accept within this, or revert */
