@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "relay_int.h"
+#include "steal.h"
 #include "locate.h"
 
 #define SWEEP_NS 1000000000u /* see turn */

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "steal.h"
 #include "locate.h"
 
 #define DRAIN_BUDGET 65536 /* queue items per loop turn, then serve inbound */

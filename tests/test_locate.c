@@ -35,6 +35,7 @@
 
 #include "movers.h"
 #include "relay_fake.h"
+#include "steal.h"
 #include "locate.h"
 
 #define FLUSH_RETRY_NS UINT64_C(1000000000)   /* locate.c's */

@@ -24,6 +24,7 @@
 
 #include "movers.h"
 #include "relay_fake.h"
+#include "steal.h"
 #include "locate.h"
 
 #define N 8                                   /* movers on the victim; the thief, with none, gets half */
