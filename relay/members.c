@@ -42,6 +42,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "members.h"
 #include "steal.h"
 #include "locate.h"
 #include "swim.h"
