@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "manage.h"
 
 /* Most rows one answer carries (about 50 bytes each on the wire, well
  * under the 16 MiB frame); `total` says how many there are. */
