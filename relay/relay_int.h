@@ -506,15 +506,6 @@ void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_le
  * server_key when the node is secure), or NULL. With monitor, *monitor
  * watches its handshake failures from before it connects (or is NULL). */
 zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key, zsock_t **monitor);
-/* Records (on) or drops a remote monitor of target (on p) by watcher;
- * false if there was none to drop (or no memory to record it). */
-bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
-/* Marks p's record of that monitor confirmed (WATCHED from p); false if
- * p holds none. */
-bool sn__watch_confirm(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
-/* p went down, left or restarted: each monitor recorded under it gives
- * its watcher DOWN nodedown, or goes to the process's home again (watch.c) */
-void sn__relay_watches_lost(sn_relay_t *r, peer_t *p);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 {
@@ -577,15 +568,6 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
 void sn__relay_return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, sn_pid_t target, int error);
 void sn__relay_bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_t at);
 bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
-/* Our own monitor request s came back here: true if its record was still
- * there (taken now: the request goes on from here); false if it was
- * answered already or demonitored (drop it). See watch.c. */
-bool sn__watch_returned(sn_relay_t *r, const sn_wire_send_t *s);
-/* Our own monitor request s (its watcher here) could not go on to peer
- * `at` (0: it never left here): the record under `at` answers, its
- * watcher gets DOWN `error`; false if `at` holds none (the record moved on
- * since the request left, or its DOWN came: watch.c). */
-bool sn__watch_bounced(sn_relay_t *r, const sn_wire_send_t *s, int error, uint32_t at);
 /* Wakes the I/O thread (any thread). */
 void sn__relay_poke(sn_relay_t *r);
 /* While the I/O thread hands the scheduler a send from another node (s),
