@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "relay_int.h"
+#include "peer.h"
 #include "watch.h"
 #include "manage.h"
 #include "members.h"

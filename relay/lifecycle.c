@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "peer.h"
 #include "udp.h"
 #include "manage.h"
 #include "members.h"

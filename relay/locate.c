@@ -66,6 +66,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
 #include "locate.h"
 #include "sn_node.h"
 

@@ -42,6 +42,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
 #include "udp.h"
 #include "members.h"
 #include "steal.h"

@@ -18,6 +18,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
 #include "watch.h"
 #include "steal.h"
 #include "awaited.h"

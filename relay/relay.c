@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "relay_int.h"
+#include "peer.h"
 #include "udp.h"
 #include "members.h"
 #include "steal.h"

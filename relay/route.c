@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "peer.h"
 #include "watch.h"
 #include "manage.h"
 #include "steal.h"

@@ -41,6 +41,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
 #include "steal.h"
 #include "awaited.h"
 #include "locate.h"

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "relay_int.h"
+#include "peer.h"
 #include "udp.h"
 
 #define UDP_BATCH 8        /* datagrams one recvmmsg takes */

@@ -10,6 +10,7 @@
  * relay hook) and the calls into the logic files are relay.c's.
  */
 #include "relay_fake.h"
+#include "peer.h"
 #include "udp.h"
 #include "watch.h"
 #include "members.h"

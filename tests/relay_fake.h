@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "relay_int.h"
+#include "peer.h"
 #include "members.h"
 #include "sn_node.h"
 

@@ -35,6 +35,7 @@
 
 #include "movers.h"
 #include "relay_fake.h"
+#include "peer.h"
 #include "watch.h"
 #include "steal.h"
 #include "locate.h"

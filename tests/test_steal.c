@@ -24,6 +24,7 @@
 
 #include "movers.h"
 #include "relay_fake.h"
+#include "peer.h"
 #include "steal.h"
 #include "locate.h"
 

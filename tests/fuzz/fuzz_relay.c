@@ -34,6 +34,7 @@
 #include "fuzz.h"
 #include "relay_input.h"
 #include "relay_int.h"
+#include "peer.h"
 #include "udp.h"
 #include "members.h"
 #include "steal.h"
