@@ -1,6 +1,9 @@
-/* relay_int.h - what relay.c (the data path and the I/O loop) and
- * members.c (joining, gossip, failure detection, leaving, status) share.
- * Nothing outside relay/ includes this.
+/* relay_int.h - what every file of relay/ shares: the send items, the
+ * peer slot, the relay's state, logging, the member table's lookups and
+ * the I/O loop. Each module's own interface is its header (locate.h,
+ * steal.h, members.h, manage.h, awaited.h, watch.h, udp.h, peer.h), which
+ * only the files that call it include. Nothing outside relay/ (and its
+ * tests) includes this.
  *
  * Ownership: the I/O thread (the actor) owns every socket and every field
  * of sn_relay and peer_t except those marked "any thread". More exactly,
