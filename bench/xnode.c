@@ -13,7 +13,7 @@
  *   xnode-rtt:  process-to-process round trips across the two nodes, each
  *               timed from the step that sends to the step that gets the
  *               answer (stamps in the payload): p50 and p99. With
- *               --breakdown, every hop of the way too (relay/hops.h).
+ *               --breakdown, every hop of the way too (common/hops.h).
  */
 #define _GNU_SOURCE 1 /* sched_setaffinity */
 #include "xnode.h"
@@ -34,11 +34,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "codec.h"
+#include "free_port.h"
 #include "hops.h"
 #include "relay.h"
 #include "schednode/schednode.h"
-#include "../tests/free_port.h"
 #include "sn_node.h"
 #include "pidcache.h"
 
@@ -640,7 +641,7 @@ static double quantile_us(uint64_t *v, size_t n, double q)
     return n ? (double)v[i < n ? i : n - 1] / 1e3 : 0;
 }
 
-/* The hops of a round trip: stamp i to stamp i + 1 (relay/hops.h). */
+/* The hops of a round trip: stamp i to stamp i + 1 (common/hops.h). */
 static const char *const hop_names[SN_HOP_SLOTS - 1] = {"node 1: step sends -> relay thread picks it up",
                                                         "node 1: relay thread -> zmq_send",
                                                         "zmq: node 1 -> node 2's relay thread reads it",

@@ -5,7 +5,7 @@
 int sn_bench_xnode_send(int workers);
 /* messages of 1 MiB and 32 MiB, against raw PUSH/PULL of the same sizes */
 int sn_bench_xnode_big(int workers);
-/* breakdown: the latency of each hop too (hop tracing: relay/hops.h) */
+/* breakdown: the latency of each hop too (hop tracing: common/hops.h) */
 int sn_bench_xnode_rtt(int workers, int breakdown);
 int sn_bench_steal_imbalance(void);
 int sn_bench_steal_join(void);

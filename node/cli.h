@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "client.h"
 #include "codec.h"
 #include "relay.h"
 #include "schednode/schednode.h"

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 
 #include "relay_int.h"
+#include "awaited.h"
 #include "sn_node.h"
 
 #define FIRST_BUCKETS 256

@@ -5,6 +5,8 @@
  * way. I/O thread only.
  */
 #include "relay_int.h"
+#include "members.h"
+#include "steal.h"
 
 bool sn__relay_logic_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
                            zsock_t *from_seed)

@@ -12,6 +12,13 @@
 #include <time.h>
 
 #include "relay_int.h"
+#include "peer.h"
+#include "watch.h"
+#include "manage.h"
+#include "members.h"
+#include "steal.h"
+#include "awaited.h"
+#include "locate.h"
 
 #define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
 #define GUEST_SENDS 16    /* a batch of at most this many sends may wake a process run here (sends_in) */
@@ -479,7 +486,7 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
     uint64_t msgs = 0, sent_ns = f->sent_us * 1000u, now = sent_ns ? realtime_ns() : 0;
     /* A process a batch of a few sends wakes while no worker runs one runs
      * on this thread once the batch is handed over, as the scheduler's
-     * guest (node/sched/guest.c): no hand-off to a worker on the way (a
+     * guest (sched/guest.c): no hand-off to a worker on the way (a
      * futex wake-up if it was parked), and what it sends goes out from
      * here (route.c: relay_flush). Bounded (a few runs, tens of
      * microseconds); the next frame waits that long. A bigger batch is

@@ -11,6 +11,13 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "peer.h"
+#include "udp.h"
+#include "manage.h"
+#include "members.h"
+#include "steal.h"
+#include "awaited.h"
+#include "locate.h"
 #include "swim.h"
 #include <sys/epoll.h>
 #include <sys/eventfd.h>

@@ -66,6 +66,8 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
+#include "locate.h"
 #include "sn_node.h"
 
 #define FLUSH_RETRY_NS (1000u * 1000000u)     /* a FLUSH not answered in this long is sent again */

@@ -1,6 +1,6 @@
 /* manage.c - a node's side of `schednode ps`, `kill` and `types`: its own
  * processes and types, answered from the scheduler (inspect.c, kill.c).
- * The client asks each node in turn (relay/client.c has no fan-out: a
+ * The client asks each node in turn (node/client.c has no fan-out: a
  * node answers for itself only). I/O thread.
  */
 #include <pthread.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "manage.h"
 
 /* Most rows one answer carries (about 50 bytes each on the wire, well
  * under the 16 MiB frame); `total` says how many there are. */

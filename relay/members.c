@@ -42,6 +42,11 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
+#include "udp.h"
+#include "members.h"
+#include "steal.h"
+#include "locate.h"
 #include "swim.h"
 
 #define HELLO_EVERY_NS 500000000u

@@ -18,6 +18,11 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
+#include "watch.h"
+#include "steal.h"
+#include "awaited.h"
+#include "locate.h"
 
 #define BATCH_MAX 4096         /* sends per frame */
 #define ACK_EVERY 16           /* batches: acknowledge at once when this many are unacknowledged */

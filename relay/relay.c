@@ -26,6 +26,11 @@
 #include <unistd.h>
 
 #include "relay_int.h"
+#include "peer.h"
+#include "udp.h"
+#include "members.h"
+#include "steal.h"
+#include "locate.h"
 
 #define SWEEP_NS 1000000000u /* see turn */
 

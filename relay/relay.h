@@ -126,25 +126,6 @@ void sn_relay_delivery_hist(sn_relay_t *relay, uint64_t *counts, uint64_t *sum_n
 /* The endpoint actually bound (with the real port if 0 was asked). */
 const char *sn_relay_endpoint(sn_relay_t *relay);
 
-/* Client side: sends one request to the node at endpoint and waits up to
- * timeout_ms (< 0: forever) for its reply (caller clears *reply with
- * sn_frame_clear-like sn_client_reply_clear). Returns 0, SN_ETIMEDOUT or
- * SN_EPROTO. A CALL's first answer says the process started: on
- * SN_ETIMEDOUT, reply->started and reply->pid say whether it did and which
- * it is (and err says the call timed out rather than "no answer").
- * Also SN_EUNREACHABLE (the connection was refused), SN_EREFUSED (a
- * refused key), SN_ENODEDOWN (the node closed the connection before it
- * answered) and SN_ECANCELED (the interrupt fd became readable; a call's
- * reply->started and pid then say which process it started). */
-struct sn_wire_request;
-struct sn_wire_reply;
-int sn_client_call(const char *endpoint, const sn_security_t *security, const struct sn_wire_request *req,
-                   int timeout_ms, struct sn_wire_reply *reply, char *err, size_t errlen);
-void sn_client_reply_clear(struct sn_wire_reply *reply);
-/* A file descriptor whose readability ends every wait of sn_client_call
- * (a self-pipe a signal handler writes), or -1 for none. */
-void sn_client_interrupt(int fd);
-
 /* For tests only: when set, node `at` drops every batch from node `from`
  * numbered `seq` for which it returns true, as a frame lost on the way
  * (relay/inbound.c: in_order). Set it before the relays start. */

@@ -1,6 +1,9 @@
-/* relay_int.h - what relay.c (the data path and the I/O loop) and
- * members.c (joining, gossip, failure detection, leaving, status) share.
- * Nothing outside relay/ includes this.
+/* relay_int.h - what every file of relay/ shares: the send items, the
+ * peer slot, the relay's state, logging, the member table's lookups and
+ * the I/O loop. Each module's own interface is its header (locate.h,
+ * steal.h, members.h, manage.h, awaited.h, watch.h, udp.h, peer.h), which
+ * only the files that call it include. Nothing outside relay/ (and its
+ * tests) includes this.
  *
  * Ownership: the I/O thread (the actor) owns every socket and every field
  * of sn_relay and peer_t except those marked "any thread". More exactly,
@@ -447,30 +450,8 @@ static inline peer_t *sn__relay_find_peer(sn_relay_t *r, uint32_t node)
     return NULL;
 }
 
-/* A free slot for a new member (zeroed, node 0), reused or new, or NULL
- * (no memory, or SN_PEER_CHUNKS full); sn__relay_publish makes it node's
- * (findable from then on). sn__relay_free_slot empties a member's slot
- * (its node goes to 0 first) for reuse. I/O thread (peer.c). */
-peer_t *sn__relay_new_slot(sn_relay_t *r);
-void sn__relay_publish(sn_relay_t *r, peer_t *p, uint32_t node);
-void sn__relay_free_slot(sn_relay_t *r, peer_t *p);
-/* Frees what a slot holds (its frames, lists, socket): at destroy, and
- * before a slot is reused. table_fini frees the whole table (and what the
- * I/O loop's lists and the held senders took): at destroy. */
-void sn__relay_slot_fini(sn_relay_t *r, peer_t *p);
-void sn__relay_table_fini(sn_relay_t *r);
 /* Counts and logs (rate-limited) a dropped frame. */
 void sn__relay_bad(sn_relay_t *r, const char *why, uint32_t node);
-/* Everything waiting for p goes back to its senders with `error`; gone:
- * p restarted or left (not just down), so what moved there is gone too. */
-void sn__relay_bounce_peer(sn_relay_t *r, peer_t *p, int error, bool gone);
-/* it could not go on (to node `at`, if it got that far): back to its
- * sender, behind whatever the bounce queue holds (peer.c), and freed */
-void sn__relay_bounce_item(sn_relay_t *r, item_t *it, int error, uint32_t at);
-/* A slice of the bounce queue (what is left waits for the next turn:
- * r->bq_head < r->bq_n); its end, at destroy. */
-void sn__relay_bounce_some(sn_relay_t *r);
-void sn__relay_bounce_fini(sn_relay_t *r);
 /* sn_relay_new is sn__relay_create, then the I/O thread, then
  * sn__relay_install; tests/fuzz/fuzz_relay.c uses them without the thread
  * and plays it itself. sn__relay_create makes the relay's state (its
@@ -495,26 +476,6 @@ void sn__relay_inbound_frame(sn_relay_t *r, const void *data, size_t size, const
  * dispatched; f stays the caller's. */
 void sn__relay_inbound_decoded(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
                                zsock_t *from_seed);
-/* Sends a frame on p's connection without blocking; false if it would. */
-bool sn__relay_try_send(sn_relay_t *r, peer_t *p, const void *buf, size_t len);
-/* Gives p the dealer d (NULL: none), closing its old one; the I/O loop
- * watches the new one. */
-void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d);
-/* Sends [ident, frame] on the ROUTER (an answer on an inbound connection). */
-void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const void *buf, size_t len);
-/* A DEALER to endpoint with the relay's limits (a CurveZMQ client of
- * server_key when the node is secure), or NULL. With monitor, *monitor
- * watches its handshake failures from before it connects (or is NULL). */
-zsock_t *sn__relay_dealer_to(sn_relay_t *r, const char *endpoint, const char *server_key, zsock_t **monitor);
-/* Records (on) or drops a remote monitor of target (on p) by watcher;
- * false if there was none to drop (or no memory to record it). */
-bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on);
-/* Marks p's record of that monitor confirmed (WATCHED from p); false if
- * p holds none. */
-bool sn__watch_confirm(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
-/* p went down, left or restarted: each monitor recorded under it gives
- * its watcher DOWN nodedown, or goes to the process's home again (watch.c) */
-void sn__relay_watches_lost(sn_relay_t *r, peer_t *p);
 /* Forgets p's numbering after a restart and takes on the new incarnation. */
 static inline void sn__relay_reset_peer(peer_t *p, uint64_t incarnation)
 {
@@ -577,15 +538,6 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
 void sn__relay_return_error(sn_relay_t *r, sn_wire_send_t *s, sn_pid_t sender, sn_pid_t target, int error);
 void sn__relay_bounce_local(sn_relay_t *r, sn_wire_send_t *s, int error, uint32_t at);
 bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_t tag);
-/* Our own monitor request s came back here: true if its record was still
- * there (taken now: the request goes on from here); false if it was
- * answered already or demonitored (drop it). See watch.c. */
-bool sn__watch_returned(sn_relay_t *r, const sn_wire_send_t *s);
-/* Our own monitor request s (its watcher here) could not go on to peer
- * `at` (0: it never left here): the record under `at` answers, its
- * watcher gets DOWN `error`; false if `at` holds none (the record moved on
- * since the request left, or its DOWN came: watch.c). */
-bool sn__watch_bounced(sn_relay_t *r, const sn_wire_send_t *s, int error, uint32_t at);
 /* Wakes the I/O thread (any thread). */
 void sn__relay_poke(sn_relay_t *r);
 /* While the I/O thread hands the scheduler a send from another node (s),
@@ -600,55 +552,10 @@ typedef struct sn_passing {
 void sn__relay_pass_begin(const sn_wire_send_t *s, sn_passing_t *saved);
 void sn__relay_pass_end(const sn_passing_t *saved);
 
-/* peer.c (I/O thread): puts p on one of the I/O loop's lists (flag: its
- * membership); io_look: p's DEALER needs a look this turn. flush_peer
- * sends p's batch (and what waited before it); batch_add adds a routed
- * item to it. acked: the peer has every batch up to seq. ack_later: a
- * batch `seq` came from p on [ident]: acknowledged soon (send_acks, at
- * acks_due_ns). send_reply answers a client on the ROUTER. */
-void sn__relay_io_list(uint32_t *list, size_t *n, bool *flag, sn_relay_t *r, peer_t *p);
-void sn__relay_io_look(sn_relay_t *r, peer_t *p);
-void sn__relay_flush_peer(sn_relay_t *r, peer_t *p);
-void sn__relay_batch_add(sn_relay_t *r, peer_t *p, item_t *it);
-void sn__relay_acked(sn_relay_t *r, peer_t *p, uint64_t seq);
-/* Once a second: an empty numbered batch to each peer whose batches have
- * waited a second for an ack, so that a gap at the end shows. */
-void sn__relay_probe_gaps(sn_relay_t *r, uint64_t now);
-/* Backpressure: the sender of `it`, a process here, runs no further step
- * until sn__relay_let_go(w) (a send passing through, or not a process's,
- * holds no one); let_go lets every one in w go on. */
-void sn__relay_hold_sender(sn_relay_t *r, waiters_t *w, const item_t *it);
-void sn__relay_let_go(sn_relay_t *r, waiters_t *w);
-/* p did not take its batches from..to: their sends go back with error. */
-void sn__relay_refused(sn_relay_t *r, peer_t *p, uint64_t from, uint64_t to, int error);
-/* This node does not take p's batches from..to (numbered in p's run):
- * p hears before any ack past them. */
-void sn__relay_refuse(sn_relay_t *r, peer_t *p, uint64_t from, uint64_t to, int error);
-void sn__relay_ack_later(sn_relay_t *r, peer_t *p, uint64_t seq, const unsigned char *ident, size_t ident_len);
-void sn__relay_send_acks(sn_relay_t *r, uint64_t now);
-uint64_t sn__relay_acks_due_ns(sn_relay_t *r);
-void sn__relay_send_reply(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_wire_reply_t *rep);
-
 /* dispatch.c (I/O thread): a frame for members.c or steal.c, handed on
  * by kind; false if it is none of theirs. */
 bool sn__relay_logic_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned char *ident, size_t ident_len,
                            zsock_t *from_seed);
-
-/* udp.c (I/O thread): the probes' socket, bound on the listening host
- * and port (0; -1: no memory; a bind that fails only means probes over
- * TCP), and closed. send_probe sends a probe (an Envelope) to p as a
- * datagram, or on its connection where UDP does not go (sn__relay_try_send's
- * result); udp_answer sends a frame back to the sender of the datagram
- * being handled, as node `node`'s run `inc`; read_udp reads what waits
- * (true: it stopped on its budget); datagram is one datagram as it came
- * (tests/fuzz calls it without a socket). */
-struct sockaddr;
-int sn__udp_open(sn_relay_t *r);
-void sn__udp_close(sn_relay_t *r);
-bool sn__relay_send_probe(sn_relay_t *r, peer_t *p, const void *buf, size_t len);
-void sn__relay_udp_answer(sn_relay_t *r, uint32_t node, uint64_t inc, const void *buf, size_t len);
-bool sn__relay_read_udp(sn_relay_t *r);
-void sn__relay_datagram(sn_relay_t *r, const uint8_t *data, size_t len, const struct sockaddr *from, unsigned fromlen);
 
 /* inbound.c (I/O thread): a send for a process here (from: the peer it
  * came from; NULL: from a sender here, or held here by locate.c); what is
@@ -707,160 +614,5 @@ static inline bool sn__relay_for_process(int kind)
 {
     return kind < SN_WIRE_REDIRECT && kind != SN_RELAY_GONE;
 }
-
-#define SN_SENT_BITS (1u << 20)
-static inline size_t sn__sent_bit(sn_pid_t pid)
-{
-    return (size_t)(((pid.serial ^ ((uint64_t)pid.node << 32)) * UINT64_C(0x9E3779B97F4A7C15)) >> 44);
-}
-
-/* locate.c (I/O thread): the location cache and the flush, see there. */
-int sn__loc_init(sn_relay_t *r);
-void sn__loc_fini(sn_relay_t *r);
-/* What sn__loc_route did with an item. */
-enum { SN_LOC_SEND, SN_LOC_HELD, SN_LOC_DOWN };
-/* SN_LOC_SEND: send it to it->dest (perhaps changed); SN_LOC_HELD: held
- * (taken); SN_LOC_DOWN: its path goes through a node that is down: the
- * caller bounces it (nodedown). */
-int sn__loc_route(sn_relay_t *r, item_t *it);
-/* pid left this node for `node` (a committed handover, its move number `moves`). */
-void sn__loc_departed(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves);
-/* Where pid was seen last (0: unknown): for a process of this node, where
- * its newest owner said it arrived; else this node's cache. arg: the relay. */
-uint32_t sn__loc_last_seen(void *arg, sn_pid_t pid);
-/* pid ended (GONE): what this node remembers of it goes. */
-void sn__loc_ended(sn_relay_t *r, sn_pid_t pid);
-/* pid was just activated here with `settle`, come from node victim:
- * sends to it are held from now until sn__loc_arrived (see locate.c). */
-void sn__loc_hold(sn_relay_t *r, sn_pid_t pid, uint32_t victim);
-/* s, a send that came from node from_node, is for a process settling
- * here and waits for its arrival's flush: held (its payload taken). */
-bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s);
-/* pid (from victim, its move number `moves`) was activated here with `settle`. */
-void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t moves);
-/* A REDIRECT: pid lives on node now; moves > 0: its move number (from the
- * node it arrived at, to its home). */
-void sn__loc_redirect(sn_relay_t *r, sn_pid_t pid, uint32_t node, uint32_t moves);
-void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s);
-/* FLUSHED: the flush of pid whose markers carry `id` ended at owner. */
-void sn__loc_flushed(sn_relay_t *r, sn_pid_t pid, uint32_t owner, uint64_t id);
-/* A FLUSH this node started for pid was stopped at a node further down the
- * path whose next hop (node `at`) is down to it: FLUSHED with error
- * nodedown. */
-void sn__loc_stuck(sn_relay_t *r, sn_pid_t pid, uint32_t at, uint64_t id);
-/* A FLUSH from another node cannot go on from here: its next hop `at` is
- * down. The node that started it hears so (sn__loc_stuck). */
-void sn__loc_flush_stuck(sn_relay_t *r, const sn_wire_send_t *s, uint32_t at);
-/* An arrival notice to pid's home (REDIRECT with move number `moves`)
- * came back: the home was down. It goes again when the home is up. */
-void sn__loc_notice_lost(sn_relay_t *r, sn_pid_t pid, uint32_t moves);
-/* A message from `from` for pid was delivered: if it went on elsewhere,
- * `from` hears where (rate-limited). */
-void sn__loc_forwarded(sn_relay_t *r, const peer_t *from, sn_pid_t pid);
-/* pid (another node's) had left this node for a run that ended, and this
- * node dropped its forwarding entry: its home hears (a REDIRECT to node
- * 0), as it may not know the process went there. */
-void sn__loc_left_for_gone(sn_relay_t *r, sn_pid_t pid);
-/* Node `from` says pid, one of ours, left it for a run that ended (above). */
-void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from);
-/* node is down (gone false: it may come back, frozen or cut off) or gone
- * for good (restarted as a new run, or left). */
-void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone);
-/* node is up again (the same run): flushes waiting on it start again. */
-void sn__loc_peer_up(sn_relay_t *r, uint32_t node);
-void sn__loc_tick(sn_relay_t *r, uint64_t now);
-
-/* awaited.c: where this node's awaited children are (I/O thread only) */
-/* m was handed to node taker (the steal committed): record it (spawned
- * here) or tell the node it was spawned on (AWAITED). */
-void sn__await_departed(sn_relay_t *r, const sn_migrant_t *m, uint32_t taker);
-/* An AWAITED notice (s) from another node: the record moves. */
-void sn__await_notice(sn_relay_t *r, const sn_wire_send_t *s);
-/* child runs here now: its record goes. */
-void sn__await_arrived(sn_relay_t *r, sn_pid_t child);
-/* Did child's parent get nodedown for it already? (it comes back: unawaited) */
-bool sn__await_fired(sn_relay_t *r, sn_pid_t child);
-/* child's RESULT or CHILD_DOWN reached this node: its record goes; true
- * if the parent had its nodedown already (the outcome is dropped). */
-bool sn__await_outcome(sn_relay_t *r, sn_pid_t child);
-/* node is down (gone: its run ended): parents of children there hear. */
-void sn__await_peer_down(sn_relay_t *r, uint32_t node, bool gone);
-void sn__await_fini(sn_relay_t *r);
-
-/* steal.c (I/O thread only, but for the hook) */
-int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg);
-void sn__steal_fini(sn_relay_t *r);
-/* The remote-work hook (workers): asks the I/O thread to look for work. */
-int sn__steal_hook(void *arg, sn_sched_t *sched);
-/* Handles StealRequest, StealOffer, StealAccept, StealCommit from p. */
-void sn__steal_frame(sn_relay_t *r, peer_t *p, sn_frame_t *f);
-/* Timeouts, and a request when the node is idle and someone is loaded. */
-void sn__steal_tick(sn_relay_t *r, uint64_t now);
-/* p went down, left or restarted (gone: its run ended): handovers with it
- * end; those where it is the victim only when its run ended (a victim held
- * down may still commit). */
-void sn__steal_peer_gone(sn_relay_t *r, peer_t *p, bool gone);
-/* p's heartbeat now shows work to steal (it had none): ask at once. */
-void sn__steal_loaded(sn_relay_t *r, peer_t *p);
-/* p advertised its types: is it a steal partner? */
-void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size_t n);
-/* When steal.c next wants a tick (UINT64_MAX: no need). */
-uint64_t sn__steal_next_ns(sn_relay_t *r);
-/* Ends every handover and stops serving requests (before a shutdown). */
-void sn__steal_stop(sn_relay_t *r);
-/* A message or flush marker from another node for a process on its way
- * here (accepted, not committed yet): true if it waits in the install
- * until the handover ends (s's payload taken; see steal.c). Only from a
- * frame its sender keeps until acknowledged (in_seq); acknowledgements
- * to that node stop short of it meanwhile (sn__relay_ackable). */
-bool sn__steal_hold(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s);
-/* Wakes the I/O thread (any thread). */
-void sn__relay_poke(sn_relay_t *r);
-/* Sends a control frame to p after everything queued for it, before
- * anything queued later (takes buf). */
-void sn__relay_send_ordered(sn_relay_t *r, peer_t *p, void *buf, size_t len);
-
-/* members.c (I/O thread only) */
-/* Adds a member or updates what we know of it; returns its slot or NULL. */
-peer_t *sn__members_upsert(sn_relay_t *r, const sn_wire_member_t *m, const char *how);
-/* Handles a Hello, Welcome, Members, Error or Leave frame. */
-void sn__members_frame(sn_relay_t *r, sn_frame_t *f, const unsigned char *ident, size_t ident_len, zsock_t *from_seed);
-/* A frame of incarnation `inc` came from member p: restart, up again. */
-/* A frame in member p's name with a key that is not p's (r->in_key):
- * true if it is p's newer run under a new key (see members.c), which p's
- * key is from now on; false if it is not p speaking. */
-bool sn__members_rekeyed(sn_relay_t *r, peer_t *p, const sn_frame_t *f);
-/* A heartbeat from a node that is not a member here (members.c). */
-peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);
-void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc);
-/* A heartbeat from member p: its counters, and the SWIM probe and
- * membership updates it carries. */
-void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f);
-/* Starts failure detection (swim.c); 0 or SN_ENOMEM. */
-int sn__members_init(sn_relay_t *r);
-void sn__members_fini(sn_relay_t *r);
-/* A frame came from an earlier run of member p (its id was taken over by
- * a newer run): that run is told it is out (rate-limited). ident: the
- * frame came on the ROUTER, answer there. */
-void sn__members_superseded(sn_relay_t *r, peer_t *p, const sn_frame_t *f, const unsigned char *ident,
-                            size_t ident_len);
-/* The periodic turn: Hellos while joining, heartbeats, failure detection,
- * gossip, and the end of a leave. */
-void sn__members_tick(sn_relay_t *r);
-/* When the next tick is due. */
-uint64_t sn__members_next_ns(sn_relay_t *r);
-/* Status rows for every member we know, ourselves first. Caller frees. */
-sn_wire_stats_t *sn__members_rows(sn_relay_t *r, size_t *n);
-/* manage.c: answers a client's PS, KILL or TYPES about this node into
- * *rep (which it allocates: the caller frees rep->procs and rep->types). */
-void sn__relay_manage(sn_relay_t *r, const sn_wire_request_t *q, sn_wire_reply_t *rep);
-/* The scheduler's `ended` hook (any thread): a process a client killed
- * has ended; its end is kept a while for the client's `kill`, which asks
- * (PS of its PID) after it has gone. */
-void sn__relay_ended(void *arg, sn_pid_t pid, int error, const sn_payload_t *result);
-int sn__manage_init(sn_relay_t *r);
-void sn__manage_fini(sn_relay_t *r);
-/* The state `status` shows for p now (suspect when half-way to down). */
-int sn__members_state(sn_relay_t *r, const peer_t *p);
 
 #endif

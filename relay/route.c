@@ -30,6 +30,11 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "peer.h"
+#include "watch.h"
+#include "manage.h"
+#include "steal.h"
+#include "locate.h"
 
 #define DRAIN_BUDGET 65536 /* queue items per loop turn, then serve inbound */
 /* Nodes a send may pass through: a path longer than this loops (a chain of

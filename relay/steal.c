@@ -1,5 +1,5 @@
 /* steal.c - cross-node work stealing: the relay's half of the handover
- * (node/sched/migrate.c is the scheduler's half). Runs on the I/O thread,
+ * (sched/migrate.c is the scheduler's half). Runs on the I/O thread,
  * except sn__steal_hook, which workers call.
  *
  * When every worker of a node has found nothing locally, the node (the
@@ -41,6 +41,10 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
+#include "steal.h"
+#include "awaited.h"
+#include "locate.h"
 
 #define OFFER_TIMEOUT_NS 3000000000u   /* victim: accept within this, or revert */
 #define REQUEST_TIMEOUT_NS 3000000000u /* thief: offer within this, or ask again */

@@ -9,6 +9,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
 
 /* The I/O loop's lists, grown to hold `slots` slots each. */
 static bool grow_lists(sn_relay_t *r, size_t slots)

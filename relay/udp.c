@@ -37,6 +37,8 @@
 #include <unistd.h>
 
 #include "relay_int.h"
+#include "peer.h"
+#include "udp.h"
 
 #define UDP_BATCH 8        /* datagrams one recvmmsg takes */
 #define UDP_ROUNDS 8       /* recvmmsg calls per turn, at most (then the loop turns) */

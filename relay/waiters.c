@@ -6,6 +6,7 @@
  */
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
 
 void sn__relay_hold_sender(sn_relay_t *r, waiters_t *w, const item_t *it)
 {

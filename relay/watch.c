@@ -26,6 +26,8 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "peer.h"
+#include "watch.h"
 
 bool sn__watch(peer_t *p, sn_pid_t target, sn_pid_t watcher, uint64_t tag, bool on)
 {

@@ -2,7 +2,7 @@
 # exports.sh - checks that libschednode.so, or the schednode program that
 # plugins resolve the API from, exports exactly the functions and variables
 # schednode.h declares: no internal name leaks (internals are sn__, which
-# node/sched/exports.map hides; the program exports only the list
+# sched/exports.map hides; the program exports only the list
 # cmake/api-symbols.sh makes), and nothing declared is missing.
 #
 # usage: exports.sh LIBSCHEDNODE.so.1|SCHEDNODE SCHEDNODE.h CC [NM]

@@ -13,6 +13,9 @@
 # case-insensitive), looked for in code, scripts, README.md and docs/
 # (not in CHANGELOG.md, which tells what changed).
 #
+# And the folders stay layers: layers.sh, beside this file, fails on an
+# include that reaches up (docs/design.md, "Layout").
+#
 # usage: format.sh SOURCE_DIR [CLANG_FORMAT]
 # Prints every file or function out of shape; exits 1 if any, 2 when it
 # cannot run (no clang-format: scripts/deps.sh installs it).
@@ -21,7 +24,7 @@ src=${1:?usage: format.sh SOURCE_DIR [CLANG_FORMAT]}
 cf=${2:-clang-format}
 command -v "$cf" >/dev/null 2>&1 || { echo "format.sh: $cf not found (scripts/deps.sh installs clang-format)" >&2; exit 2; }
 cd "$src" || exit 2
-mapfile -t files < <(find node relay include tests bench examples -name '*.[ch]' | sort)
+mapfile -t files < <(find include common sched wire relay node bench tests examples -name '*.[ch]' | sort)
 [ ${#files[@]} -gt 50 ] || { echo "format.sh: only ${#files[@]} C files under $src" >&2; exit 2; }
 status=0
 if ! "$cf" --style=file --dry-run -Werror "${files[@]}" 2>"${TMPDIR:-/tmp}/format.$$"; then
@@ -65,5 +68,9 @@ if [ -n "$told" ]; then
   echo "$told"
   status=1
 fi
-[ $status = 0 ] && echo "format: ${#files[@]} files as .clang-format says, no function over 80 lines; ${#prose[@]} files state rules, no narration"
+if ! layers=$(bash tests/layers.sh .); then
+  echo "$layers"
+  status=1
+fi
+[ $status = 0 ] && echo "$layers" && echo "format: ${#files[@]} files as .clang-format says, no function over 80 lines; ${#prose[@]} files state rules, no narration"
 exit $status

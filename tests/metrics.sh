@@ -80,7 +80,7 @@ done
 for n in 1 2 3; do
   steps=$(value "${after[$n]}" schednode_steps_total) timed=$(value "${after[$n]}" schednode_step_duration_seconds_count)
   # Two threads run steps: the one worker, and the relay's I/O thread (inline
-  # delivery, node/sched/guest.c). Each times its own steps 1, 17, 33, ...:
+  # delivery, sched/guest.c). Each times its own steps 1, 17, 33, ...:
   # with a and b steps, ceil(a/16) + ceil(b/16) of a + b, which is
   # ceil((a+b)/16) or one more.
   want=$(((steps + 15) / 16))

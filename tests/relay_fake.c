@@ -10,6 +10,13 @@
  * relay hook) and the calls into the logic files are relay.c's.
  */
 #include "relay_fake.h"
+#include "peer.h"
+#include "udp.h"
+#include "watch.h"
+#include "members.h"
+#include "steal.h"
+#include "awaited.h"
+#include "locate.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -20,6 +20,8 @@
 #include <stdint.h>
 
 #include "relay_int.h"
+#include "peer.h"
+#include "members.h"
 #include "sn_node.h"
 
 /* Scheduler internals the tests use: one place to follow a rename. */

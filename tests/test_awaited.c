@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "relay_fake.h"
+#include "awaited.h"
 
 #define MAX_GOT 16
 

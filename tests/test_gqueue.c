@@ -1,4 +1,4 @@
-/* test_gqueue.c - the global queue (node/sched/gqueue.c) stays FIFO, and
+/* test_gqueue.c - the global queue (sched/gqueue.c) stays FIFO, and
  * loses and repeats nothing, when it grows while its ring has wrapped. */
 #include <setjmp.h>
 #include <stdarg.h>

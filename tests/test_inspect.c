@@ -1,4 +1,4 @@
-/* test_inspect.c - the process table snapshot (node/sched/inspect.c): one
+/* test_inspect.c - the process table snapshot (sched/inspect.c): one
  * row per live process with its type, state, mailbox length, steps and
  * moves, counts by state, truncation at max, and snapshots taken while
  * workers run (for TSan: the counters are read while being written).

@@ -1,4 +1,4 @@
-/* test_kill.c - ending processes from outside (node/sched/kill.c): a
+/* test_kill.c - ending processes from outside (sched/kill.c): a
  * CANCEL that carries the reason, a forced end of a process that ignores
  * CANCEL (Idle, Waiting, or in the middle of a step), what its monitors
  * and its awaiter get, and noproc for a process that is not there.

@@ -35,6 +35,10 @@
 
 #include "movers.h"
 #include "relay_fake.h"
+#include "peer.h"
+#include "watch.h"
+#include "steal.h"
+#include "locate.h"
 
 #define FLUSH_RETRY_NS UINT64_C(1000000000)   /* locate.c's */
 #define DOWN_RELEASE_NS UINT64_C(15000000000) /* locate.c's */

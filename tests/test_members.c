@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "relay_fake.h"
+#include "members.h"
 #include "swim.h"
 #include "testutil.h"
 

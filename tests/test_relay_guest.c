@@ -1,5 +1,5 @@
 /* test_relay_guest.c - the relay's I/O thread as the scheduler's guest
- * (node/sched/guest.c): a process a frame wakes while no worker is awake
+ * (sched/guest.c): a process a frame wakes while no worker is awake
  * runs on the I/O thread, and its sends go out from there. Two nodes in
  * this process (each a scheduler with two workers and a relay); a client on
  * node 1 makes one round trip at a time with a server on node 2, so both

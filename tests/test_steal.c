@@ -24,6 +24,9 @@
 
 #include "movers.h"
 #include "relay_fake.h"
+#include "peer.h"
+#include "steal.h"
+#include "locate.h"
 
 #define N 8                                   /* movers on the victim; the thief, with none, gets half */
 #define OFFER_TIMEOUT_NS UINT64_C(3000000000) /* steal.c's */

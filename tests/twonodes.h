@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "free_port.h"
+#include "../bench/free_port.h"
 #include "relay.h"
 #include "schednode/schednode.h"
 

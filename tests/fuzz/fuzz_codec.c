@@ -1,4 +1,4 @@
-/* fuzz_codec.c - the wire decoder (relay/codec.c) on hostile bytes: the
+/* fuzz_codec.c - the wire decoder (wire/codec.c) on hostile bytes: the
  * Envelope, then every body it can carry (the SendBatch columns, Hello,
  * Welcome and Members lists with their types, Heartbeat stats, Error and
  * Leave, the four steal messages, client Request and Reply, Ack).

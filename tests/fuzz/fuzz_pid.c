@@ -1,4 +1,4 @@
-/* fuzz_pid.c - the PID text parser (sn_pid_parse, node/sched/pid.c), which
+/* fuzz_pid.c - the PID text parser (sn_pid_parse, sched/pid.c), which
  * reads PIDs from the command line (`schednode send PID ...`) and from
  * process arguments. Checked against a second, deliberately naive parser
  * (exact decimal arithmetic on the digit strings), and printed forms must

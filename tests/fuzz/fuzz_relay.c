@@ -34,6 +34,10 @@
 #include "fuzz.h"
 #include "relay_input.h"
 #include "relay_int.h"
+#include "peer.h"
+#include "udp.h"
+#include "members.h"
+#include "steal.h"
 
 #define FZ_MAX_FRAME 8192 /* smaller than the default, so "oversize" is reachable */
 #define SHUTDOWN_MS 2000

@@ -1,5 +1,5 @@
 /* seeds.c - writes the seed corpora of fuzz_codec and fuzz_relay: real
- * frames made by our own encoders (relay/codec.c), a few hostile ones built
+ * frames made by our own encoders (wire/codec.c), a few hostile ones built
  * byte by byte (what our encoders never make: ragged columns, sizes that
  * overflow, a version we do not speak), and for the relay, sequences that
  * walk each protocol (a join, gossip, a whole steal handover each way,

@@ -1,5 +1,5 @@
-/* internal.h - internals shared by the files of node/sched/ (sn__ prefix).
- * Nothing outside node/sched/ and its tests includes this.
+/* internal.h - internals shared by the files of sched/ (sn__ prefix).
+ * Nothing outside sched/ and its tests includes this.
  */
 #ifndef SN_INTERNAL_H
 #define SN_INTERNAL_H

@@ -1426,7 +1426,7 @@ sn_frame_kind_t sn_codec_peek_kind(const void *buf, size_t len)
 #define SCAN_HEAP 64u
 #define SCAN_DEPTH 8u /* messages within messages (the schema nests four deep) */
 /* A payload made here takes a block of at least this many bytes
- * (node/sched/payload.c, SMALL_BLOCK); a bigger one, its bytes and a
+ * (sched/payload.c, SMALL_BLOCK); a bigger one, its bytes and a
  * header, which the frame's bytes and this count cover. */
 #define PAYLOAD_BLOCK 128u
 

@@ -1,5 +1,5 @@
 /* codec.h - the wire format: schednode's own types <-> protobuf Envelopes
- * (proto/schednode.proto). relay/codec.c is the only file that includes the
+ * (proto/schednode.proto). wire/codec.c is the only file that includes the
  * generated protobuf-c code; everything else uses these types.
  */
 #ifndef SN_CODEC_H

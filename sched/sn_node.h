@@ -11,7 +11,7 @@
 #include "schednode/schednode.h"
 
 /* Where messages for PIDs of other nodes go, and where idle workers look for
- * remote work. node/sched/ calls these; the relay implements them. */
+ * remote work. sched/ calls these; the relay implements them. */
 /* Relay-only kinds: monitor requests, a child's result for the parent
  * that awaits it (a YIELD_COMPLETE that counts as the parent's pending),
  * and the DOWN of a child spawned with SN_YIELD_MONITOR (its parent holds

@@ -8,12 +8,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "relay_int.h"
+#include <czmq.h>
+
+#include "client.h"
+#include "relay.h"
 
 /* The file descriptor whose readability ends every wait (sn_client_interrupt),
  * or -1. The command line is one thread: a plain static. */
 static int interrupt_fd = -1;
+
+/* The monotonic clock in ns: the deadlines of a wait. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 void sn_client_interrupt(int fd)
 {
@@ -154,19 +166,19 @@ static int client_wait(zsock_t *s, zsock_t *mon, const char *endpoint, const sn_
      * fits a client without keys only */
     snprintf(err, errlen, "no answer from %s within %d ms (is a schednode node listening there?%s)", endpoint,
              timeout_ms, sec && sec->cert ? "" : " a node of a secure cluster needs --cert and --authorized-keys");
-    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : sn__relay_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ms * 1000000u;
     bool stop = false;
-    while (rc == SN_ETIMEDOUT && sn__relay_now_ns() < deadline) {
+    while (rc == SN_ETIMEDOUT && now_ns() < deadline) {
         if (!stop && interrupted()) {
             stop = true;
             uint64_t more = req->op == SN_OP_CALL && !reply->started ? CALL_STARTED_MS * 1000000ull : 0;
-            if (sn__relay_now_ns() + more < deadline)
-                deadline = sn__relay_now_ns() + more;
+            if (now_ns() + more < deadline)
+                deadline = now_ns() + more;
             it[2].fd = -1;
             snprintf(err, errlen, "interrupted while waiting for the answer from %s", endpoint);
             continue;
         }
-        long wait = deadline == UINT64_MAX ? -1 : (long)((deadline - sn__relay_now_ns()) / 1000000u) + 1;
+        long wait = deadline == UINT64_MAX ? -1 : (long)((deadline - now_ns()) / 1000000u) + 1;
         if (zmq_poll(it, 3, wait) <= 0)
             continue;
         if (it[0].revents & ZMQ_POLLIN) /* the answer first: it may come just before the close */
