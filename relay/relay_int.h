@@ -45,7 +45,7 @@
 _Static_assert(SN_PEER_CHUNK *SN_PEER_CHUNKS == SN_WIRE_MEMBERS_MAX, "a member list holds what the table holds");
 #define SN_CLUSTER_MAX 64 /* bytes of a cluster name, with the NUL */
 
-enum { ITEM_SEND, ITEM_REPLY };
+enum { ITEM_SEND, ITEM_REPLY, ITEM_MOVE };
 
 /* What workers hand the I/O thread: a send (small: one per message), or a
  * reply to a client, which carries the client's routing id. */
@@ -66,6 +66,19 @@ typedef struct reply_item {
     unsigned char ident[256];
     size_t ident_len;
 } reply_item_t;
+
+/* How a move asked by PID ended (move.c): error 0 and the node it lives
+ * on now, or an error and why (a text valid during the call). */
+typedef void (*sn__move_done_fn)(void *arg, int error, uint32_t node, const char *why);
+
+typedef struct move_item {
+    item_t base; /* kind ITEM_MOVE: sn_migrate from any thread (route.c starts it) */
+    sn_pid_t pid;
+    uint32_t node;
+    int timeout_ms;
+    sn__move_done_fn done;
+    void *arg;
+} move_item_t;
 
 /* An encoded batch kept until the peer acknowledges it. `refs`: the
  * buffer is shared with libzmq, which sends it without a copy (peer.c:
@@ -273,6 +286,7 @@ struct sn_relay {
     sn_wire_type_t *types;      /* our process types, for the view */
     size_t ntypes;
     struct sn_steal *steal;   /* steal.c's state (I/O thread) */
+    struct sn_moves *moves;   /* move.c's state (I/O thread) */
     struct sn_locs *locs;     /* locate.c's state (I/O thread) */
     struct sn_awaits *awaits; /* awaited.c's state (I/O thread; NULL until a record) */
     struct sn_ends *ends;     /* manage.c: ends of killed processes (any thread: its own lock) */
@@ -559,6 +573,12 @@ static inline void sn__relay_free_item(item_t *it)
         sn__small_free(it, sizeof *it);
         return;
     }
+    if (it->kind == ITEM_MOVE) { /* (never started: the relay stopped) */
+        move_item_t *mi = (move_item_t *)it;
+        mi->done(mi->arg, SN_ESHUTDOWN, 0, "the node is shutting down");
+        free(it);
+        return;
+    }
     reply_item_t *ri = (reply_item_t *)it;
     free(ri->rep.reason);
     sn_payload_destroy(&ri->rep.result);
@@ -787,6 +807,22 @@ bool sn__await_outcome(sn_relay_t *r, sn_pid_t child);
 void sn__await_peer_down(sn_relay_t *r, uint32_t node, bool gone);
 void sn__await_fini(sn_relay_t *r);
 
+/* move.c (I/O thread only) */
+int sn__move_init(sn_relay_t *r);
+void sn__move_fini(sn_relay_t *r);
+/* Ends every move with SN_ESHUTDOWN (steal.c's stop: the node stops). */
+void sn__move_stop(sn_relay_t *r);
+/* Moves pid, a process of this node, to node (sn_migrate, `schednode
+ * migrate`): done is called exactly once, maybe before this returns. */
+void sn__move_start(sn_relay_t *r, sn_pid_t pid, uint32_t node, int timeout_ms, sn__move_done_fn done, void *arg);
+/* The handover of push id ended (steal.c): 0, or an error and why. */
+void sn__move_decided(sn_relay_t *r, uint64_t id, int error, const char *why);
+/* Looks again at moves whose process was busy; gives up on deadlines. */
+void sn__move_tick(sn_relay_t *r, uint64_t now);
+uint64_t sn__move_next_ns(sn_relay_t *r);
+/* Handover ids of pushes (move.c) carry this bit; a thief's requests never. */
+#define SN__PUSH_ID (UINT64_C(1) << 63)
+
 /* steal.c (I/O thread only, but for the hook) */
 int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg);
 void sn__steal_fini(sn_relay_t *r);
@@ -802,6 +838,12 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now);
 void sn__steal_peer_gone(sn_relay_t *r, peer_t *p, bool gone);
 /* p's heartbeat now shows work to steal (it had none): ask at once. */
 void sn__steal_loaded(sn_relay_t *r, peer_t *p);
+/* Offers migrant m, frozen, to t unasked, as handover id (a push:
+ * SN__PUSH_ID set); its outcome goes to sn__move_decided. 0, or SN_ENOMEM
+ * with nothing sent (revert m). */
+int sn__steal_push(sn_relay_t *r, peer_t *t, sn_migrant_t *m, uint64_t id);
+/* Does t take processes of type `type` (same version, movable there)? */
+bool sn__steal_takes(peer_t *t, const sn_type_t *type);
 /* p advertised its types: is it a steal partner? */
 void sn__steal_types(sn_relay_t *r, peer_t *p, const sn_wire_type_t *types, size_t n);
 /* When steal.c next wants a tick (UINT64_MAX: no need). */
