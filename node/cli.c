@@ -1,6 +1,7 @@
 /* cli.c - the client commands (cli.h): spawn, send, call and status ask
- * the node at --connect; ps, kill and types ask each node of its cluster
- * (the status answer lists them), since a node answers for itself only.
+ * the node at --connect (spawn and call --on N: node N, found in its
+ * status); ps, kill, migrate and types ask each node of its cluster (the
+ * status answer lists them), since a node answers for itself only.
  * --json output is built with json-c.
  */
 #include <errno.h>
@@ -44,7 +45,7 @@ static void usage_error(const char *fmt, ...)
     sn_cli_vusage(fmt, ap);
 }
 
-const char *const sn_cli_commands[] = {"spawn", "send", "call", "status", "ps", "kill", "types", NULL};
+const char *const sn_cli_commands[] = {"spawn", "send", "call", "status", "ps", "kill", "migrate", "types", NULL};
 
 int sn_cli_is_command(const char *cmd)
 {
@@ -817,14 +818,39 @@ static int simple_answer(const sn_cli_t *c, const sn_wire_reply_t *rep)
     return 0;
 }
 
+/* --on N: the endpoint of node N, an up member of the cluster of
+ * --connect (into ep), or -1 with the reason said. */
+static int placement(const sn_cli_t *c, char *ep, size_t len)
+{
+    cluster_t cl;
+    if (cluster_load(c, &cl) != 0)
+        return -1;
+    const sn_wire_stats_t *n = cluster_node(&cl, c->on_node);
+    int rc = n && node_alive(n) ? 0 : -1;
+    if (rc == 0)
+        snprintf(ep, len, "%s", n->endpoint);
+    else
+        fprintf(stderr, "%s: %s: cannot start it on node %" PRIu32 ": %s\n", progname, c->cmd, c->on_node,
+                n ? (n->state == SN_MEMBER_DOWN ? "the node is down" : "the node is not up")
+                  : "no such node in the cluster");
+    if (rc == 0 && n->state != SN_MEMBER_UP) /* (suspect: it may be slow only; it is asked) */
+        fprintf(stderr, "%s: %s: node %" PRIu32 " is %s\n", progname, c->cmd, c->on_node,
+                sn__member_state_name(n->state));
+    sn_client_reply_clear(&cl.status);
+    return rc;
+}
+
 static int cmd_simple(const sn_cli_t *c)
 {
+    char on[SN_WIRE_ENDPOINT_MAX];
+    if (c->on_node && placement(c, on, sizeof on) != 0)
+        return SN_EXIT_FAILED;
     sn_wire_request_t req = simple_request(c);
     int call = req.op == SN_OP_CALL;
     int ms = call ? c->timeout_ms : request_ms(c); /* call: forever unless --timeout */
     sn_wire_reply_t rep;
     char err[512];
-    int rc = ask(c, c->connect, &req, ms, &rep, err, sizeof err);
+    int rc = ask(c, c->on_node ? on : c->connect, &req, ms, &rep, err, sizeof err);
     sn_payload_destroy(&req.arg);
     int code;
     if (rc == 0) {
@@ -846,6 +872,72 @@ static int cmd_simple(const sn_cli_t *c)
     return code;
 }
 
+/* ------------------------------------------------------------- migrate */
+
+#define MIGRATE_WAIT_MS 5000 /* migrate: how long the process may stay busy, unless --timeout says */
+
+/* Asks node `at` to move pid to c->to_node: 0, or an error with the
+ * node's reason in why. */
+static int migrate_at(const sn_cli_t *c, const cluster_t *cl, uint32_t at, sn_pid_t pid, int wait, char *why,
+                      size_t len)
+{
+    const sn_wire_stats_t *n = cluster_node(cl, at);
+    sn_wire_request_t req = {.op = SN_OP_MIGRATE, .to = pid, .node = c->to_node, .timeout_ms = (uint32_t)wait};
+    sn_wire_reply_t rep;
+    /* (the node answers within the wait and the handover's 3 s bound) */
+    int rc = n ? ask(c, n->endpoint, &req, wait + REQUEST_MS, &rep, why, len) : SN_ENOPROC;
+    if (rc == 0) {
+        rc = rep.error;
+        snprintf(why, len, "%s", rep.reason && *rep.reason ? rep.reason : sn_strerror(rc));
+        sn_client_reply_clear(&rep);
+    }
+    return rc;
+}
+
+/* migrate PID --to N: found where it is (as kill finds it), then that
+ * node pushes it to N; looked for again if it moved on meanwhile.
+ * Guarded by migrate.sh. */
+static int cmd_migrate(const sn_cli_t *c)
+{
+    sn_pid_t pid;
+    if (c->nargs != 1 || !c->to_node)
+        usage_error("usage: migrate PID --to N [--timeout MS] --connect ENDPOINT");
+    if (sn_pid_parse(c->args[0], &pid) != 0)
+        usage_error("migrate: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", c->args[0]);
+    int wait = c->timeout_ms >= 0 ? c->timeout_ms : MIGRATE_WAIT_MS;
+    cluster_t cl;
+    if (cluster_load(c, &cl) != 0)
+        return SN_EXIT_FAILED;
+    const sn_wire_stats_t *to = cluster_node(&cl, c->to_node);
+    char why[512] = "";
+    int rc = SN_ENOPROC, code = 0;
+    uint32_t at = 0;
+    if (!to || to->state != SN_MEMBER_UP) {
+        fprintf(stderr, "%s: migrate: node %" PRIu32 " %s\n", progname, c->to_node,
+                to ? (to->state == SN_MEMBER_DOWN ? "is down" : "is not up") : "is not a member of the cluster");
+        sn_client_reply_clear(&cl.status);
+        return SN_EXIT_FAILED;
+    }
+    for (int tries = 0; tries < 3 && rc == SN_ENOPROC && !got_signal; tries++) {
+        sn_proc_row_t row;
+        if (!(at = locate(c, &cl, pid, at ? at : pid.node, &row, NULL)))
+            break;
+        rc = at == c->to_node ? 0 : migrate_at(c, &cl, at, pid, wait, why, sizeof why);
+    }
+    if (rc == 0) {
+        printf("%s on node %" PRIu32 "\n", c->args[0], c->to_node);
+    } else if (rc == SN_ENOPROC) {
+        fprintf(stderr, "%s: migrate: no process %s in the cluster (it has ended, or never existed)\n", progname,
+                c->args[0]);
+        code = SN_EXIT_NOPROC;
+    } else {
+        fprintf(stderr, "%s: migrate: %s (%s)\n", progname, why, sn_strerror(rc));
+        code = rc == SN_ETIMEDOUT ? SN_EXIT_TIMEOUT : SN_EXIT_FAILED;
+    }
+    sn_client_reply_clear(&cl.status);
+    return code;
+}
+
 static int cli_run(const sn_cli_t *c)
 {
     if (!c->connect)
@@ -854,6 +946,12 @@ static int cli_run(const sn_cli_t *c)
         usage_error("--node belongs to ps and types");
     if (c->reason && strcmp(c->cmd, "kill") != 0)
         usage_error("--reason belongs to kill");
+    if (c->on_node && strcmp(c->cmd, "spawn") != 0 && strcmp(c->cmd, "call") != 0)
+        usage_error("--on belongs to spawn and call");
+    if (c->to_node && strcmp(c->cmd, "migrate") != 0)
+        usage_error("--to belongs to migrate");
+    if (!strcmp(c->cmd, "migrate"))
+        return cmd_migrate(c);
     if (!strcmp(c->cmd, "ps"))
         return cmd_list(c, SN_OP_PS);
     if (!strcmp(c->cmd, "types"))

@@ -1,5 +1,5 @@
 /* cli.h - the client commands of the schednode program (spawn, send, call,
- * status, ps, kill, types): one request to a node or one to each node of
+ * status, ps, kill, migrate, types): one request to a node or one to each node of
  * its cluster, and what the user sees (text, or JSON built with json-c).
  */
 #ifndef SN_CLI_H
@@ -17,7 +17,7 @@
 #define SN_EXIT_FAILED 1                  /* the command failed: an error from the node, a failed process, no answer */
 #define SN_EXIT_USAGE 2                   /* a bad flag, argument or configuration */
 #define SN_EXIT_OUT 3                     /* a node: this run was put out of its cluster */
-#define SN_EXIT_NOPROC 4                  /* kill, send: no such process in the cluster */
+#define SN_EXIT_NOPROC 4                  /* kill, send, migrate: no such process in the cluster */
 #define SN_EXIT_TIMEOUT 5                 /* call, run: --timeout expired; kill: still in a step after the force */
 #define SN_EXIT_SIGNAL(sig) (128 + (sig)) /* a waiting command stopped by SIGINT (130) or SIGTERM (143) */
 
@@ -32,6 +32,8 @@ typedef struct sn_cli {
     int json;              /* --json (status, ps, types) */
     uint32_t only_node;    /* --node N (ps, types): that node only; 0: every node */
     const char *reason;    /* --reason (kill) */
+    uint32_t on_node;      /* --on N (spawn, call): start it on node N; 0: the node at --connect */
+    uint32_t to_node;      /* --to N (migrate) */
     int cancel_on_timeout; /* call: cancel the process when --timeout expires (default 1) */
 } sn_cli_t;
 

@@ -227,7 +227,10 @@ static const sn_type_t oops_type = {"oops", 1, 0, oops_init, oops_step, NULL, NU
  * blast that, when a send comes back, stops sending and waits for the
  * rest: the relay returns a node's unconfirmed sends oldest first, so the
  * last one sent comes back last; it fails with the range that came back
- * and whether it came whole and in order (tests/faults.sh). */
+ * and whether it came whole and in order (tests/faults.sh). `xsource
+ * pace "PID N MS"` is blast at a walk: 10 messages every MS ms, so the
+ * sink waits for messages most of the time (tests/migrate.sh moves it
+ * meanwhile). */
 typedef struct xpeer {
     sn_pid_t target;
     uint64_t n, got, next;
@@ -236,7 +239,11 @@ typedef struct xpeer {
     uint64_t nerr, err_first, err_at; /* sends come back: how many, the first's number, the last's */
     uint64_t gap_from, gap_to;        /* the first break in their order: from one number to the next */
     int err_code;                     /* the first one's error */
+    uint32_t pace_ms;                 /* pace: the pause between two bursts */
 } xpeer_t;
+
+#define PACE_BURST 10
+#define PACE_TAG UINT64_MAX /* the pause's sleep (send tags are the message numbers) */
 
 static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
@@ -252,6 +259,14 @@ static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
         return 0;
     }
     x->all = strcmp(method, "blast-all") == 0;
+    if (strcmp(method, "pace") == 0) {
+        unsigned ms;
+        if (sscanf(arg, "%32s %llu %u", pid, &n, &ms) != 3 || sn_pid_parse(pid, &x->target) != 0 || ms == 0)
+            return SN_EINVAL;
+        x->pace_ms = ms;
+        x->n = n;
+        return 0;
+    }
     if (strcmp(method, "blast") != 0 && !x->all)
         return SN_ENOMETHOD;
     if (sscanf(arg, "%32s %llu %llu", pid, &n, &start) < 2 || sn_pid_parse(pid, &x->target) != 0 ||
@@ -291,10 +306,23 @@ static bool xblast_back(xpeer_t *x, const sn_event_t *ev, sn_step_out_t *out)
     return true;
 }
 
+/* pace: the next burst, and the pause after it if more are due */
+static void xpace(xpeer_t *x, sn_step_out_t *out)
+{
+    for (int k = 0; k < PACE_BURST && x->next < x->n; k++, x->next++)
+        sn_out_send(out, x->target, x->next, &(sn_payload_t *){sn_payload_u64(x->next)});
+    if (x->next < x->n)
+        sn_out_sleep(out, PACE_TAG, x->pace_ms);
+}
+
 static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
     xpeer_t *x = state;
     out->status = SN_IDLE;
+    if (x->pace_ms && n == 0) {
+        xpace(x, out);
+        return;
+    }
     if (!x->sink && n == 0 && x->next < x->n) {
         /* 1,000 per step, then CONTINUE: bounded yields per step */
         for (uint64_t k = 0; k < 1000 && x->next < x->n; k++, x->next++)
@@ -318,6 +346,8 @@ static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
                         sn_pid_format(ev[i].from, buf, sizeof buf), sn_strerror(ev[i].error));
             return;
         }
+        if (ev[i].type == SN_EV_YIELD_COMPLETE && ev[i].tag == PACE_TAG && x->pace_ms)
+            xpace(x, out);
         if (ev[i].type != SN_EV_MESSAGE)
             continue;
         if (!x->sink) { /* the ack */

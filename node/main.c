@@ -52,11 +52,13 @@ static void usage_commands(FILE *f)
             "                          print its result; exit 1 with the error if it fails, 5 if\n"
             "                          --timeout expired (the process then gets a CANCEL)\n"
             "Client commands (talk to a running node, --connect ENDPOINT):\n"
-            "  spawn TYPE METHOD [ARG] spawn a process there, print its PID\n"
+            "  spawn TYPE METHOD [ARG] [--on N]\n"
+            "                          spawn a process there (or on node N), print its PID\n"
             "  send PID DATA           put DATA (text) into PID's mailbox, on the node that holds it (exit 0\n"
             "                          once it is there, or once its home passed it on to where it\n"
             "                          moved when no node has it at the moment; 4 if no such process)\n"
-            "  call TYPE METHOD [ARG]  spawn, wait (forever, or --timeout MS), print the result; exit 1\n"
+            "  call TYPE METHOD [ARG] [--on N]\n"
+            "                          spawn, wait (forever, or --timeout MS), print the result; exit 1\n"
             "                          with the error if it fails, 5 if it timed out (the process is\n"
             "                          then cancelled, unless --no-cancel-on-timeout)\n"
             "  status [--json]         one row per node of the cluster: state, load, counters\n"
@@ -67,6 +69,10 @@ static void usage_commands(FILE *f)
             "                          not ended after MS (default 5000), force it: it gets no further\n"
             "                          step (one mid-step ends when the step returns) and ends 'killed'\n"
             "                          with the reason, which its monitors get in their DOWN\n"
+            "  migrate PID --to N [--timeout MS]\n"
+            "                          move the process (with its state and mailbox) to node N once it\n"
+            "                          waits for messages (up to MS, default 5000), print where it is;\n"
+            "                          exit 1 with the reason if it cannot move, 4 if no such process\n"
             "  types [--json] [--node N]\n"
             "                          the process types each node (or node N) has loaded\n"
             "Keys:\n"
@@ -136,6 +142,8 @@ static void usage_options(FILE *f)
                "      --json                 status, ps, types: print JSON\n"
                "      --node N               ps, types: ask node N only\n"
                "      --reason TEXT          kill: why (the CANCEL's data, the DOWN's reason)\n"
+               "      --on N                 spawn, call: start the process on node N\n"
+               "      --to N                 migrate: the node to move the process to\n"
                "      --cancel-on-timeout    call: cancel the process when --timeout expires (the default);\n"
                "      --no-cancel-on-timeout leave it running (on --timeout or a signal)\n"
                "  -h, --help                 this help\n"
@@ -270,6 +278,8 @@ typedef struct options {
     int insecure, json;
     uint32_t only_node;    /* ps, types: --node */
     const char *reason;    /* kill: --reason */
+    uint32_t on_node;      /* spawn, call: --on */
+    uint32_t to_node;      /* migrate: --to */
     int cancel_on_timeout; /* call: --[no-]cancel-on-timeout */
     const char *connect, *key_name, *key_endpoint;
     const char *metrics, *dashboard; /* HTTP endpoints (http.c), or NULL */
@@ -309,6 +319,8 @@ enum {
     OPT_LOG_FORMAT,
     OPT_NODE,
     OPT_REASON,
+    OPT_ON,
+    OPT_TO,
     OPT_CANCEL_ON_TIMEOUT,
     OPT_NO_CANCEL_ON_TIMEOUT,
     OPT_METRICS,
@@ -348,6 +360,8 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
                                           {"node", required_argument, NULL, OPT_NODE},
                                           {"reason", required_argument, NULL, OPT_REASON},
+                                          {"on", required_argument, NULL, OPT_ON},
+                                          {"to", required_argument, NULL, OPT_TO},
                                           {"cancel-on-timeout", no_argument, NULL, OPT_CANCEL_ON_TIMEOUT},
                                           {"no-cancel-on-timeout", no_argument, NULL, OPT_NO_CANCEL_ON_TIMEOUT},
                                           {"help", no_argument, NULL, 'h'},
@@ -529,6 +543,12 @@ static int client_flag(options_t *o, int c, char *arg)
         return 1;
     case OPT_NODE:
         o->only_node = (uint32_t)parse_num("--node", arg, 1, UINT32_MAX);
+        return 1;
+    case OPT_ON:
+        o->on_node = (uint32_t)parse_num("--on", arg, 1, UINT32_MAX);
+        return 1;
+    case OPT_TO:
+        o->to_node = (uint32_t)parse_num("--to", arg, 1, UINT32_MAX);
         return 1;
     case OPT_REASON:
         if (!*arg || strlen(arg) > 1000)
@@ -1225,6 +1245,8 @@ static int client(const options_t *o)
                   .json = o->json,
                   .only_node = o->only_node,
                   .reason = o->reason,
+                  .on_node = o->on_node,
+                  .to_node = o->to_node,
                   .cancel_on_timeout = o->cancel_on_timeout};
     return sn_cli_run(&c);
 }

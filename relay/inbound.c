@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "relay_int.h"
+#include "move.h"
 #include "peer.h"
 #include "watch.h"
 #include "manage.h"
@@ -238,6 +239,15 @@ static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int e
     free(c);
 }
 
+/* A client's migrate: answered when the move is decided (move.c). */
+static void migrate_done(void *arg, int error, uint32_t node, const char *why)
+{
+    call_ctx_t *c = arg;
+    sn_wire_reply_t rep = {.id = c->id, .error = error, .node = node, .reason = (char *)(why ? why : "")};
+    sn__relay_send_reply(c->relay, c->ident, c->ident_len, &rep);
+    free(c);
+}
+
 /* This node's traffic with each peer it has exchanged any with (status
  * replies; the dashboard draws them). Caller frees; NULL if none. */
 static sn_wire_flow_t *flows(sn_relay_t *r, size_t *n)
@@ -309,6 +319,18 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
     case SN_OP_TYPES:
         sn__relay_manage(r, q, &rep);
         break;
+    case SN_OP_MIGRATE: {
+        call_ctx_t *c = malloc(sizeof *c);
+        if (!c || ident_len > sizeof c->ident) {
+            free(c);
+            rep.error = SN_ENOMEM;
+            break;
+        }
+        *c = (call_ctx_t){r, q->id, {0}, ident_len};
+        memcpy(c->ident, ident, ident_len);
+        sn__move_start(r, q->to, q->node, (int)q->timeout_ms, migrate_done, c);
+        return;
+    }
     }
     if (rep.error && (q->op == SN_OP_SPAWN || q->op == SN_OP_CALL))
         sn__spawn_refusal(reason, sizeof reason, q->type, q->method, rep.error);

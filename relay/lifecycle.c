@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "move.h"
 #include "peer.h"
 #include "udp.h"
 #include "manage.h"
@@ -238,7 +239,7 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     if (sn__members_init(r) != 0 || (cfg->security.cert && secure(r, cfg, err, errlen) != 0) ||
         open_router(r, cfg, err, errlen) != 0 || sn__udp_open(r) != 0 || static_peers(r, cfg, err, errlen) != 0 ||
         dial_seeds(r, cfg, err, errlen) != 0 || take_types(r) != 0 || sn__steal_init(r, cfg) != 0 ||
-        sn__loc_init(r) != 0 || sn__manage_init(r) != 0)
+        sn__move_init(r) != 0 || sn__loc_init(r) != 0 || sn__manage_init(r) != 0)
         goto fail;
     if (!r->cert) /* (the rule it waives: a key proves who speaks, DESIGN.md) */
         SNLOG_WARN(r,
@@ -335,6 +336,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn_keys_zap_destroy(&r->zap);
     sn_keys_cache_destroy(&r->keys);
     zcert_destroy(&r->cert);
+    sn__move_fini(r);
     sn__steal_fini(r);
     sn__loc_fini(r);
     sn__await_fini(r);

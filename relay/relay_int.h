@@ -48,7 +48,7 @@
 _Static_assert(SN_PEER_CHUNK *SN_PEER_CHUNKS == SN_WIRE_MEMBERS_MAX, "a member list holds what the table holds");
 #define SN_CLUSTER_MAX 64 /* bytes of a cluster name, with the NUL */
 
-enum { ITEM_SEND, ITEM_REPLY };
+enum { ITEM_SEND, ITEM_REPLY, ITEM_MOVE };
 
 /* What workers hand the I/O thread: a send (small: one per message), or a
  * reply to a client, which carries the client's routing id. */
@@ -69,6 +69,19 @@ typedef struct reply_item {
     unsigned char ident[256];
     size_t ident_len;
 } reply_item_t;
+
+/* How a move asked by PID ended (move.c): error 0 and the node it lives
+ * on now, or an error and why (a text valid during the call). */
+typedef void (*sn__move_done_fn)(void *arg, int error, uint32_t node, const char *why);
+
+typedef struct move_item {
+    item_t base; /* kind ITEM_MOVE: sn_migrate from any thread (route.c starts it) */
+    sn_pid_t pid;
+    uint32_t node;
+    int timeout_ms;
+    sn__move_done_fn done;
+    void *arg;
+} move_item_t;
 
 /* An encoded batch kept until the peer acknowledges it. `refs`: the
  * buffer is shared with libzmq, which sends it without a copy (peer.c:
@@ -276,6 +289,7 @@ struct sn_relay {
     sn_wire_type_t *types;      /* our process types, for the view */
     size_t ntypes;
     struct sn_steal *steal;   /* steal.c's state (I/O thread) */
+    struct sn_moves *moves;   /* move.c's state (I/O thread) */
     struct sn_locs *locs;     /* locate.c's state (I/O thread) */
     struct sn_awaits *awaits; /* awaited.c's state (I/O thread; NULL until a record) */
     struct sn_ends *ends;     /* manage.c: ends of killed processes (any thread: its own lock) */
@@ -518,6 +532,12 @@ static inline void sn__relay_free_item(item_t *it)
     if (it->kind == ITEM_SEND) {
         sn_payload_destroy(&it->s.payload);
         sn__small_free(it, sizeof *it);
+        return;
+    }
+    if (it->kind == ITEM_MOVE) { /* (never started: the relay stopped) */
+        move_item_t *mi = (move_item_t *)it;
+        mi->done(mi->arg, SN_ESHUTDOWN, 0, "the node is shutting down");
+        free(it);
         return;
     }
     reply_item_t *ri = (reply_item_t *)it;

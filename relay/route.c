@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "relay_int.h"
+#include "move.h"
 #include "peer.h"
 #include "watch.h"
 #include "manage.h"
@@ -403,6 +404,10 @@ bool sn__relay_drain(sn_relay_t *r)
             reply_item_t *ri = (reply_item_t *)it;
             sn__relay_send_reply(r, ri->ident, ri->ident_len, &ri->rep);
             sn__relay_free_item(it);
+        } else if (it->kind == ITEM_MOVE) {
+            move_item_t *mi = (move_item_t *)it;
+            sn__move_start(r, mi->pid, mi->node, mi->timeout_ms, mi->done, mi->arg);
+            free(mi);
         } else {
             if (r->hop_trace)
                 sn__hop_stamp(it->s.payload, 0); /* the relay thread picked it up */
@@ -516,8 +521,24 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     sn__relay_batch_add(r, p, it);
 }
 
+/* sn_migrate, from any thread: the move starts on the I/O thread, in
+ * its turn with what this thread sent before (route order). */
+static void relay_migrate(void *arg, sn_pid_t pid, uint32_t node, int timeout_ms, sn__move_done_fn done, void *darg)
+{
+    sn_relay_t *r = arg;
+    move_item_t *mi = calloc(1, sizeof *mi);
+    if (!mi) {
+        done(darg, SN_ENOMEM, 0, "out of memory");
+        return;
+    }
+    *mi = (move_item_t){
+        .base.kind = ITEM_MOVE, .pid = pid, .node = node, .timeout_ms = timeout_ms, .done = done, .arg = darg};
+    sn__relay_enqueue(r, &mi->base);
+}
+
 void sn__relay_install(sn_relay_t *r, bool remote_work)
 {
     sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, sn__relay_deliver, remote_work ? sn__steal_hook : NULL,
-                                                      remote_work ? relay_loaded : NULL, sn__relay_ended, relay_flush});
+                                                      remote_work ? relay_loaded : NULL, sn__relay_ended, relay_flush,
+                                                      relay_migrate});
 }

@@ -41,6 +41,7 @@
 
 #include "grow.h"
 #include "relay_int.h"
+#include "move.h"
 #include "peer.h"
 #include "steal.h"
 #include "awaited.h"
@@ -53,7 +54,7 @@
 #define BACKOFF_MAX_MS 1000
 
 typedef struct offer {
-    uint64_t id;
+    uint64_t id; /* with SN__PUSH_ID: a push (move.c), whose outcome goes to sn__move_decided */
     uint32_t thief;
     uint64_t deadline_ns;
     sn_migrant_t *m;
@@ -117,8 +118,10 @@ int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg)
     return 0;
 }
 
-static void revert_offer(sn_relay_t *r, offer_t *o)
+static void revert_offer(sn_relay_t *r, offer_t *o, int error, const char *why)
 {
+    if (o->id & SN__PUSH_ID)
+        sn__move_decided(r, o->id, error, why);
     for (size_t i = 0; i < o->n; i++)
         if (o->m[i].handle)
             sn__migrate_revert(r->sched, &o->m[i]);
@@ -232,8 +235,9 @@ void sn__steal_stop(sn_relay_t *r)
 {
     struct sn_steal *s = r->steal;
     for (size_t i = 0; i < s->noffers; i++)
-        revert_offer(r, &s->offers[i]);
+        revert_offer(r, &s->offers[i], SN_ESHUTDOWN, "this node is shutting down");
     s->noffers = 0;
+    sn__move_stop(r);
     while (s->ninst) {
         held_t *q;
         size_t nq;
@@ -360,7 +364,7 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
     sn_wire_migrant_t *w = got ? calloc(got, sizeof *w) : NULL;
     if (got && !w) {
         offer_t tmp = {0, 0, 0, m, got};
-        revert_offer(r, &tmp);
+        revert_offer(r, &tmp, 0, NULL);
         m = NULL;
         got = 0;
     }
@@ -369,6 +373,7 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
                                    .parent = m[i].parent,
                                    .awaited = m[i].awaited,
                                    .fresh = m[i].fresh,
+                                   .idle = m[i].idle,
                                    .await_tag = m[i].await_tag,
                                    .await_node = m[i].await_node,
                                    .type_version = m[i].type_version,
@@ -388,7 +393,7 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
             free(m);
     } else if (got) {
         offer_t tmp = {0, 0, 0, m, got};
-        revert_offer(r, &tmp);
+        revert_offer(r, &tmp, 0, NULL);
     } else {
         free(m);
     }
@@ -502,7 +507,10 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         sn_payload_destroy(&fw[k].payload);
     free(fw);
     free(done);
-    if (ndone) {
+    if (o->id & SN__PUSH_ID)
+        sn__move_decided(r, o->id, ndone ? 0 : SN_EREFUSED,
+                         ndone ? NULL : "the node refused it (its type there, draining or shutting down)");
+    else if (ndone) {
         atomic_fetch_add_explicit(&r->steals_out, 1, memory_order_relaxed);
         sn__add(&t->m_steals_out, 1);
     }
@@ -515,7 +523,9 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
 static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
-    bool ours = s->asked == v->node && s->asked_id == f->steal_id && !r->no_steal;
+    /* a push (move.c) comes unasked: taken unless this node is stopping */
+    bool push = (f->steal_id & SN__PUSH_ID) != 0;
+    bool ours = (push || (s->asked == v->node && s->asked_id == f->steal_id)) && !r->no_steal;
     sn_pid_t *ok = calloc(f->nmigrants ? f->nmigrants : 1, sizeof *ok);
     size_t nok = 0;
     for (size_t i = 0; ours && ok && i < f->nmigrants; i++) {
@@ -524,6 +534,7 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
                           .parent = w->parent,
                           .awaited = (uint8_t)w->awaited,
                           .fresh = (uint8_t)w->fresh,
+                          .idle = (uint8_t)w->idle,
                           .await_tag = w->await_tag,
                           .await_node = w->await_node,
                           .type = w->type,
@@ -560,7 +571,7 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     if (nok)
         fault("accept-sent");
     free(ok);
-    if (!ours)
+    if (!ours || push)
         return;
     SNLOG_DEBUG(r, "steal %" PRIu64 ": node %" PRIu32 " offered %zu, took %zu", f->steal_id, v->node, f->nmigrants,
                 nok);
@@ -674,7 +685,7 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
     for (size_t i = 0; arrived && i < activated; i++)
         sn__loc_arrived(r, arrived[i].pid, v->node, arrived[i].moves);
     free(arrived);
-    if (activated) {
+    if (activated && !(f->steal_id & SN__PUSH_ID)) {
         atomic_fetch_add_explicit(&r->steals_in, 1, memory_order_relaxed);
         sn__add(&v->m_steals_in, 1);
         s->refill = true; /* the victim had work: ask again before we run dry */
@@ -716,7 +727,7 @@ void sn__steal_peer_gone(sn_relay_t *r, peer_t *p, bool gone)
         return;
     for (size_t i = 0; i < s->noffers;) { /* it was the thief: ours run here again */
         if (s->offers[i].thief == p->node) {
-            revert_offer(r, &s->offers[i]);
+            revert_offer(r, &s->offers[i], SN_ENODEDOWN, "the node went down during the handover: it stays here");
             drop_offer(s, &s->offers[i]);
         } else {
             i++;
@@ -828,6 +839,7 @@ static void refill_later(struct sn_steal *s, uint64_t now, uint64_t ready, uint6
 void sn__steal_tick(sn_relay_t *r, uint64_t now)
 {
     struct sn_steal *s = r->steal;
+    sn__move_tick(r, now);
     for (size_t i = 0; i < s->noffers;) { /* the thief did not answer: ours again */
         offer_t *o = &s->offers[i];
         if (now < o->deadline_ns) {
@@ -837,7 +849,7 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
         peer_t *t = sn__relay_find_peer(r, o->thief);
         if (t)
             send_commit(r, t, o->id, NULL, 0, NULL, 0); /* the abort */
-        revert_offer(r, o);
+        revert_offer(r, o, SN_EREFUSED, "the node did not answer the offer in time: it stays here");
         drop_offer(s, o);
     }
     if (s->asked && now >= s->asked_deadline_ns)
@@ -887,7 +899,7 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
 uint64_t sn__steal_next_ns(sn_relay_t *r)
 {
     struct sn_steal *s = r->steal;
-    uint64_t next = UINT64_MAX;
+    uint64_t next = sn__move_next_ns(r);
     for (size_t i = 0; i < s->noffers; i++)
         if (s->offers[i].deadline_ns < next)
             next = s->offers[i].deadline_ns;
@@ -905,4 +917,45 @@ uint64_t sn__steal_next_ns(sn_relay_t *r)
             next = at;
     }
     return next;
+}
+
+/* -------------------------------------------------------------- push */
+
+/* Can thief t take a process of type `type`, by name (move.c)? */
+bool sn__steal_takes(peer_t *t, const sn_type_t *type)
+{
+    return thief_takes(t, type);
+}
+
+int sn__steal_push(sn_relay_t *r, peer_t *t, sn_migrant_t *m, uint64_t id)
+{
+    struct sn_steal *s = r->steal;
+    offer_t *o = sn__grow(s->offers, &s->capoffers, s->noffers, sizeof *o, 8, 0);
+    sn_migrant_t *keep = malloc(sizeof *keep);
+    if (!o || !keep) {
+        free(keep);
+        return SN_ENOMEM;
+    }
+    s->offers = o;
+    sn_wire_migrant_t w = {.pid = m->pid,
+                           .parent = m->parent,
+                           .awaited = m->awaited,
+                           .fresh = m->fresh,
+                           .idle = m->idle,
+                           .await_tag = m->await_tag,
+                           .await_node = m->await_node,
+                           .type_version = m->type_version,
+                           .state = m->state,
+                           .moves = m->moves};
+    snprintf(w.type, sizeof w.type, "%s", m->type);
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_steal_offer(r->node, r->incarnation, id, &w, 1, &buf, &len) != 0) {
+        free(keep);
+        return SN_ENOMEM;
+    }
+    sn__relay_send_ordered(r, t, buf, len);
+    *keep = *m;
+    s->offers[s->noffers++] = (offer_t){id, t->node, sn__relay_now_ns() + OFFER_TIMEOUT_NS, keep, 1};
+    return 0;
 }

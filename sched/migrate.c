@@ -1,5 +1,6 @@
-/* migrate.c - moving Ready processes between nodes (cross-node stealing):
- * the scheduler's half of the handover. The relay runs the protocol
+/* migrate.c - moving processes between nodes (cross-node stealing of
+ * Ready ones; migrate and drain of Idle ones by PID): the scheduler's half
+ * of the handover. The relay runs the protocol
  * (offer, accept, commit) and calls these; see sn_node.h.
  *
  * Ownership, which is what makes the handover exactly-once:
@@ -20,18 +21,51 @@
  *   runnable in at most one place at any instant.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-/* Can p move? Its type can marshal, nothing it yielded is pending, no C
- * callback or monitor is tied to this node, and the caller takes its type. */
+/* Why p cannot move, or NULL if it can: its type can marshal, nothing it
+ * yielded is pending, no C callback or monitor is tied to this node, and
+ * the caller takes its type. */
+static const char *unmovable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
+{
+    if (!p->type->marshal || !p->type->unmarshal)
+        return "its type has no marshal and unmarshal";
+    if (p->pending != 0)
+        return "a yield it waits on cannot follow it";
+    if (p->awaited == SN__AWAIT_NONE && p->cb)
+        return "a C callback on this node awaits its result";
+    if (p->monitors)
+        return "it is monitored from this node";
+    if (atomic_load_explicit(&p->killed, memory_order_relaxed) & SN__KILL_BITS)
+        return "it is being killed";
+    if (accept && !accept(arg, p->type))
+        return "the other node does not take its type";
+    return NULL;
+}
+
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
 {
-    return p->type->marshal && p->type->unmarshal && p->pending == 0 && (p->awaited != SN__AWAIT_NONE || !p->cb) &&
-           !p->monitors && !(atomic_load_explicit(&p->killed, memory_order_relaxed) & SN__KILL_BITS) &&
-           (!accept || accept(arg, p->type));
+    return unmovable(p, accept, arg) == NULL;
+}
+
+static void migrant_of(sn__proc_t *p, sn_payload_t *state, sn_migrant_t *m)
+{
+    *m = (sn_migrant_t){.pid = p->pid,
+                        .parent = p->parent,
+                        .awaited = p->awaited,
+                        .fresh = !p->stepped,
+                        .idle = p->wait_status == SN__IDLE,
+                        .await_tag = p->awaited != SN__AWAIT_NONE ? p->await_tag : 0,
+                        .await_node = p->await_node,
+                        .type = p->type->name,
+                        .type_version = p->type->version,
+                        .state = state,
+                        .handle = p,
+                        .moves = p->moves + 1};
 }
 
 /* One candidate popped from a run queue: freeze and marshal it into *m
@@ -49,18 +83,54 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
         atomic_store_explicit(&p->state, SN__READY, memory_order_release);
         return false;
     }
-    *m = (sn_migrant_t){.pid = p->pid,
-                        .parent = p->parent,
-                        .awaited = p->awaited,
-                        .fresh = !p->stepped,
-                        .await_tag = p->awaited != SN__AWAIT_NONE ? p->await_tag : 0,
-                        .await_node = p->await_node,
-                        .type = p->type->name,
-                        .type_version = p->type->version,
-                        .state = state,
-                        .handle = p,
-                        .moves = p->moves + 1};
+    migrant_of(p, state, m);
     return true;
+}
+
+/* An Idle process is in no run queue and no worker holds it, so the CAS
+ * Idle -> Migrating (under the shard lock, so it cannot end meanwhile)
+ * makes the caller its only holder, as a pop does for a Ready one;
+ * producers that push after it see Migrating and wake nobody (sn__wake),
+ * their events wait in its queue and ride along with the commit. What
+ * movable() reads is the last step's, which the acquire CAS makes
+ * visible. A process that cannot move after all is reverted: Ready and
+ * queued with wait_status Idle, so a worker steps it only if an event
+ * came meanwhile, else it sleeps again (worker.c, sn__run). Guarded by
+ * test_migrate freeze_idle and migrate.sh. */
+int sn__migrate_freeze(sn_sched_t *sched, sn_pid_t pid, sn_migrant_t *m, const char **why)
+{
+    sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
+    *why = NULL;
+    sn__shard_lock(s);
+    sn__proc_t *p = sn__shard_find(s, pid);
+    if (!p) {
+        sn__shard_unlock(s);
+        return SN_ENOPROC;
+    }
+    if (!p->type->marshal || !p->type->unmarshal) { /* (immutable: no need to wait for it) */
+        sn__shard_unlock(s);
+        *why = "its type has no marshal and unmarshal";
+        return SN_ENOTMOVABLE;
+    }
+    uint32_t expect = SN__IDLE;
+    /* acq_rel: we take it out of its sleep, seeing its last step's writes */
+    bool took = atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__MIGRATING, memory_order_acq_rel,
+                                                        memory_order_relaxed);
+    *why = took ? unmovable(p, NULL, NULL) : NULL;
+    sn__shard_unlock(s);
+    if (!took)
+        return SN__MOVE_BUSY;
+    sn_payload_t *state = NULL;
+    if (!*why && (p->type->marshal(p, p->user, &state) != 0 || !state))
+        *why = "its marshal failed";
+    if (*why) {
+        sn_payload_destroy(&state);
+        sn_migrant_t back = {.handle = p};
+        sn__migrate_revert(sched, &back);
+        return SN_ENOTMOVABLE;
+    }
+    migrant_of(p, state, m);
+    return 0;
 }
 
 size_t sn__migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, const sn_type_t *type), void *arg,
@@ -325,7 +395,8 @@ int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     p->sched = sched;
     p->awaited = m->awaited;
     p->stepped = !m->fresh;
-    if (p->awaited != SN__AWAIT_NONE) /* (else the union holds cb: NULL) */
+    p->wait_status = m->idle ? SN__IDLE : 0; /* (an Idle one is stepped only for an event: sn__run) */
+    if (p->awaited != SN__AWAIT_NONE)        /* (else the union holds cb: NULL) */
         p->await_tag = m->await_tag;
     p->await_node = m->await_node;
     p->moves = m->moves;
@@ -460,4 +531,58 @@ int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, si
     atomic_store_explicit(&p->state, SN__READY, memory_order_release);
     sn__schedule(sched, p, false);
     return 0;
+}
+
+/* ------------------------------------------------------------ sn_migrate */
+
+/* What sn_migrate waits on: the relay's done callback fills it in and
+ * signals, on the relay's thread, exactly once (sn_relay_hooks_t.migrate);
+ * the waiter reads it after seeing `decided` under mu. */
+typedef struct mwait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool decided; /* guarded by mu */
+    int error;
+    char why[256];
+} mwait_t;
+
+static void migrate_decided(void *arg, int error, uint32_t node, const char *why)
+{
+    mwait_t *w = arg;
+    (void)node;
+    pthread_mutex_lock(&w->mu);
+    w->error = error;
+    snprintf(w->why, sizeof w->why, "%s", why ? why : "");
+    w->decided = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int sn_migrate(sn_sched_t *sched, sn_pid_t pid, uint32_t node, int timeout_ms, char *why, size_t whylen)
+{
+    const sn__hooks_t *hk = sched ? atomic_load_explicit(&sched->relay, memory_order_acquire) : NULL;
+    int rc;
+    if (whylen)
+        why[0] = 0;
+    if (!sched || node == 0 || sn_pid_is_none(pid))
+        return SN_EINVAL;
+    if (!hk || !hk->h.migrate) {
+        if (whylen)
+            snprintf(why, whylen, "this scheduler has no relay: it is not in a cluster");
+        return SN_EUNREACHABLE;
+    }
+    mwait_t w = {.decided = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    hk->h.migrate(hk->h.arg, pid, node, timeout_ms, migrate_decided, &w);
+    pthread_mutex_lock(&w.mu);
+    while (!w.decided) /* (bounded by the relay: timeout_ms, then the handover's deadline) */
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    rc = w.error;
+    if (whylen)
+        snprintf(why, whylen, "%s", w.why);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
 }

@@ -50,6 +50,12 @@ typedef struct sn_relay_hooks {
      * back what a worker sent during the run (sn__worker_running) and send
      * it here, on the worker's thread (relay/route.c). May be NULL. */
     void (*flush)(void *arg);
+    /* Moves the local process pid to node `node` (sn_migrate): done(darg,
+     * error, node, why) is called exactly once, on the relay's thread,
+     * when the move is decided (why: a static or short-lived text, NULL
+     * on success). Any thread. May be NULL (no relay: SN_EUNREACHABLE). */
+    void (*migrate)(void *arg, sn_pid_t pid, uint32_t node, int timeout_ms,
+                    void (*done)(void *darg, int error, uint32_t node, const char *why), void *darg);
 } sn_relay_hooks_t;
 
 /* True on a worker thread while it runs a process: the relay hook's
@@ -215,7 +221,18 @@ typedef struct sn_migrant {
     void *handle;        /* the frozen process on the old owner */
     uint32_t moves;      /* how many times it has moved, this move included */
     uint8_t fresh;       /* it has not had its first step yet (that step gets no events) */
+    uint8_t idle;        /* it waits for any event (SN_IDLE): the new owner steps it only for one */
 } sn_migrant_t;
+
+/* Old owner, for a move asked by PID (migrate, drain): freezes process
+ * pid and marshals it into *m, as sn__migrate_take does, if it is Idle
+ * and can move. Only an Idle process is taken: a Ready one is in a run
+ * queue, which only a pop may take it from, and a Running one is mid-step.
+ * Returns 0; SN_ENOPROC (not in this node's table); SN__MOVE_BUSY (Ready,
+ * Running or frozen already: ask again soon); SN_ENOTMOVABLE with *why (a
+ * static text) saying what keeps it here. Revert or commit as for take. */
+#define SN__MOVE_BUSY 1
+int sn__migrate_freeze(sn_sched_t *sched, sn_pid_t pid, sn_migrant_t *m, const char **why);
 
 /* Old owner. Takes up to max Ready processes that can move (marshal and
  * unmarshal in their type, no yield pending, no C result callback or

@@ -17,6 +17,7 @@
 #include "steal.h"
 #include "awaited.h"
 #include "locate.h"
+#include "move.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -368,8 +369,9 @@ fake_node_t *fake_node_new(uint32_t node, int workers, const sn_type_t *const *t
     }
     sn_relay_config_t cfg = {.steal = steal ? 1 : 0};
     assert_int_equal(sn__steal_init(r, &cfg), 0);
+    assert_int_equal(sn__move_init(r), 0);
     assert_int_equal(sn__loc_init(r), 0);
-    sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, hook_deliver, NULL, NULL, NULL, NULL});
+    sn__sched_set_relay(r->sched, &(sn_relay_hooks_t){r, hook_deliver, NULL, NULL, NULL, NULL, NULL});
     return n;
 }
 
@@ -386,6 +388,7 @@ void fake_node_destroy(fake_node_t **self_p)
     fake_clear(n);
     free(n->out);
     sn__relay_table_fini(r);
+    sn__move_fini(r);
     sn__steal_fini(r);
     sn__loc_fini(r);
     sn__await_fini(r);

@@ -8,7 +8,9 @@
  * monitors), a PID's node is part of its identity in the table, and a
  * child spawned with SN_YIELD_MONITOR that moves before its first step
  * still gets a first step with no events there, and its DOWN reaches the
- * parent on the node it left.
+ * parent on the node it left. An Idle process is frozen by PID
+ * (sn__migrate_freeze, for migrate and drain), moves with what was sent
+ * to it meanwhile, and is not stepped there until an event comes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -527,6 +529,128 @@ static void test_monitored_child_moves(void **unused)
     collector_fini(&c);
 }
 
+/* ------------------------------------------------------ freeze by PID */
+/* "counter": counts messages (SN_IDLE between them), finishes on a 0;
+ * with method "sleepy" it first yields a long sleep (a pending yield) */
+typedef struct counter {
+    uint64_t msgs, steps;
+} counter_t;
+static int counter_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    (void)ctx, (void)state, (void)input;
+    return strcmp(method, "count") == 0 || strcmp(method, "sleepy") == 0 ? 0 : SN_ENOMETHOD;
+}
+static atomic_int g_sleepy, g_counted = -1;
+static void counter_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    counter_t *c = state;
+    c->steps++;
+    out->status = SN_IDLE;
+    if (n == 0 && atomic_load(&g_sleepy))
+        sn_out_sleep(out, 1, 60000);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = 1;
+        if (ev[i].type == SN_EV_MESSAGE && sn_payload_get_u64(ev[i].data, &v) == 0 && v == 0) {
+            atomic_store(&g_counted, (int)c->msgs);
+            sn_out_done(out, NULL);
+            return;
+        }
+        c->msgs += ev[i].type == SN_EV_MESSAGE;
+    }
+}
+static int counter_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(counter_t));
+    return *out ? 0 : SN_ENOMEM;
+}
+static int counter_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    memcpy(state, in->data, sizeof(counter_t));
+    return 0;
+}
+static const sn_type_t counter = {.name = "counter",
+                                  .version = 1,
+                                  .state_size = sizeof(counter_t),
+                                  .init = counter_init,
+                                  .step = counter_step,
+                                  .marshal = counter_marshal,
+                                  .unmarshal = counter_unmarshal};
+
+/* Waits (bounded) for pid on sched to be Idle with `steps` steps run. */
+static void wait_idle(sn_sched_t *sched, sn_pid_t pid, uint64_t steps)
+{
+    uint64_t end = deadline_ns(WAIT_MS);
+    sn_proc_row_t row = {0};
+    while (now_ns() < end && (sn__sched_proc(sched, pid, &row) != 0 || row.state != SN_PS_IDLE || row.steps < steps))
+        sleep_ms(1);
+    assert_int_equal(row.state, SN_PS_IDLE);
+    assert_true(row.steps >= steps);
+}
+
+static void send_u64(sn_sched_t *sched, sn_pid_t to, uint64_t v)
+{
+    sn_payload_t *m = sn_payload_u64(v);
+    assert_int_equal(sn_send(sched, to, &m), 0);
+}
+
+static void test_freeze_idle(void **unused)
+{
+    g_node[1] = mk(1, 1);
+    g_node[2] = mk(2, 1);
+    assert_int_equal(sn_type_register(g_node[1], &counter), 0);
+    assert_int_equal(sn_type_register(g_node[2], &counter), 0);
+    sn_pid_t pid, pinned_pid, sleepy_pid;
+    const char *why;
+    sn_migrant_t m;
+    assert_int_equal(sn_spawn(g_node[1], "counter", "count", NULL, NULL, NULL, &pid), 0);
+    send_u64(g_node[1], pid, 5);
+    wait_idle(g_node[1], pid, 2);
+    /* frozen by PID; what is sent meanwhile waits, and follows it */
+    assert_int_equal(sn__migrate_freeze(g_node[1], pid, &m, &why), 0);
+    assert_true(m.idle);
+    assert_int_equal(sn__migrate_freeze(g_node[1], pid, &(sn_migrant_t){0}, &why), SN__MOVE_BUSY);
+    send_u64(g_node[1], pid, 7);
+    void *h;
+    sn_event_t *ev;
+    size_t nev;
+    assert_int_equal(sn__migrate_install(g_node[2], &m, &h), 0);
+    assert_int_equal(sn__migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
+    assert_int_equal(nev, 1);
+    assert_int_equal(sn__migrate_activate(g_node[2], h, ev, nev, 1, false), 0);
+    free(ev);
+    wait_idle(g_node[2], pid, 1); /* stepped there once, for the message that followed it */
+    /* and back, with nothing queued: not stepped until a message comes */
+    assert_int_equal(sn__migrate_freeze(g_node[2], pid, &m, &why), 0);
+    assert_int_equal(sn__migrate_install(g_node[1], &m, &h), 0);
+    assert_int_equal(sn__migrate_commit(g_node[2], &m, 1, &ev, &nev), 0);
+    assert_int_equal(nev, 0);
+    assert_int_equal(sn__migrate_activate(g_node[1], h, ev, nev, 2, false), 0);
+    free(ev);
+    sleep_ms(50);
+    sn_proc_row_t row;
+    assert_int_equal(sn__sched_proc(g_node[1], pid, &row), 0);
+    assert_int_equal(row.steps, 0);
+    send_u64(g_node[1], pid, 0); /* finish: its count is the state it carried */
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (atomic_load(&g_counted) < 0 && now_ns() < end)
+        sleep_ms(1);
+    assert_int_equal(atomic_load(&g_counted), 2);
+    /* what keeps a process here, said */
+    assert_int_equal(sn__migrate_freeze(g_node[1], (sn_pid_t){1, 999999}, &m, &why), SN_ENOPROC);
+    sn_payload_t *in = sn_payload_u64(1);
+    assert_int_equal(sn_spawn(g_node[1], "pinned", "x", &in, NULL, NULL, &pinned_pid), 0);
+    assert_int_equal(sn__migrate_freeze(g_node[1], pinned_pid, &m, &why), SN_ENOTMOVABLE);
+    assert_non_null(strstr(why, "no marshal"));
+    atomic_store(&g_sleepy, 1);
+    assert_int_equal(sn_spawn(g_node[1], "counter", "sleepy", NULL, NULL, NULL, &sleepy_pid), 0);
+    wait_idle(g_node[1], sleepy_pid, 1);
+    assert_int_equal(sn__migrate_freeze(g_node[1], sleepy_pid, &m, &why), SN_ENOTMOVABLE);
+    assert_non_null(strstr(why, "yield"));
+    atomic_store(&g_sleepy, 0);
+    sn_sched_destroy(&g_node[1]);
+    sn_sched_destroy(&g_node[2]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -535,6 +659,7 @@ int main(void)
         cmocka_unit_test_setup(test_install_refusals_and_discard, reset),
         cmocka_unit_test_setup(test_forwarding_keeps_every_origin, reset),
         cmocka_unit_test_setup(test_monitored_child_moves, reset),
+        cmocka_unit_test_setup(test_freeze_idle, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

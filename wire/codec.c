@@ -573,6 +573,8 @@ int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *le
     r.to = &to;
     r.reason = req->reason ? req->reason : "";
     r.force = req->force != 0;
+    r.node = req->node;
+    r.timeout_ms = req->timeout_ms;
     Schednode__Envelope env;
     envelope(&env, 0, 0);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_REQUEST;
@@ -769,6 +771,7 @@ int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id
         o->mg.awaited = m[i].awaited != 0;
         o->mg.await_down = m[i].awaited == 2;
         o->mg.fresh = m[i].fresh != 0;
+        o->mg.idle = m[i].idle != 0;
         o->mg.await_tag = m[i].await_tag;
         o->mg.await_node = m[i].await_node;
         o->mg.moves = m[i].moves;
@@ -935,11 +938,13 @@ static sn_payload_t *payload_from_pb(const Schednode__Payload *p, int *rc)
 static int decode_request(const Schednode__ClientRequest *r, sn_wire_request_t *out)
 {
     int rc = 0;
-    if (!r || r->op > SCHEDNODE__CLIENT_REQUEST__OP__TYPES)
+    if (!r || r->op > SCHEDNODE__CLIENT_REQUEST__OP__MIGRATE)
         return SN_EPROTO;
     out->id = r->id;
     out->op = (int)r->op;
     out->force = r->force;
+    out->node = r->node;
+    out->timeout_ms = r->timeout_ms;
     out->type = strdup(r->type ? r->type : "");
     out->method = strdup(r->method ? r->method : "");
     out->reason = strdup(r->reason ? r->reason : "");
@@ -1179,6 +1184,7 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
                 pid_from_pb(m->parent, &w->parent);
             w->awaited = m->awaited ? (m->await_down ? 2 : 1) : 0;
             w->fresh = m->fresh;
+            w->idle = m->idle;
             w->await_tag = m->await_tag;
             w->await_node = m->await_node;
             w->type_version = m->type_version;

@@ -96,7 +96,8 @@ enum {
     SN_OP_CALL = 3,
     SN_OP_PS = 4,
     SN_OP_KILL = 5,
-    SN_OP_TYPES = 6
+    SN_OP_TYPES = 6,
+    SN_OP_MIGRATE = 7
 };
 
 /* A client's request to a node. Strings and payload are owned by whoever
@@ -106,9 +107,11 @@ typedef struct sn_wire_request {
     int op;
     char *type, *method;
     sn_payload_t *arg;
-    sn_pid_t to;  /* send, kill; ps: only this process (serial 0: all) */
-    char *reason; /* kill (may be NULL when encoding) */
-    int force;    /* kill */
+    sn_pid_t to;         /* send, kill; ps: only this process (serial 0: all) */
+    char *reason;        /* kill (may be NULL when encoding) */
+    int force;           /* kill */
+    uint32_t node;       /* migrate: where to */
+    uint32_t timeout_ms; /* migrate: the wait for it to be idle (0: the default) */
 } sn_wire_request_t;
 
 /* Member states (Member.State). */
@@ -154,6 +157,7 @@ typedef struct sn_wire_migrant {
     sn_pid_t pid, parent;
     int awaited; /* sn_migrant_t's: 0, 1 (the completion), 2 (a DOWN) */
     int fresh;   /* not stepped yet */
+    int idle;    /* waits for any event (sn_migrant_t's) */
     uint64_t await_tag;
     uint32_t await_node; /* sn_migrant_t's */
     char type[64];

@@ -97,7 +97,8 @@ extern "C" {
     X(SN_EREFUSED, -18, "refused")                                                                                     \
     X(SN_ETOOBIG, -19, "message too big")                                                                              \
     X(SN_EDROPPED, -20, "dropped on the way")                                                                          \
-    X(SN_EFULL, -21, "backlog full")
+    X(SN_EFULL, -21, "backlog full")                                                                                   \
+    X(SN_ENOTMOVABLE, -22, "cannot move")
 
 enum {
 #define SN__ERR_ENUM(name, code, text) name = code,
@@ -484,6 +485,22 @@ int sn_call(sn_sched_t *sched, const char *type, const char *method, sn_payload_
 int sn_send(sn_sched_t *sched, sn_pid_t to, sn_payload_t **msg);
 /* Sends SN_EV_CANCEL to a local process. 0 or SN_ENOPROC. */
 int sn_cancel(sn_sched_t *sched, sn_pid_t pid);
+/* Moves the process pid, which lives on this node, to node `node` of the
+ * cluster, with its state, its place in every sender's order and the
+ * messages queued for it (the handover of cross-node stealing). Only a
+ * process waiting for messages (SN_IDLE) is taken, never one mid-step: a
+ * busy one is tried again until timeout_ms (< 0: 5000) has passed. Blocks
+ * the calling (non-worker) thread until the move is decided, at most
+ * timeout_ms and the handover's own bound (3 s without an answer from
+ * `node`). Returns 0 (it lives on `node` now, or lived there already),
+ * SN_ENOPROC (not on this node), SN_ENOTMOVABLE (its type has no
+ * marshal, a yield it waits on cannot follow it, a C callback or monitor
+ * here is tied to it), SN_EREFUSED (`node` refused it: type missing or of
+ * another version there, draining, shutting down), SN_EUNREACHABLE (no
+ * relay, or `node` is not an up member), SN_ETIMEDOUT (never idle), or
+ * SN_ENODEDOWN (`node` went down during the handover: the process stays
+ * here). The reason, one line, goes into why (may be NULL). */
+int sn_migrate(sn_sched_t *sched, sn_pid_t pid, uint32_t node, int timeout_ms, char *why, size_t whylen);
 
 /* ------------------------------------------------------------- commands */
 /* A yield as a command handler sees it. The handler owns `data`. */
