@@ -827,6 +827,10 @@ static void start_process(const options_t *o, sigset_t *sigs)
     sn__log_set_level(o->log_level); /* (the relay's too: one layer, log.h) */
     sn__log_set_format(o->log_format);
     zsys_init();
+    /* a socket per member, and two for the monitor of its connection
+     * (relay.c): libzmq's default cap of 1,024 sockets would cap the
+     * members at about 340; 0 is the most libzmq allows */
+    zsys_set_max_sockets(0);
     main_thread = pthread_self();
     on_exit(exit_off_main, NULL);
     char ident[64];
@@ -939,11 +943,12 @@ static void choose_node_id(options_t *o)
 }
 
 /* Each member costs a node about FDS_PER_MEMBER file descriptors (its
- * outbound connection, libzmq's socket and mailbox for it, the member's
- * connection to us): the open-file limit, raised as far as the hard limit
- * lets at start-up, bounds the members a node can keep (the table itself
- * grows with the cluster). */
-#define FDS_PER_MEMBER 3
+ * outbound connection, the mailboxes of libzmq's socket for it and of the
+ * two that monitor that connection, the member's connection to us): the
+ * open-file limit, raised as far as the hard limit lets at start-up,
+ * bounds the members a node can keep (the table itself grows with the
+ * cluster). */
+#define FDS_PER_MEMBER 5
 static void raise_open_files(void)
 {
     struct rlimit rl;

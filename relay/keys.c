@@ -386,20 +386,29 @@ void sn_keys_client(zsock_t *sock, zcert_t *cert, const char *server_key)
     zsock_set_curve_serverkey(sock, server_key);
 }
 
-zsock_t *sn_keys_monitor(zsock_t *sock, bool closes)
+static zsock_t *monitor_events(zsock_t *sock, int events)
 {
     static _Atomic unsigned seq;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://sn-monitor-%d-%u", getpid(), atomic_fetch_add(&seq, 1));
-    if (zmq_socket_monitor(zsock_resolve(sock), ep,
-                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                               (closes ? ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED : 0)) != 0)
+    if (zmq_socket_monitor(zsock_resolve(sock), ep, events) != 0)
         return NULL;
     zsock_t *mon = zsock_new(ZMQ_PAIR);
     if (mon && zsock_connect(mon, "%s", ep) != 0)
         zsock_destroy(&mon);
     return mon;
+}
+
+zsock_t *sn_keys_monitor(zsock_t *sock, bool closes)
+{
+    return monitor_events(sock, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                    (closes ? ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED : 0));
+}
+
+zsock_t *sn_keys_monitor_closes(zsock_t *sock)
+{
+    return monitor_events(sock, ZMQ_EVENT_DISCONNECTED);
 }
 
 void sn_keys_unmonitor(zsock_t *sock, zsock_t **monitor)

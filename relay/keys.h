@@ -66,6 +66,11 @@ void sn_keys_zap_last_refused(sn_keys_zap_t *self, char *out, size_t len);
  * events on the returned PAIR socket; poll it and read each with
  * sn_keys_failure. NULL if monitoring is not possible. */
 zsock_t *sn_keys_monitor(zsock_t *sock, bool closes);
+/* Only the closing of an established connection of sock (a peer's DEALER:
+ * its node's process ended, or the link broke), as SN_KEYS_CLOSED events
+ * on the returned PAIR socket (read with sn_keys_failure). NULL if
+ * monitoring is not possible. */
+zsock_t *sn_keys_monitor_closes(zsock_t *sock);
 /* Stops monitoring sock (libzmq's documented way: a NULL endpoint) and
  * closes the monitor, before sock itself is closed: a monitor left to the
  * socket's own teardown can hold up the context's termination. */

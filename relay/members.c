@@ -350,6 +350,14 @@ void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc)
     sn_swim_heard(r->swim, p->node, inc, p->last_heard_ns);
 }
 
+void sn__members_closed(sn_relay_t *r, peer_t *p)
+{
+    if (p->state != SN_MEMBER_UP)
+        return;
+    SNLOG_DEBUG(r, "the connection to node %" PRIu32 " at %s closed: it is suspected", p->node, p->endpoint);
+    sn_swim_closed(r->swim, p->node, sn__relay_now_ns());
+}
+
 /* The view: ourselves first, then every member we know. */
 static sn_wire_member_t *view(sn_relay_t *r, size_t *n)
 {

@@ -19,6 +19,8 @@ bool sn__members_rekeyed(sn_relay_t *r, peer_t *p, const sn_frame_t *f);
 /* A heartbeat from a node that is not a member here (members.c). */
 peer_t *sn__members_stranger(sn_relay_t *r, const sn_frame_t *f);
 void sn__members_heard(sn_relay_t *r, peer_t *p, uint64_t inc);
+/* Our connection to member p closed (relay.c): suspect it now (swim.c). */
+void sn__members_closed(sn_relay_t *r, peer_t *p);
 /* A heartbeat from member p: its counters, and the SWIM probe and
  * membership updates it carries. */
 void sn__members_heartbeat(sn_relay_t *r, peer_t *p, sn_frame_t *f);

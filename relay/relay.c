@@ -72,9 +72,25 @@ void sn__relay_io_watch(sn_relay_t *r, zsock_t *s, uint32_t kind, uint32_t i, bo
         SNLOG_ERROR(r, "epoll_ctl: %s: a socket is not watched", strerror(errno));
 }
 
+/* Our connection to p closed (libzmq reconnects by itself). The kernel
+ * closes a process's connections when it ends, killed or not, so this is
+ * the first sign of a death, long before p's turn in the probe order comes
+ * round in a large table (membership hears it: sn__members_closed). */
+static void peer_closed(sn_relay_t *r, peer_t *p)
+{
+    char why[128], ep[256];
+    while (p->closes && (zsock_events(p->closes) & ZMQ_POLLIN))
+        if (sn_keys_failure(p->closes, r->cert != NULL, why, sizeof why, ep, sizeof ep) == SN_KEYS_CLOSED)
+            sn__members_closed(r, p);
+}
+
 void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d)
 {
     uint32_t i = p->slot;
+    if (p->closes) {
+        sn__relay_io_watch(r, p->closes, SN_IO_PEER_MON, i, false);
+        sn_keys_unmonitor(p->dealer, &p->closes);
+    }
     if (p->dealer) {
         sn__relay_io_watch(r, p->dealer, SN_IO_PEER, i, false); /* (before the close: its fd number may be reused) */
         zsock_destroy(&p->dealer);
@@ -83,6 +99,11 @@ void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d)
     if (d) {
         sn__relay_io_watch(r, d, SN_IO_PEER, i, true);
         sn__relay_io_look(r, p);
+        p->closes = sn_keys_monitor_closes(d); /* (none: the probes alone find a death) */
+        if (p->closes) {
+            sn__relay_io_watch(r, p->closes, SN_IO_PEER_MON, i, true);
+            peer_closed(r, p); /* (its ZMQ_FD signals only once ZMQ_EVENTS found it empty) */
+        }
     }
 }
 
@@ -271,6 +292,8 @@ static bool wait_events(sn_relay_t *r, turn_t *t)
         uint32_t kind = (uint32_t)(evs[k].data.u64 >> 32), i = (uint32_t)evs[k].data.u64;
         if (kind == SN_IO_PEER)
             sn__relay_io_look(r, sn__relay_peer(r, i));
+        else if (kind == SN_IO_PEER_MON)
+            peer_closed(r, sn__relay_peer(r, i));
         else if (kind == SN_IO_ROUTER)
             r->router_look = true;
         else if (kind == SN_IO_UDP)

@@ -155,6 +155,7 @@ typedef struct peer {
     char endpoint[SN_WIRE_ENDPOINT_MAX];
     char public_key[41]; /* its CurveZMQ key ("" when insecure) */
     zsock_t *dealer;     /* NULL until the first send to it (sn__relay_try_send) */
+    zsock_t *closes;     /* the dealer's closed connections (relay.c, peer_closed; NULL: none) */
     bool dial;           /* endpoint and key known and usable: a dealer may be made */
     bool tell_load;      /* new here: it gets our row, we have work to give (members.c: tell_load) */
     uint64_t last_heard_ns;
@@ -586,7 +587,17 @@ bool sn__relay_read_socket(sn_relay_t *r, void *sock, bool router, zsock_t *from
 
 /* relay.c: the I/O loop (the actor's body), what it watches (kind, index
  * in its table), and the seeds' sockets closed once joined. */
-enum { SN_IO_PIPE, SN_IO_EFD, SN_IO_ROUTER, SN_IO_ROUTER_MON, SN_IO_PEER, SN_IO_SEED, SN_IO_SEED_MON, SN_IO_UDP };
+enum {
+    SN_IO_PIPE,
+    SN_IO_EFD,
+    SN_IO_ROUTER,
+    SN_IO_ROUTER_MON,
+    SN_IO_PEER,
+    SN_IO_PEER_MON,
+    SN_IO_SEED,
+    SN_IO_SEED_MON,
+    SN_IO_UDP
+};
 void sn__relay_actor(zsock_t *pipe, void *arg);
 /* Is the calling thread r's I/O thread (which then holds io_mu)? */
 bool sn__relay_on_io_thread(const sn_relay_t *r);

@@ -582,6 +582,23 @@ void sn_swim_heard(sn_swim_t *s, uint32_t from, uint64_t run, uint64_t now)
     }
 }
 
+/* The reliable channel's connection to `node` closed: the sign of a death
+ * that comes first (the kernel closes a process's connections when it
+ * ends), so the member is suspected now, not at its turn in the probe
+ * order, which in a table of many dead members comes round only after
+ * many periods (tests/churn.sh: a table that holds the recently dead
+ * only). A suspicion, not a verdict: a member alive refutes it as any
+ * other, and a suspicion timeout passes before it is dead. No suspicion
+ * from a node that just joined (NEW_PERIODS), nor of a member suspected
+ * already. */
+void sn_swim_closed(sn_swim_t *s, uint32_t node, uint64_t now)
+{
+    member_t *m = find(s, node);
+    bool starting = !s->first_tick_ns || (s->joined && now - s->first_tick_ns < s->cfg.period_ns * NEW_PERIODS);
+    if (m && m->state == SN_SWIM_ALIVE && !starting)
+        suspect(s, m, s->self, now);
+}
+
 void sn_swim_stalled(sn_swim_t *s, uint64_t late)
 {
     s->acked = true; /* its answer may be unread in our socket: no verdict on this probe */

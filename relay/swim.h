@@ -125,6 +125,9 @@ void sn_swim_recv(sn_swim_t *s, uint32_t from, const sn_swim_msg_t *m, uint64_t 
  * outstanding probe of it, and a member we hold suspect or dead is told so
  * (at most once a period), so that it refutes. */
 void sn_swim_heard(sn_swim_t *s, uint32_t from, uint64_t run, uint64_t now);
+/* The reliable channel's connection to member `node` closed (a process
+ * that ends closes its connections): it is suspected now (see swim.c). */
+void sn_swim_closed(sn_swim_t *s, uint32_t node, uint64_t now);
 /* This node did not run for `late` ns (stopped, starved): the timers that
  * ran meanwhile get that time back. */
 void sn_swim_stalled(sn_swim_t *s, uint64_t late);

@@ -335,6 +335,30 @@ static void test_suspect_then_down(void **state)
     assert_int_equal(n->nbounces, 1);
 }
 
+/* Node 4's connection closes (its process ended: relay.c watches each
+ * member's connection): it is suspect at that instant, before its turn in
+ * the probe order, told to everyone, and down when the suspicion runs out;
+ * a closing heard again changes nothing. */
+static void test_closed_suspects_at_once(void **state)
+{
+    fake_node_t *n = *state;
+    seen_t sn = {0};
+    warm_up(n, &sn);
+    g_alive[4] = false;
+    uint64_t t0 = fake_clock();
+    peer_t *p = fake_peer(n, 4);
+    sn__members_closed(&n->r, p);
+    assert_int_equal(sn__members_state(&n->r, p), SN_MEMBER_SUSPECT);
+    assert_int_equal(sn.pings[4], 0); /* (no probe of it came first) */
+    sn__members_closed(&n->r, p);
+    assert_int_equal(sn__members_state(&n->r, p), SN_MEMBER_SUSPECT);
+    run(n, t0 + 20 * 1000 * MS, &sn, four_down);
+    assert_int_equal(p->state, SN_MEMBER_DOWN);
+    assert_in_range(fake_clock() - t0, 1000 * MS, 3000 * MS + PERIOD_NS);
+    for (uint32_t k = 2; k <= 3; k++)
+        assert_int_equal(sn__members_state(&n->r, fake_peer(n, k)), SN_MEMBER_UP);
+}
+
 /* Node 4 is suspected, then refutes (its broadcast of a higher version, as
  * a member does when told it is suspect): it is up at once, and stays up
  * past the suspicion's end. */
@@ -425,6 +449,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_join, setup, teardown),
         cmocka_unit_test_setup_teardown(test_join_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_suspect_then_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_closed_suspects_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refutation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forgotten, setup, teardown),
     };
