@@ -605,14 +605,21 @@ static bool hold_passing(sn_relay_t *r, loc_t *l, sn_wire_send_t *s)
  * Any other node's send may be newer than one of its sends this node
  * passed on down an old path before the process came, still on the way
  * (in a node that is frozen, say): it waits for the flush of that path
- * (test_locate.c: test_arrival_flushes_both_paths). */
+ * (test_locate.c: test_arrival_flushes_both_paths). Once the process has
+ * moved on while its flush holds sends, every send and marker for it
+ * waits behind them, from any node (passed on at once, it would overtake
+ * them: tests/chaos.sh, sinks that move on soon after they arrive); the
+ * flush still ends, its marker following the process. Our own marker
+ * never waits: it ends the flush. */
 bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s)
 {
-    if (r->locs->count == 0 || s->kind != SN_EV_MESSAGE)
+    if (r->locs->count == 0 || (s->kind != SN_EV_MESSAGE && s->kind != SN_WIRE_FLUSH) || s->from.node == r->node)
         return false;
     loc_t *l = find(r->locs, s->to);
-    if (!l || !l->settling || !l->pending || from_node == l->came_from || !sn__migrate_here(r->sched, s->to))
+    if (!l || !l->settling || !l->pending)
         return false;
+    if (sn__migrate_here(r->sched, s->to) ? from_node == l->came_from || s->kind == SN_WIRE_FLUSH : l->nheld == 0)
+        return false; /* (a marker ending here waits in sn__loc_flush) */
     return hold_passing(r, l, s);
 }
 
