@@ -28,13 +28,18 @@ Commands:
   status [--json]  the cluster table, as node 1 sees it
   client [-n I] CMD [ARGS...]
                    a client command (spawn, send, call, status, ps, kill,
-                   types: see schednode --help) against node I (default 1),
-                   with the cluster's client key
+                   migrate, drain, undrain, types: see schednode --help)
+                   against node I (default 1), with the cluster's client key
   endpoint I       node I's endpoint
   kill I [SIG]     send node I a signal (default TERM; TERM, INT and KILL
                    wait until it has exited, at most 10 s)
   start I          start node I again (after kill), with its first flags,
                    joining through another node; waits until it is up
+  upgrade [--new-bin PATH] [--timeout MS]
+                   a rolling restart: node by node, drain it (its processes
+                   move to the others; what cannot move gets MS, default
+                   10000, to end), stop it, start it again (with PATH from
+                   then on, if given), and wait until all see each other up
   logs             the log files, one per node
 
 Options:
@@ -139,6 +144,47 @@ cmd_start() {
   echo "local-cluster: node $i did not come up; its log ($dir/n$i.log) ends with:" >&2
   tail -5 "$dir/n$i.log" >&2
   return 1
+}
+
+# all_up: every running node sees all n up
+all_up() {
+  local i
+  for i in $(seq "$n"); do [ "$(up_count "$i")" -eq "$n" ] || return 1; done
+}
+
+# upgrade [--new-bin PATH] [--timeout MS]: drain, stop and start each node
+# in turn; movable processes live through it with their state
+# (tests/deploy_local.sh). Stops at the first node that does not drain or
+# come back.
+cmd_upgrade() {
+  local ms=10000 new="" i pid rc
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --new-bin) new=${2:?--new-bin needs a path}; shift 2 ;;
+      --timeout) ms=${2:?--timeout needs milliseconds}; shift 2 ;;
+      *) die "upgrade: unexpected argument '$1'" ;;
+    esac
+  done
+  [[ $ms =~ ^[0-9]+$ ]] || die "upgrade: --timeout must be milliseconds, got '$ms'"
+  if [ -n "$new" ]; then
+    [ -x "$new" ] || die "upgrade: --new-bin $new: not an executable"
+    bin=$(cd "$(dirname "$new")" && pwd)/$(basename "$new")
+    sed -i "s|^bin=.*|bin=$(printf '%q' "$bin")|" "$dir/cluster.env"
+  fi
+  for i in $(seq "$n"); do
+    pid=$(node_pid "$i")
+    echo "local-cluster: node $i: draining"
+    rc=0
+    # shellcheck disable=SC2046
+    timeout $((ms / 1000 + 60)) "$bin" drain --timeout "$ms" --then-stop --connect "$(endpoint "$i")" $(keys client) || rc=$?
+    [ $rc -eq 0 ] || [ $rc -eq 5 ] || { echo "local-cluster: node $i did not drain (exit $rc)" >&2; return 1; }
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && { echo "local-cluster: node $i still runs 15 s after its drain" >&2; return 1; }
+    cmd_start "$i" || return 1
+    for _ in $(seq $((wait_s * 5))); do all_up && break; sleep 0.2; done
+    all_up || { echo "local-cluster: the nodes do not all see each other up after node $i came back" >&2; return 1; }
+  done
+  echo "local-cluster: upgraded $n nodes, one at a time"
 }
 
 stop_nodes() {
@@ -267,7 +313,7 @@ main() {
       local node=1
       if [ "${1:-}" = -n ]; then node=${2:?-n needs a node number}; shift 2; fi
       [[ $node =~ ^[0-9]+$ ]] && [ "$node" -ge 1 ] && [ "$node" -le "$n" ] || die "client: no node '$node' (1..$n)"
-      [ $# -gt 0 ] || die "client: which command? (spawn, send, call, status, ps, kill, types)"
+      [ $# -gt 0 ] || die "client: which command? (spawn, send, call, status, ps, kill, migrate, drain, undrain, types)"
       client "$node" "$@" ;;
     endpoint)
       load_state
@@ -276,6 +322,7 @@ main() {
     logs) load_state; for i in $(seq "$n"); do echo "$dir/n$i.log"; done ;;
     kill) load_state; cmd_kill "$@" ;;
     start) load_state; cmd_start "$@" ;;
+    upgrade) load_state; cmd_upgrade "$@" ;;
     *) die "unknown command '$cmd' (see --help)" ;;
   esac
 }

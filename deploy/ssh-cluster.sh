@@ -89,6 +89,7 @@ q() {
 }
 
 dry=0
+drain_ms=${SCHEDNODE_DRAIN_MS:-10000} # restart, upgrade: each node's drain (drain_node)
 # run [-q] CMD...: the one place commands run, so --dry-run can show them
 # all; -q: without the command's output
 run() {
@@ -329,6 +330,15 @@ status_script() { # k [--json]
   r=$(host_root "${nhix[$1]}")
   echo "$(q "$r/bin/schednode") status ${2:+$2 }--connect $(q "${nadv[$1]}") --cert $(q "$r/keys/client.cert") --authorized-keys $(q "$r/keys/authorized") --timeout 5000"
 }
+# drain_node K: node k moves its processes to the others (what cannot move
+# gets $drain_ms ms to end, then its restart CANCELs it); its report is said
+drain_node() { # k
+  local r out
+  r=$(host_root "${nhix[$1]}")
+  out=$(remote_try "${nhix[$1]}" "$(q "$r/bin/schednode") drain --timeout $drain_ms --connect $(q "${nadv[$1]}") --cert $(q "$r/keys/client.cert") --authorized-keys $(q "$r/keys/authorized")") ||
+    [ $? -eq 5 ] || { echo "$prog: node ${nid[$1]} did not drain: $out" >&2; return 0; }
+  [ -z "$out" ] || say "$(head -1 <<<"$out")"
+}
 # up_count K: how many nodes node k reports up (from the table: STATE is the third column)
 up_count() {
   remote_try "${nhix[$1]}" "$(status_script "$1")" | awk '$3 == "up"' | wc -l
@@ -358,12 +368,14 @@ start_all() {
   done < <(start_order)
   for k in "${!nid[@]}"; do wait_up "$k" "$all"; done
 }
-# one node at a time; the next only once every node sees all of them up
-# again (the restarted node has rejoined, and the others took it back)
+# one node at a time, each drained first (its movable processes go on
+# with their state on the others); the next only once every node sees all
+# of them up again (the restarted node has rejoined, and the others took it back)
 rolling_restart() {
   local k j all=${#nid[@]}
   while read -r k; do
-    [ "$dry" = 1 ] || say "restarting node ${nid[$k]} on ${nhost[$k]}"
+    [ "$dry" = 1 ] || say "draining and restarting node ${nid[$k]} on ${nhost[$k]}"
+    [ "$dry" = 1 ] || drain_node "$k"
     restart_node "$k"
     wait_up "$k" "$all"
     for j in "${!nid[@]}"; do [ "$j" = "$k" ] || wait_up "$j" "$all"; done
@@ -527,7 +539,7 @@ help_start() { echo "usage: $prog start HOSTS [OPTIONS]   starts every node, see
 help_stop() { echo "usage: $prog stop HOSTS [OPTIONS]    stops every node (SIGTERM: each leaves the cluster), seeds last"; }
 help_restart() {
   echo "usage: $prog restart HOSTS [OPTIONS]"
-  echo "restarts one node at a time (non-seeds first, the first seed last), waiting until each reports all nodes up"
+  echo "restarts one node at a time (non-seeds first, the first seed last), each drained first (as upgrade), waiting until each reports all nodes up"
 }
 help_upgrade() {
   cat <<EOF
@@ -536,7 +548,10 @@ usage: $prog upgrade HOSTS [--bin PATH] [--plugin FILE.so]... [OPTIONS]
 Copies the binary (and the plugins, which must have the names given at deploy:
 the configs list them) to every host, installing each under a new name and
 renaming it into place, then restarts one node at a time (non-seeds first, the
-first seed last), waiting until each reports all nodes up before the next.
+first seed last): it drains the node first (its processes that can move go on,
+with their state, on the others; the rest get SCHEDNODE_DRAIN_MS, default
+10000, to end, and the restart CANCELs what is left), and waits until each
+reports all nodes up before the next.
 EOF
 }
 help_status() {

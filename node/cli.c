@@ -1,7 +1,9 @@
 /* cli.c - the client commands (cli.h): spawn, send, call and status ask
  * the node at --connect (spawn and call --on N: node N, found in its
  * status); ps, kill, migrate and types ask each node of its cluster (the
- * status answer lists them), since a node answers for itself only.
+ * status answer lists them), since a node answers for itself only; drain
+ * and undrain ask the node --node names (found in the status), or the one
+ * at --connect.
  * --json output is built with json-c.
  */
 #include <errno.h>
@@ -45,7 +47,8 @@ static void usage_error(const char *fmt, ...)
     sn_cli_vusage(fmt, ap);
 }
 
-const char *const sn_cli_commands[] = {"spawn", "send", "call", "status", "ps", "kill", "migrate", "types", NULL};
+const char *const sn_cli_commands[] = {"spawn",   "send",  "call",    "status", "ps", "kill",
+                                       "migrate", "drain", "undrain", "types",  NULL};
 
 int sn_cli_is_command(const char *cmd)
 {
@@ -192,6 +195,11 @@ const char *sn__member_state_name(int state)
     return state >= 0 && state < 5 ? names[state] : "?";
 }
 
+const char *sn__row_state_name(const sn_wire_stats_t *r)
+{
+    return r->draining && r->state == SN_MEMBER_UP ? "draining" : sn__member_state_name(r->state);
+}
+
 /* ---------------------------------------------------------------- json */
 
 static json_object *json_u64(uint64_t v)
@@ -214,7 +222,8 @@ json_object *sn__status_row_json(const sn_wire_stats_t *r)
     json_object *o = json_object_new_object();
     json_object_object_add(o, "id", json_u64(r->node));
     json_object_object_add(o, "endpoint", json_object_new_string(r->endpoint));
-    json_object_object_add(o, "state", json_object_new_string(sn__member_state_name(r->state)));
+    json_object_object_add(o, "state", json_object_new_string(sn__row_state_name(r)));
+    json_object_object_add(o, "draining", json_object_new_boolean(r->draining != 0));
     const struct {
         const char *key;
         uint64_t v;
@@ -272,7 +281,7 @@ static void print_status(const sn_wire_stats_t *rows, size_t n, int json)
         snprintf(up, sizeof up, "%" PRIu64 ".%01" PRIu64 "s", r->uptime_ms / 1000, r->uptime_ms % 1000 / 100);
         printf("%-*u %-*s %-8s %7u %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %10" PRIu64 " %10" PRIu64
                " %6" PRIu64 " %6" PRIu64 " %10s\n",
-               wn, r->node, we, r->endpoint, sn__member_state_name(r->state), r->workers, r->ready, r->idle, r->blocked,
+               wn, r->node, we, r->endpoint, sn__row_state_name(r), r->workers, r->ready, r->idle, r->blocked,
                r->completed, r->msgs_in, r->msgs_out, r->steals_in, r->steals_out, up);
     }
 }
@@ -938,12 +947,69 @@ static int cmd_migrate(const sn_cli_t *c)
     return code;
 }
 
+/* --------------------------------------------------------------- drain */
+
+#define DRAIN_MS 30000 /* drain: the node's wait for what cannot move, unless --timeout says */
+
+/* drain [--node N] [--timeout MS] [--then-stop], undrain [--node N]: one
+ * request to that node, answered with its report when the drain ends.
+ * Exit 0, 5 if processes are left, 1 if the node refused. Guarded by
+ * drain.sh. */
+static int cmd_drain(const sn_cli_t *c)
+{
+    bool drain = !strcmp(c->cmd, "drain");
+    if (c->nargs != 0)
+        usage_error("usage: %s [--node N]%s --connect ENDPOINT", c->cmd, drain ? " [--timeout MS] [--then-stop]" : "");
+    if (c->then_stop && !drain)
+        usage_error("--then-stop belongs to drain");
+    char ep[SN_WIRE_ENDPOINT_MAX];
+    snprintf(ep, sizeof ep, "%s", c->connect);
+    if (c->only_node) {
+        cluster_t cl;
+        if (cluster_load(c, &cl) != 0)
+            return SN_EXIT_FAILED;
+        const sn_wire_stats_t *n = cluster_node(&cl, c->only_node);
+        if (n && node_alive(n))
+            snprintf(ep, sizeof ep, "%s", n->endpoint);
+        else
+            fprintf(stderr, "%s: %s: node %" PRIu32 " %s\n", progname, c->cmd, c->only_node,
+                    n ? "is not up" : "is not a member of the cluster");
+        sn_client_reply_clear(&cl.status);
+        if (!n || !node_alive(n))
+            return SN_EXIT_FAILED;
+    }
+    int ms = drain && c->timeout_ms >= 0 ? c->timeout_ms : DRAIN_MS;
+    sn_wire_request_t req = {
+        .op = drain ? SN_OP_DRAIN : SN_OP_UNDRAIN, .timeout_ms = (uint32_t)ms, .then_stop = c->then_stop};
+    sn_wire_reply_t rep;
+    char err[512];
+    /* (the node answers within MS and the last handovers' 3 s bound) */
+    int rc = ask(c, ep, &req, ms + REQUEST_MS, &rep, err, sizeof err), code = 0;
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s: %s\n", progname, c->cmd, err);
+        return SN_EXIT_FAILED;
+    }
+    if (rep.error) {
+        fprintf(stderr, "%s: %s: %s\n", progname, c->cmd,
+                rep.reason && *rep.reason ? rep.reason : sn_strerror(rep.error));
+        code = SN_EXIT_FAILED;
+    } else {
+        fputs(rep.report ? rep.report : "", stdout);
+        code = rep.left ? SN_EXIT_TIMEOUT : 0;
+    }
+    sn_client_reply_clear(&rep);
+    return code;
+}
+
 static int cli_run(const sn_cli_t *c)
 {
     if (!c->connect)
         usage_error("%s needs --connect ENDPOINT (the node to talk to)", c->cmd);
-    if (c->only_node && strcmp(c->cmd, "ps") != 0 && strcmp(c->cmd, "types") != 0)
-        usage_error("--node belongs to ps and types");
+    bool draining = !strcmp(c->cmd, "drain") || !strcmp(c->cmd, "undrain");
+    if (c->only_node && strcmp(c->cmd, "ps") != 0 && strcmp(c->cmd, "types") != 0 && !draining)
+        usage_error("--node belongs to ps, types, drain and undrain");
+    if (c->then_stop && strcmp(c->cmd, "drain") != 0)
+        usage_error("--then-stop belongs to drain");
     if (c->reason && strcmp(c->cmd, "kill") != 0)
         usage_error("--reason belongs to kill");
     if (c->on_node && strcmp(c->cmd, "spawn") != 0 && strcmp(c->cmd, "call") != 0)
@@ -952,6 +1018,8 @@ static int cli_run(const sn_cli_t *c)
         usage_error("--to belongs to migrate");
     if (!strcmp(c->cmd, "migrate"))
         return cmd_migrate(c);
+    if (draining)
+        return cmd_drain(c);
     if (!strcmp(c->cmd, "ps"))
         return cmd_list(c, SN_OP_PS);
     if (!strcmp(c->cmd, "types"))

@@ -1,5 +1,5 @@
 /* cli.h - the client commands of the schednode program (spawn, send, call,
- * status, ps, kill, migrate, types): one request to a node or one to each node of
+ * status, ps, kill, migrate, drain, undrain, types): one request to a node or one to each node of
  * its cluster, and what the user sees (text, or JSON built with json-c).
  */
 #ifndef SN_CLI_H
@@ -14,11 +14,11 @@
 #include "schednode/schednode.h"
 
 /* Exit statuses of the program (--help and man/schednode.1 list them). */
-#define SN_EXIT_FAILED 1                  /* the command failed: an error from the node, a failed process, no answer */
-#define SN_EXIT_USAGE 2                   /* a bad flag, argument or configuration */
-#define SN_EXIT_OUT 3                     /* a node: this run was put out of its cluster */
-#define SN_EXIT_NOPROC 4                  /* kill, send, migrate: no such process in the cluster */
-#define SN_EXIT_TIMEOUT 5                 /* call, run: --timeout expired; kill: still in a step after the force */
+#define SN_EXIT_FAILED 1  /* the command failed: an error from the node, a failed process, no answer */
+#define SN_EXIT_USAGE 2   /* a bad flag, argument or configuration */
+#define SN_EXIT_OUT 3     /* a node: this run was put out of its cluster */
+#define SN_EXIT_NOPROC 4  /* kill, send, migrate: no such process in the cluster */
+#define SN_EXIT_TIMEOUT 5 /* call, run: --timeout expired; kill: a step outlived the force; drain: left */
 #define SN_EXIT_SIGNAL(sig) (128 + (sig)) /* a waiting command stopped by SIGINT (130) or SIGTERM (143) */
 
 /* What a client command needs from the command line. */
@@ -35,10 +35,14 @@ typedef struct sn_cli {
     uint32_t on_node;      /* --on N (spawn, call): start it on node N; 0: the node at --connect */
     uint32_t to_node;      /* --to N (migrate) */
     int cancel_on_timeout; /* call: cancel the process when --timeout expires (default 1) */
+    int then_stop;         /* drain: --then-stop */
 } sn_cli_t;
 
 /* A member state's name ("up", "suspect", "down", "left", "joining"). */
 const char *sn__member_state_name(int state);
+/* A status row's state: "draining" for an up node that drains, else its
+ * member state's name (status, status --json, the dashboard). */
+const char *sn__row_state_name(const sn_wire_stats_t *r);
 /* One `status` row as JSON, the keys of `schednode status --json` (the
  * dashboard's /status.json uses it too). */
 struct json_object *sn__status_row_json(const sn_wire_stats_t *r);

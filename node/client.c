@@ -239,6 +239,7 @@ void sn_client_reply_clear(sn_wire_reply_t *reply)
     free(reply->procs);
     free(reply->types);
     free(reply->flows);
+    free(reply->report);
     sn_payload_destroy(&reply->result);
     memset(reply, 0, sizeof *reply);
 }

@@ -73,6 +73,13 @@ static void usage_commands(FILE *f)
             "                          move the process (with its state and mailbox) to node N once it\n"
             "                          waits for messages (up to MS, default 5000), print where it is;\n"
             "                          exit 1 with the reason if it cannot move, 4 if no such process\n"
+            "  drain [--node N] [--timeout MS] [--then-stop]\n"
+            "                          move the processes of the node at --connect (or node N) to the\n"
+            "                          other nodes; it takes no spawns, steals or moves meanwhile; wait\n"
+            "                          up to MS (default 30000) for what cannot move to end; print what\n"
+            "                          moved, ended and is left (exit 5 if any is left); --then-stop:\n"
+            "                          the node then leaves the cluster and exits (what is left: CANCEL)\n"
+            "  undrain [--node N]      the node takes work again\n"
             "  types [--json] [--node N]\n"
             "                          the process types each node (or node N) has loaded\n"
             "Keys:\n"
@@ -140,10 +147,11 @@ static void usage_options(FILE *f)
                "                             the log gives each one's port and URL\n"
                "  -c, --connect ENDPOINT     client commands: the node to talk to\n"
                "      --json                 status, ps, types: print JSON\n"
-               "      --node N               ps, types: ask node N only\n"
+               "      --node N               ps, types: ask node N only; drain, undrain: that node\n"
                "      --reason TEXT          kill: why (the CANCEL's data, the DOWN's reason)\n"
                "      --on N                 spawn, call: start the process on node N\n"
                "      --to N                 migrate: the node to move the process to\n"
+               "      --then-stop            drain: the node leaves its cluster and exits once drained\n"
                "      --cancel-on-timeout    call: cancel the process when --timeout expires (the default);\n"
                "      --no-cancel-on-timeout leave it running (on --timeout or a signal)\n"
                "  -h, --help                 this help\n"
@@ -281,6 +289,7 @@ typedef struct options {
     uint32_t on_node;      /* spawn, call: --on */
     uint32_t to_node;      /* migrate: --to */
     int cancel_on_timeout; /* call: --[no-]cancel-on-timeout */
+    int then_stop;         /* drain: --then-stop */
     const char *connect, *key_name, *key_endpoint;
     const char *metrics, *dashboard; /* HTTP endpoints (http.c), or NULL */
     const char *cmd;                 /* the command, or NULL: run a node */
@@ -323,6 +332,7 @@ enum {
     OPT_TO,
     OPT_CANCEL_ON_TIMEOUT,
     OPT_NO_CANCEL_ON_TIMEOUT,
+    OPT_THEN_STOP,
     OPT_METRICS,
     OPT_DASHBOARD
 };
@@ -364,6 +374,7 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"to", required_argument, NULL, OPT_TO},
                                           {"cancel-on-timeout", no_argument, NULL, OPT_CANCEL_ON_TIMEOUT},
                                           {"no-cancel-on-timeout", no_argument, NULL, OPT_NO_CANCEL_ON_TIMEOUT},
+                                          {"then-stop", no_argument, NULL, OPT_THEN_STOP},
                                           {"help", no_argument, NULL, 'h'},
                                           {"version", no_argument, NULL, 'V'},
                                           {0, 0, 0, 0}};
@@ -371,7 +382,7 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
 static void options_init(options_t *o, int argc, char **argv)
 {
     *o = (options_t){.sched = {1, 0, 1},
-                     .relay = {.steal = 1, .on_out = raise_term},
+                     .relay = {.steal = 1, .on_out = raise_term, .on_stop = raise_term},
                      .shutdown_ms = 2000,
                      .timeout_ms = -1,
                      .join_timeout_ms = 10000,
@@ -549,6 +560,9 @@ static int client_flag(options_t *o, int c, char *arg)
         return 1;
     case OPT_TO:
         o->to_node = (uint32_t)parse_num("--to", arg, 1, UINT32_MAX);
+        return 1;
+    case OPT_THEN_STOP:
+        o->then_stop = 1;
         return 1;
     case OPT_REASON:
         if (!*arg || strlen(arg) > 1000)
@@ -1252,7 +1266,8 @@ static int client(const options_t *o)
                   .reason = o->reason,
                   .on_node = o->on_node,
                   .to_node = o->to_node,
-                  .cancel_on_timeout = o->cancel_on_timeout};
+                  .cancel_on_timeout = o->cancel_on_timeout,
+                  .then_stop = o->then_stop};
     return sn_cli_run(&c);
 }
 

@@ -13,6 +13,7 @@
 
 #include "relay_int.h"
 #include "move.h"
+#include "drain.h"
 #include "peer.h"
 #include "watch.h"
 #include "manage.h"
@@ -239,6 +240,18 @@ static void call_done(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int e
     free(c);
 }
 
+/* What an answer given later (call, migrate) needs of its request.
+ * Caller owns it; NULL if out of memory. */
+static call_ctx_t *call_ctx(sn_relay_t *r, uint64_t id, const unsigned char *ident, size_t ident_len)
+{
+    call_ctx_t *c = ident_len <= sizeof c->ident ? malloc(sizeof *c) : NULL;
+    if (c) {
+        *c = (call_ctx_t){r, id, {0}, ident_len};
+        memcpy(c->ident, ident, ident_len);
+    }
+    return c;
+}
+
 /* A client's migrate: answered when the move is decided (move.c). */
 static void migrate_done(void *arg, int error, uint32_t node, const char *why)
 {
@@ -269,14 +282,29 @@ static sn_wire_flow_t *flows(sn_relay_t *r, size_t *n)
     return out;
 }
 
+/* Why request q is refused at once (into buf), or NULL: a node not in its
+ * cluster yet only answers looks (status, ps, types), and a draining one
+ * takes no new process (drain.c; tests/drain.sh). */
+static const char *refusal(sn_relay_t *r, const sn_wire_request_t *q, char *buf, size_t len)
+{
+    bool looks = q->op == SN_OP_STATUS || q->op == SN_OP_PS || q->op == SN_OP_TYPES; /* change nothing */
+    if (!looks && atomic_load_explicit(&r->joined, memory_order_acquire) != 1)
+        return "this node has not joined its cluster yet";
+    if (r->draining && (q->op == SN_OP_SPAWN || q->op == SN_OP_CALL)) {
+        snprintf(buf, len, "node %" PRIu32 " is draining: it takes no new processes", r->node);
+        return buf;
+    }
+    return NULL;
+}
+
 static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned char *ident, size_t ident_len)
 {
     sn_wire_reply_t rep = {.id = q->id};
     char reason[512] = "";
-    bool looks = q->op == SN_OP_STATUS || q->op == SN_OP_PS || q->op == SN_OP_TYPES; /* change nothing */
-    if (!looks && atomic_load_explicit(&r->joined, memory_order_acquire) != 1) {
+    const char *no = refusal(r, q, reason, sizeof reason);
+    if (no) {
         rep.error = SN_EREFUSED;
-        rep.reason = "this node has not joined its cluster yet";
+        rep.reason = (char *)no;
         sn__relay_send_reply(r, ident, ident_len, &rep);
         return;
     }
@@ -294,14 +322,11 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
         rep.error = sn_send(r->sched, q->to, &q->arg);
         break;
     case SN_OP_CALL: {
-        call_ctx_t *c = malloc(sizeof *c);
-        if (!c || ident_len > sizeof c->ident) {
-            free(c);
+        call_ctx_t *c = call_ctx(r, q->id, ident, ident_len);
+        if (!c) {
             rep.error = SN_ENOMEM;
             break;
         }
-        *c = (call_ctx_t){r, q->id, {0}, ident_len};
-        memcpy(c->ident, ident, ident_len);
         rep.error = sn_spawn(r->sched, q->type, q->method, &q->arg, call_done, c, &rep.pid);
         if (rep.error == 0) {
             /* the client learns the PID now (to cancel it if it stops
@@ -320,17 +345,20 @@ static void inbound_request(sn_relay_t *r, sn_wire_request_t *q, const unsigned 
         sn__relay_manage(r, q, &rep);
         break;
     case SN_OP_MIGRATE: {
-        call_ctx_t *c = malloc(sizeof *c);
-        if (!c || ident_len > sizeof c->ident) {
-            free(c);
+        call_ctx_t *c = call_ctx(r, q->id, ident, ident_len);
+        if (!c) {
             rep.error = SN_ENOMEM;
             break;
         }
-        *c = (call_ctx_t){r, q->id, {0}, ident_len};
-        memcpy(c->ident, ident, ident_len);
         sn__move_start(r, q->to, q->node, (int)q->timeout_ms, migrate_done, c);
         return;
     }
+    case SN_OP_DRAIN:
+        sn__drain_start(r, q, ident, ident_len); /* (answers when the drain ends) */
+        return;
+    case SN_OP_UNDRAIN:
+        sn__drain_end(r, &rep);
+        break;
     }
     if (rep.error && (q->op == SN_OP_SPAWN || q->op == SN_OP_CALL))
         sn__spawn_refusal(reason, sizeof reason, q->type, q->method, rep.error);

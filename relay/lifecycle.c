@@ -12,6 +12,7 @@
 
 #include "relay_int.h"
 #include "move.h"
+#include "drain.h"
 #include "peer.h"
 #include "udp.h"
 #include "manage.h"
@@ -65,6 +66,8 @@ static sn_relay_t *make_state(sn_sched_t *sched, const sn_relay_config_t *cfg, c
     atomic_init(&r->next_send_id, ((uint64_t)r->node << 48) | (wall_us & ((UINT64_C(1) << 48) - 1)));
     r->on_out = cfg->on_out;
     r->on_out_arg = cfg->on_out_arg;
+    r->on_stop = cfg->on_stop;
+    r->on_stop_arg = cfg->on_stop_arg;
     r->start_ns = sn__relay_now_ns();
     snprintf(r->cluster, sizeof r->cluster, "%s", cfg->cluster ? cfg->cluster : "schednode");
     sn__mpsc_init(&r->outq);
@@ -336,6 +339,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn_keys_zap_destroy(&r->zap);
     sn_keys_cache_destroy(&r->keys);
     zcert_destroy(&r->cert);
+    sn__drain_fini(r);
     sn__move_fini(r);
     sn__steal_fini(r);
     sn__loc_fini(r);

@@ -723,6 +723,7 @@ static void own_row(sn_relay_t *r, sn_wire_stats_t *row)
                              .refused = atomic_load_explicit(&r->refused, memory_order_relaxed),
                              .disconnects = atomic_load_explicit(&r->disconnects, memory_order_relaxed),
                              .forwarding = sn__migrate_forwarding(r->sched),
+                             .draining = r->draining,
                              .ready = st.ready,
                              .idle = st.idle,
                              .blocked = st.blocked,
@@ -991,6 +992,18 @@ static void load_news(sn_relay_t *r, uint64_t now)
         sn_sched_stats(r->sched, &st);
         if (st.ready >= 2)
             atomic_store_explicit(&r->load_news, 1, memory_order_relaxed);
+    }
+}
+
+void sn__members_announce(sn_relay_t *r)
+{
+    sn_wire_stats_t row;
+    own_row(r, &row);
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_heartbeat(r->node, r->incarnation, &row, r->cluster, &buf, &len) == 0) {
+        send_all(r, buf, len, false);
+        free(buf);
     }
 }
 

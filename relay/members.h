@@ -42,5 +42,8 @@ sn_wire_stats_t *sn__members_rows(sn_relay_t *r, size_t *n);
 
 /* The state `status` shows for p now (suspect when half-way to down). */
 int sn__members_state(sn_relay_t *r, const peer_t *p);
+/* Our status row to every up member now (a heartbeat with no probe): a
+ * drain's start and end reach the members at once (drain.c). */
+void sn__members_announce(sn_relay_t *r);
 
 #endif

@@ -49,6 +49,12 @@ typedef struct sn_relay_config {
      * (schednode raises SIGTERM). NULL: only sn_relay_out reports it. */
     void (*on_out)(void *arg);
     void *on_out_arg;
+    /* Called once, on the relay's I/O thread, after `drain --then-stop`
+     * answered its client: the program leaves the cluster and exits
+     * (schednode raises SIGTERM; its shutdown CANCELs what is left). NULL:
+     * the node cannot stop itself, and the report says so. */
+    void (*on_stop)(void *arg);
+    void *on_stop_arg;
 } sn_relay_config_t;
 
 typedef struct sn_relay_stats {

@@ -289,8 +289,15 @@ struct sn_relay {
     uint64_t leave_deadline_ns; /* nonzero while leaving: flushing, then Leave */
     sn_wire_type_t *types;      /* our process types, for the view */
     size_t ntypes;
-    struct sn_steal *steal;   /* steal.c's state (I/O thread) */
-    struct sn_moves *moves;   /* move.c's state (I/O thread) */
+    struct sn_steal *steal; /* steal.c's state (I/O thread) */
+    struct sn_moves *moves; /* move.c's state (I/O thread) */
+    struct sn_drain *drain; /* drain.c's state (I/O thread; NULL while no drain runs or waits to end) */
+    /* draining (drain.c): this node takes no spawn from clients, no stolen
+     * work and no push, and says so in its status row. I/O thread only:
+     * written by drain.c, read by inbound.c, steal.c and members.c */
+    bool draining;
+    void (*on_stop)(void *arg); /* the config's: drain --then-stop (drain.c) */
+    void *on_stop_arg;
     struct sn_locs *locs;     /* locate.c's state (I/O thread) */
     struct sn_awaits *awaits; /* awaited.c's state (I/O thread; NULL until a record) */
     struct sn_ends *ends;     /* manage.c: ends of killed processes (any thread: its own lock) */

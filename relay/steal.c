@@ -42,6 +42,7 @@
 #include "grow.h"
 #include "relay_int.h"
 #include "move.h"
+#include "drain.h"
 #include "peer.h"
 #include "steal.h"
 #include "awaited.h"
@@ -238,6 +239,7 @@ void sn__steal_stop(sn_relay_t *r)
         revert_offer(r, &s->offers[i], SN_ESHUTDOWN, "this node is shutting down");
     s->noffers = 0;
     sn__move_stop(r);
+    sn__drain_stop(r);
     while (s->ninst) {
         held_t *q;
         size_t nq;
@@ -523,9 +525,10 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
 static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
-    /* a push (move.c) comes unasked: taken unless this node is stopping */
+    /* a push (move.c) comes unasked: taken unless this node is stopping
+     * or draining (drain.c; tests/drain.sh) */
     bool push = (f->steal_id & SN__PUSH_ID) != 0;
-    bool ours = (push || (s->asked == v->node && s->asked_id == f->steal_id)) && !r->no_steal;
+    bool ours = (push || (s->asked == v->node && s->asked_id == f->steal_id)) && !r->no_steal && !r->draining;
     sn_pid_t *ok = calloc(f->nmigrants ? f->nmigrants : 1, sizeof *ok);
     size_t nok = 0;
     for (size_t i = 0; ours && ok && i < f->nmigrants; i++) {
@@ -840,6 +843,7 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
 {
     struct sn_steal *s = r->steal;
     sn__move_tick(r, now);
+    sn__drain_tick(r, now);
     for (size_t i = 0; i < s->noffers;) { /* the thief did not answer: ours again */
         offer_t *o = &s->offers[i];
         if (now < o->deadline_ns) {
@@ -855,7 +859,7 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
     if (s->asked && now >= s->asked_deadline_ns)
         s->asked = 0; /* a late offer gets an empty accept */
     bool want = atomic_load_explicit(&r->want_work, memory_order_acquire);
-    if ((!want && !s->refill) || s->asked || now < s->next_try_ns ||
+    if ((!want && !s->refill) || s->asked || now < s->next_try_ns || r->draining ||
         atomic_load_explicit(&r->joined, memory_order_relaxed) != 1)
         return;
     sn_stats_t st;
@@ -899,7 +903,9 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now)
 uint64_t sn__steal_next_ns(sn_relay_t *r)
 {
     struct sn_steal *s = r->steal;
-    uint64_t next = sn__move_next_ns(r);
+    uint64_t next = sn__move_next_ns(r), dnext = sn__drain_next_ns(r);
+    if (dnext < next)
+        next = dnext;
     for (size_t i = 0; i < s->noffers; i++)
         if (s->offers[i].deadline_ns < next)
             next = s->offers[i].deadline_ns;

@@ -131,6 +131,16 @@ void sn__relay_answer(sn_relay_t *r, const unsigned char *ident, size_t ident_le
     capture(node_of(r), 0, FAKE_ANSWER, ident, ident_len, (void *)buf, len, false);
 }
 
+void sn__relay_send_reply(sn_relay_t *r, const unsigned char *ident, size_t ident_len, const sn_wire_reply_t *rep)
+{
+    void *buf;
+    size_t len;
+    if (sn_codec_encode_reply(r->node, r->incarnation, rep, &buf, &len) == 0) {
+        sn__relay_answer(r, ident, ident_len, buf, len);
+        free(buf);
+    }
+}
+
 void sn__relay_set_dealer(sn_relay_t *r, peer_t *p, zsock_t *d)
 {
     assert_null(d); /* (members.c only drops a dealer: try_send makes them) */

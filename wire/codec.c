@@ -251,6 +251,7 @@ static void stats_to_pb(const sn_wire_stats_t *st, Schednode__NodeStats *ns)
     ns->refused = st->refused;
     ns->disconnects = st->disconnects;
     ns->forwarding = st->forwarding;
+    ns->draining = st->draining != 0;
     ns->ready = st->ready;
     ns->idle = st->idle;
     ns->blocked = st->blocked;
@@ -288,6 +289,7 @@ static int stats_from_pb(const Schednode__NodeStats *ns, sn_wire_stats_t *st)
                             .refused = ns->refused,
                             .disconnects = ns->disconnects,
                             .forwarding = ns->forwarding,
+                            .draining = ns->draining,
                             .ready = ns->ready,
                             .idle = ns->idle,
                             .blocked = ns->blocked,
@@ -575,6 +577,7 @@ int sn_codec_encode_request(const sn_wire_request_t *req, void **buf, size_t *le
     r.force = req->force != 0;
     r.node = req->node;
     r.timeout_ms = req->timeout_ms;
+    r.then_stop = req->then_stop != 0;
     Schednode__Envelope env;
     envelope(&env, 0, 0);
     env.body_case = SCHEDNODE__ENVELOPE__BODY_REQUEST;
@@ -650,6 +653,8 @@ static int reply_lists_to_pb(const sn_wire_reply_t *rep, Schednode__ClientReply 
     r->started = rep->started != 0;
     r->ended = rep->ended != 0;
     r->end_error = rep->end_error;
+    r->report = rep->report ? rep->report : "";
+    r->left = rep->left;
     return 0;
 }
 
@@ -938,13 +943,14 @@ static sn_payload_t *payload_from_pb(const Schednode__Payload *p, int *rc)
 static int decode_request(const Schednode__ClientRequest *r, sn_wire_request_t *out)
 {
     int rc = 0;
-    if (!r || r->op > SCHEDNODE__CLIENT_REQUEST__OP__MIGRATE)
+    if (!r || r->op > SCHEDNODE__CLIENT_REQUEST__OP__UNDRAIN)
         return SN_EPROTO;
     out->id = r->id;
     out->op = (int)r->op;
     out->force = r->force;
     out->node = r->node;
     out->timeout_ms = r->timeout_ms;
+    out->then_stop = r->then_stop;
     out->type = strdup(r->type ? r->type : "");
     out->method = strdup(r->method ? r->method : "");
     out->reason = strdup(r->reason ? r->reason : "");
@@ -1009,6 +1015,9 @@ static int reply_lists_from_pb(const Schednode__ClientReply *r, sn_wire_reply_t 
     out->started = r->started;
     out->ended = r->ended;
     out->end_error = r->end_error;
+    out->left = r->left;
+    if (r->report && *r->report && !(out->report = strdup(r->report)))
+        return SN_ENOMEM;
     for (size_t i = 0; i < r->n_by_state && i < SN_PS_COUNT; i++) /* (states added later: not counted) */
         out->by_state[i] = r->by_state[i];
     int rc = r->n_procs ? procs_from_pb(r, out) : 0;
@@ -1666,6 +1675,7 @@ void sn_frame_clear(sn_frame_t *f)
     free(f->reply.procs);
     free(f->reply.types);
     free(f->reply.flows);
+    free(f->reply.report);
     free(f->endpoint);
     free(f->cluster);
     for (size_t i = 0; i < f->nmembers; i++)

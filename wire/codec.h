@@ -97,7 +97,9 @@ enum {
     SN_OP_PS = 4,
     SN_OP_KILL = 5,
     SN_OP_TYPES = 6,
-    SN_OP_MIGRATE = 7
+    SN_OP_MIGRATE = 7,
+    SN_OP_DRAIN = 8,
+    SN_OP_UNDRAIN = 9
 };
 
 /* A client's request to a node. Strings and payload are owned by whoever
@@ -111,7 +113,8 @@ typedef struct sn_wire_request {
     char *reason;        /* kill (may be NULL when encoding) */
     int force;           /* kill */
     uint32_t node;       /* migrate: where to */
-    uint32_t timeout_ms; /* migrate: the wait for it to be idle (0: the default) */
+    uint32_t timeout_ms; /* migrate: the wait for it to be idle; drain: the whole drain's (0: the default) */
+    int then_stop;       /* drain: the node stops once it has answered */
 } sn_wire_request_t;
 
 /* Member states (Member.State). */
@@ -178,6 +181,7 @@ typedef struct sn_wire_stats {
     uint64_t refused;     /* connections refused in the CurveZMQ handshake */
     uint64_t disconnects; /* inbound connections closed */
     uint64_t forwarding;  /* forwarding entries held */
+    int draining;         /* the node is draining (relay/drain.c) */
     uint64_t msgs_in, msgs_out, steals_in, steals_out, migrated, bad_frames, uptime_ms;
 } sn_wire_stats_t;
 
@@ -209,6 +213,8 @@ typedef struct sn_wire_reply {
     int end_error;
     sn_wire_flow_t *flows; /* status: the answering node's traffic with each peer */
     size_t nflows;
+    char *report;  /* drain: what moved, ended and is left, one line each (NULL: none) */
+    uint64_t left; /* drain: processes still on the node at the end */
 } sn_wire_reply_t;
 
 /* A decoded frame. Decoding allocates; sn_frame_clear frees. */
