@@ -535,6 +535,23 @@ static inline item_t *sn__relay_new_item(void)
 {
     return sn__small_alloc(sizeof(item_t));
 }
+/* A send item (ITEM_SEND) to the peer dest carrying s, its payload taken
+ * from *msg (none if msg is NULL; s.payload is not read), diverted and
+ * forwarded as item_t says; or NULL, *msg still the caller's. */
+static inline item_t *sn__relay_send_item(uint32_t dest, bool diverted, bool forwarded, sn_wire_send_t s,
+                                          sn_payload_t **msg)
+{
+    item_t *it = sn__relay_new_item();
+    if (!it)
+        return NULL;
+    it->kind = ITEM_SEND;
+    it->dest = dest;
+    it->diverted = diverted;
+    it->forwarded = forwarded;
+    it->s = s;
+    it->s.payload = msg ? sn_take(msg) : NULL;
+    return it;
+}
 static inline void sn__relay_free_item(item_t *it)
 {
     if (it->kind == ITEM_SEND) {

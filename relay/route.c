@@ -199,24 +199,19 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
         return SN_ENODEDOWN;
     if (p && !message && !via && to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed))
         return SN_ENOPROC; /* a process of an earlier run of that node */
-    item_t *it = sn__relay_new_item();
+    sn_wire_send_t s = {.to = to,
+                        .from = from,
+                        .tag = tag,
+                        .kind = kind,
+                        .error = error,
+                        .hops = passing_on ? passing_hops + 1 : 0,
+                        .id = carry_id ? carry_id : new_send_id(r),
+                        /* timed from here to the receiver's delivery (metrics): a
+                         * process's own send, not one passing through */
+                        .handed_ns = !passing_on && sn__relay_for_process(kind) ? sn__relay_now_ns() : 0};
+    item_t *it = sn__relay_send_item(via ? via : to.node, via == r->node, passing_on, s, msg);
     if (!it)
         return SN_ENOMEM;
-    it->kind = ITEM_SEND;
-    it->dest = via ? via : to.node;
-    it->diverted = via == r->node;
-    it->forwarded = passing_on;
-    it->s = (sn_wire_send_t){.to = to,
-                             .from = from,
-                             .tag = tag,
-                             .kind = kind,
-                             .error = error,
-                             .payload = msg ? sn_take(msg) : NULL,
-                             .hops = passing_on ? passing_hops + 1 : 0,
-                             .id = carry_id ? carry_id : new_send_id(r),
-                             /* timed from here to the receiver's delivery (metrics): a
-                              * process's own send, not one passing through */
-                             .handed_ns = !passing_on && sn__relay_for_process(kind) ? sn__relay_now_ns() : 0};
     if (kind == SN_RELAY_GONE) { /* bookkeeping, in no hurry: it rides with the next wake-up (see the loop) */
         atomic_fetch_add_explicit(&r->enqueued, 1, memory_order_relaxed);
         sn__mpsc_push(&r->outq, &it->link);

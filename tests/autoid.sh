@@ -11,23 +11,15 @@
 set -u
 SN=$1
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 declare -A port
 for i in 1 2 3 4 5 6; do port[$i]=$(free_port); done
 # node I [FLAGS...]: starts node I at its endpoint with FLAGS (no -n)
-node() {
-  local i=$1
-  shift
-  "$SN" --load "$DEMO" -w 1 --listen "$(ep "$i")" --insecure "$@" >"$dir/n$i.log" 2>&1 &
-  pids+=($!)
-  wait_for 100 grep -q "up: " "$dir/n$i.log" && return 0
-  echo "node $i did not come up:"; cat "$dir/n$i.log"; return 1
-}
-cl() { timeout 30 "$SN" "$@" --insecure --timeout 20000; }
-id_of() { cl status --json --connect "$(ep "$1")" 2>/dev/null | jq '.nodes[0].id'; }
-ups() { cl status --json --connect "$(ep "$1")" 2>/dev/null | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
+node() { local i=$1; shift; launch "$i" "$dir/n$i.log" --load "$DEMO" -w 1 --listen "$(ep "$i")" --insecure "$@"; }
+call_s=30 call_ms=20000
+id_of() { status "$1" | jq '.nodes[0].id'; }
 
 # --- three nodes, no -n anywhere
 node 1 && node 2 --join "$(ep 1)" && node 3 --join "$(ep 2)" ||
@@ -41,11 +33,11 @@ id1=$(id_of 1) id2=$(id_of 2) id3=$(id_of 3)
 grep -q "node=$id2 .*joined cluster 'schednode' through node $id1" "$dir/n2.log" &&
   ok "node 2's log names its id and the seed's" || bad "n2 log: $(grep joined "$dir/n2.log")"
 want=$(printf "%s\n" "$id1" "$id2" "$id3" | sort -n | jq -sc .)
-all3() { for i in 1 2 3; do [ "$(ups "$i")" = "$want" ] || return 1; done; }
-wait_for 100 all3 && ok "every node sees the three up" || bad "views: $(ups 1) $(ups 2) $(ups 3)"
-sink=$(cl spawn --connect "$(ep 3)" xsink collect 500)
+all3() { for i in 1 2 3; do [ "$(view "$i")" = "$want" ] || return 1; done; }
+wait_for 100 all3 && ok "every node sees the three up" || bad "views: $(view 1) $(view 2) $(view 3)"
+sink=$(call spawn --connect "$(ep 3)" xsink collect 500)
 [ "${sink%%.*}" = "$id3" ] && ok "a PID spawned on node 3 names its id: $sink" || bad "pid $sink (node 3 is $id3)"
-out=$(cl call --connect "$(ep 1)" xsource blast "$sink 500" 2>&1)
+out=$(call call --connect "$(ep 1)" xsource blast "$sink 500" 2>&1)
 [ "$out" = "500 messages in order" ] && ok "500 messages from node 1 to node 3 in order" || bad "1 -> 3: $out"
 
 # --- a random id that is taken: another one, and the join goes on
@@ -73,12 +65,11 @@ rc=$?
   bad "no seed: rc=$rc $out"
 
 # --- a certificate that names an id: without -n, that is the node's id
-mkdir -p "$dir/keys/auth"
+mkdir -p "$dir/auth"
 "$SN" keygen "$dir/keys" --name s1 --endpoint "$(ep 5)" >/dev/null &&
   "$SN" keygen "$dir/keys" --name s2 --endpoint "$(ep 6)" --node-id 77 >/dev/null &&
-  "$SN" keygen "$dir/keys" --name client >/dev/null && cp "$dir/keys"/*.cert "$dir/keys/auth/" ||
+  "$SN" keygen "$dir/keys" --name client >/dev/null && cp "$dir/keys"/*.cert "$dir/auth/" ||
   bad "keygen"
-sec() { echo --cert "$dir/keys/$1.cert" --authorized-keys "$dir/keys/auth"; }
 # shellcheck disable=SC2046
 "$SN" --load "$DEMO" -w 1 --listen "$(ep 5)" $(sec s1) >"$dir/n5.log" 2>&1 &
 pids+=($!)

@@ -498,6 +498,7 @@ SN=$1 PLUG=$2
 if [ "${SN_SANITIZE:-}" = thread ] && [ "${SN_CHAOS_TSAN:-0}" != 1 ]; then
   echo "chaos: skipped under TSan (SN_CHAOS_TSAN=1 runs it)"; exit 77
 fi
+# shellcheck source=tests/lib.sh
 . "$here/lib.sh"
 DURATION=${SN_CHAOS_SECONDS:-60}
 RATE=${SN_CHAOS_RATE:-250}
@@ -547,8 +548,7 @@ failed=0
 problem() { echo "chaos: PROBLEM: $*"; failed=1; }
 note() { echo "chaos: $(date +%T) $*"; }
 
-ep() { echo "tcp://${addr[$1]:-127.0.0.1}:${port[$1]}"; }
-cli() { timeout 20 "$SN" --insecure --timeout 15000 "$@"; }
+call_s=20 call_ms=15000
 msleep() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 nodelog() { echo "$dir/node$1.${ninc[$1]}.log"; }
 # crash reports in a node's log
@@ -631,18 +631,18 @@ done
 sleep 1 # the types and the view reach everyone by gossip
 sinks=()
 for k in $(seq $NSINKS); do
-  s=$(cli spawn --connect "$(ep 1)" csink collect "$WORK") || { problem "spawn csink: $s"; break; }
+  s=$(call spawn --connect "$(ep 1)" csink collect "$WORK") || { problem "spawn csink: $s"; break; }
   sinks+=("$s"); echo "SINK $s" >>"$meta"
 done
 srcs=() srchome=()
 for k in 1 2 3 4 5 6; do
   h=$(( (k - 1) / 3 + 1 ))
   # (each source's sizes from the seed and its number: a seed replays them)
-  s=$(cli spawn --connect "$(ep "$h")" csource send "$RATE 0 $BIG $((seed * 16 + k)) $BIG_MIN $BIG_MAX ${sinks[*]}") ||
+  s=$(call spawn --connect "$(ep "$h")" csource send "$RATE 0 $BIG $((seed * 16 + k)) $BIG_MIN $BIG_MAX ${sinks[*]}") ||
     { problem "spawn csource: $s"; break; }
   srcs+=("$s") srchome+=("$h"); echo "SOURCE $s" >>"$meta"
 done
-watcher=$(cli spawn --connect "$(ep 2)" cwatch watch "$((DURATION * 500)) ${sinks[*]}") || problem "spawn cwatch: $watcher"
+watcher=$(call spawn --connect "$(ep 2)" cwatch watch "$((DURATION * 500)) ${sinks[*]}") || problem "spawn cwatch: $watcher"
 echo "WATCHER $watcher" >>"$meta"
 if [ "$failed" = 1 ] || [ ${#sinks[@]} != $NSINKS ] || [ ${#srcs[@]} != 6 ]; then
   echo "chaos: FAIL (set-up)"; exit 1
@@ -668,10 +668,10 @@ replace_lost() {
     grep -qx "$s" <<<"$recent" && continue
     unset "live_since[$s]"
     [ ${#sinks[@]} -lt 250 ] || continue
-    n=$(cli spawn --connect "$(ep 1)" csink collect "$WORK") || { note "no new sink: $n"; continue; }
+    n=$(call spawn --connect "$(ep 1)" csink collect "$WORK") || { note "no new sink: $n"; continue; }
     sinks+=("$n"); echo "SINK $n" >>"$meta"; live_since[$n]=$SECONDS; replaced=$((replaced + 1))
-    for k in "${!srcs[@]}"; do cli send --connect "$(ep "${srchome[$k]}")" "${srcs[$k]}" "add $n" >/dev/null 2>&1; done
-    cli send --connect "$(ep 2)" "$watcher" "add $n" >/dev/null 2>&1 || note "the watcher did not take add $n"
+    for k in "${!srcs[@]}"; do call send --connect "$(ep "${srchome[$k]}")" "${srcs[$k]}" "add $n" >/dev/null 2>&1; done
+    call send --connect "$(ep 2)" "$watcher" "add $n" >/dev/null 2>&1 || note "the watcher did not take add $n"
     note "sink $s took nothing for 8 s: new sink $n"
   done
 }
@@ -722,17 +722,11 @@ note "chaos over: healing"
 for i in $(seq $NODES); do [ -n "${npid[$i]:-}" ] && kill -CONT "${npid[$i]}" 2>/dev/null; done
 sleep 1
 supervise
-status_of() { cli status --json --connect "$(ep "$1")" 2>/dev/null; }
-all_up() {
-  local i
-  for i in $(seq $NODES); do
-    [ "$(status_of "$i" | jq -c '[.nodes[] | select(.state == "up") | .id] | sort')" = "[1,2,3,4]" ] || return 1
-  done
-}
-wait_for 300 all_up && note "every node sees 1-4 up" || problem "the view did not converge in 30 s"
+# shellcheck disable=SC2046 # (the node ids)
+wait_for 300 all_up $(seq $NODES) && note "every node sees 1-4 up" || problem "the view did not converge in 30 s"
 supervise
 for k in "${!srcs[@]}"; do
-  cli send --connect "$(ep "${srchome[$k]}")" "${srcs[$k]}" stop >/dev/null 2>&1 ||
+  call send --connect "$(ep "${srchome[$k]}")" "${srcs[$k]}" stop >/dev/null 2>&1 ||
     note "source ${srcs[$k]} did not take stop (its node restarted?)"
 done
 lines() { cat "$log"/*.log 2>/dev/null | wc -l; }
@@ -745,7 +739,7 @@ for _ in $(seq 60); do # quiet: no new line for 4 s (at most 60 s)
 done
 [ $still -ge 8 ] && note "quiet: $cur lines" || note "still not quiet after 30 s ($cur lines)"
 for s in "${sinks[@]}"; do
-  e=$(cli send --connect "$(ep 1)" "$s" stop 2>&1); echo "STOP $s $? $e" >>"$meta"
+  e=$(call send --connect "$(ep 1)" "$s" stop 2>&1); echo "STOP $s $? $e" >>"$meta"
 done
 downs() { cat "$log"/*.log 2>/dev/null | grep -c "^D "; }
 got_downs() { [ "$(downs)" -ge ${#sinks[@]} ]; }
@@ -753,7 +747,7 @@ wait_for 200 got_downs || note "$(downs) DOWNs of ${#sinks[@]} after 20 s"
 sleep 1 # any second DOWN
 stolen=0
 for i in $(seq $NODES); do
-  m=$(status_of "$i" | jq '.nodes[0].migrated' 2>/dev/null)
+  m=$(status "$i" | jq '.nodes[0].migrated' 2>/dev/null)
   stolen=$((stolen + ${m:-0}))
 done
 note "status: $stolen processes migrated out, summed over the nodes' current runs; $replaced sinks replaced"

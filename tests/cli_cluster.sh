@@ -11,15 +11,14 @@
 # usage: cli_cluster.sh PATH/TO/schednode PLUGIN_DIR
 set -u
 
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 SN=$1 PLUG=$2
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsink): a plugin
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 declare -A port
 for n in 1 2 3 4; do port[$n]=$(free_port); done
 tick=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # ends PID SECONDS: waits up to SECONDS for PID (a child) to end; its
 # status in $st, the time from the call in $ms (ms); 999999 if it did not.
 ends() {
@@ -70,12 +69,12 @@ for sig in INT TERM; do
 done
 
 # --- a 3-node cluster: the user's type (plugin_good's echo) and the demo types
-start() {
+start_bg() { # node-id [seed-id]: starts it in the background, without waiting
   "$SN" -n "$1" -w 1 --insecure --listen "$(ep "$1")" ${2:+--join "$(ep "$2")"} --load "$PLUG/plugin_good.so" \
     --load "$DEMO" >"$dir/n$1.log" 2>&1 &
   pids+=($!)
 }
-start 1 && wait_for 100 grep -q "up:" "$dir/n1.log" && start 2 1 && start 3 1
+start_bg 1 && wait_for 100 grep -q "up:" "$dir/n1.log" && start_bg 2 1 && start_bg 3 1
 cl() { timeout 30 "$SN" --insecure --connect "$(ep "$1")" "${@:2}"; }
 three_up() { [ "$(cl 1 status 2>/dev/null | grep -c " up ")" = 3 ]; }
 wait_for 200 three_up && ok "three nodes up" || { bad "three nodes: $(tail -3 "$dir"/n*.log)"; echo "$pass passed, $fail failed"; exit 1; }

@@ -16,11 +16,11 @@ set -u
 SN=$1
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 RAW=$2
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
 for n in 1 2 3 4 5 6 7 8; do port[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 
 # keys: one per node (naming its endpoint, so others find its public key,
 # and its id: the key is that node's only), one for the client commands;
@@ -51,32 +51,15 @@ out=$("$SN" keygen "$dir/keys" --name lone -n 7 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "needs --endpoint" <<<"$out" && [ ! -f "$dir/keys/lone.cert" ] &&
   ok "keygen -n without --endpoint: exit 2, nothing written" || bad "keygen -n alone: rc=$rc $out"
 key_of() { sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$1"; }
-sec() { echo --cert "$dir/keys/n$1.cert" --authorized-keys "$dir/auth"; }
 CLIENT=(--cert "$dir/keys/client.cert" --authorized-keys "$dir/auth")
 
-start() { # node-id [seed node ids...]: starts it, joining through the seeds
-  local n=$1 args=()
-  shift
-  for s in "$@"; do args+=(--join "$(ep "$s")"); done
-  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" $(sec "$n") "${args[@]}" >>"$dir/node$n.log" 2>&1 &
-  pids+=($!); eval "node_pid_$n=$!"
-  wait_for 100 grep -q "up: " "$dir/node$n.log" && return 0
-  echo "node $n did not come up:"; cat "$dir/node$n.log"; return 1
-}
-call() { timeout 30 "$SN" --timeout 20000 "${CLIENT[@]}" "$@"; }
-status() { call status --json --connect "$(ep "$1")" 2>/dev/null; }
-# state_of ASKED NODE: the state node ASKED reports for NODE
-state_of() { status "$1" | jq -r ".nodes[] | select(.id == $2) | .state"; }
+node_flags=(-w 2)
+node_flags_of() { sec "n$1"; }
+call_flags=("${CLIENT[@]}") call_s=30 call_ms=20000
 # all_see NODE STATE ASKED...: every ASKED node reports NODE in STATE
 all_see() {
   local n=$1 st=$2; shift 2
   for a in "$@"; do [ "$(state_of "$a" "$n")" = "$st" ] || return 1; done
-}
-view() { status "$1" | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
-all_up() { # every node in $@ sees exactly the nodes in $@ up
-  local want
-  want=$(printf '%s\n' "$@" | sort -n | jq -sc .)
-  for a in "$@"; do [ "$(view "$a")" = "$want" ] || return 1; done
 }
 
 # --- joining through different seeds: 1 starts the cluster, 2 joins
@@ -85,7 +68,7 @@ start 1 && start 2 1 && start 3 2 && start 4 3 1 && start 5 4 ||
   { bad "five nodes join"; echo "$pass passed, $fail failed"; exit 1; }
 ok "five nodes joined through four different seeds"
 wait_for 100 all_up 1 2 3 4 5 && ok "every member sees the same five members up" ||
-  bad "views differ: $(for a in 1 2 3 4 5; do echo -n "$a:$(view $a) "; done)"
+  bad "views differ: $(views 1 2 3 4 5)"
 grep -q "joined cluster 'schednode' through node 4" "$dir/node5.log" && ok "node 5 logs whom it joined through" ||
   bad "no join log on node 5"
 # (a member's row reaches node 1 with SWIM's probes: within a period per member)
@@ -121,10 +104,10 @@ out=$(call call --connect "$(ep 1)" xwatch watch "99.1" 2>&1)
 [ "$out" = "down 99.1: unreachable" ] && ok "monitoring a PID of no member: DOWN unreachable" || bad "unreachable: $out"
 
 # --- refused joins: a taken id, another cluster, no seed at all
-out=$(timeout 20 "$SN" --load "$DEMO" -n 3 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" 2>&1); rc=$?
+out=$(timeout 20 "$SN" --load "$DEMO" -n 3 --listen "$(ep 6)" $(sec n6) --join "$(ep 1)" 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "node id 3 is taken by $(ep 3)" <<<"$out" && ok "a second node 3 is refused: id taken, exit 2" ||
   bad "taken id: rc=$rc $out"
-out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" $(sec 6) --join "$(ep 1)" --cluster other 2>&1); rc=$?
+out=$(timeout 20 "$SN" --load "$DEMO" -n 6 --listen "$(ep 6)" $(sec n6) --join "$(ep 1)" --cluster other 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "cluster 'other', this is cluster 'schednode'" <<<"$out" &&
   ok "a node of another cluster is refused, exit 2" || bad "cluster name: rc=$rc $out"
 grep -q "refused node 6 from $(ep 6)" "$dir/node1.log" && ok "the seed logs the refusal" || bad "no refusal log"
@@ -279,33 +262,33 @@ kill -9 "$node_pid_1"; wait "$node_pid_1" 2>/dev/null
 wait_for 50 all_see 1 down 2 3 5 || bad "node 1 not down after kill -9"
 start 1 || bad "node 1 restarts with no seed"
 wait_for 100 all_up 1 2 3 5 && ok "the founder restarted alone and every node sees 1, 2, 3, 5 up (one cluster)" ||
-  bad "split after the founder's restart: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
+  bad "split after the founder's restart: $(views 1 2 3 5)"
 
 # --- but a node of another cluster that heartbeats a member is not taken
 # in that way, even with a key the cluster knows: node 6, cluster 'other',
 # configured with node 1 as its peer (no join, so no refusal either)
-"$SN" --load "$DEMO" -n 6 -w 1 --listen "$(ep 6)" $(sec 6) --cluster other --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
+"$SN" --load "$DEMO" -n 6 -w 1 --listen "$(ep 6)" $(sec n6) --cluster other --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
 pids+=($!); other=$!
 wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from a node of another cluster" "$dir/node1.log" &&
   ok "node 1 drops heartbeats from node 6 of cluster 'other', and says why" ||
   bad "no log of node 6's heartbeats: $(tail -3 "$dir/node1.log")"
 sleep 0.5
 all_up 1 2 3 5 && ok "node 6 of another cluster did not become a member" ||
-  bad "node 6 taken in: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
+  bad "node 6 taken in: $(views 1 2 3 5)"
 kill -TERM "$other"; wait "$other" 2>/dev/null
 
 # --- nor does a node that heartbeats a member with a key that is not its
 # own: node 6 in a fixed cluster with node 1 (no join, so no Hello to
 # refuse), with node 2's key and node 2's endpoint advertised, and with the
 # client's key: node 1 drops the heartbeats, says why, and never takes it in
-"$SN" --load "$DEMO" -n 6 -w 1 --listen "$(ep 6)" --advertise "$(ep 2)" $(sec 2) --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
+"$SN" --load "$DEMO" -n 6 -w 1 --listen "$(ep 6)" --advertise "$(ep 2)" $(sec n2) --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
 pids+=($!); other=$!
 wait_for 100 grep -q "dropped a bad frame from node 6: heartbeat from node 6 at $(ep 2) .*its key is node 2's" "$dir/node1.log" &&
   ok "node 1 drops heartbeats from a node 6 with node 2's key, and says why" ||
   bad "no log of node 6's heartbeats with node 2's key: $(grep "node 6" "$dir/node1.log" | tail -2)"
 sleep 0.5
 all_up 1 2 3 5 && ok "node 6 with node 2's key did not become a member" ||
-  bad "node 6 with node 2's key taken in: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
+  bad "node 6 with node 2's key taken in: $(views 1 2 3 5)"
 kill -TERM "$other"; wait "$other" 2>/dev/null
 "$SN" --load "$DEMO" -n 6 -w 1 --listen "$(ep 6)" "${CLIENT[@]}" --peer "1=$(ep 1)" >>"$dir/node6.log" 2>&1 &
 pids+=($!); other=$!
@@ -313,7 +296,7 @@ wait_for 100 grep -q "dropped a bad frame from node 0: a heartbeat with a client
   ok "node 1 drops heartbeats from a node 6 with the client's key, and says why" ||
   bad "no log of node 6's heartbeats with the client's key: $(grep "node 6" "$dir/node1.log" | tail -2)"
 all_up 1 2 3 5 && ok "node 6 with the client's key did not become a member" ||
-  bad "node 6 with the client's key taken in: $(for a in 1 2 3 5; do echo -n "$a:$(view $a) "; done)"
+  bad "node 6 with the client's key taken in: $(views 1 2 3 5)"
 kill -TERM "$other"; wait "$other" 2>/dev/null
 
 for n in 1 2 3 5; do

@@ -6,6 +6,7 @@
 # Args: $1 schednode, $2 the source tree's cluster-config directory.
 set -u
 SN=$(realpath "$1") CC=$(realpath "$2")
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 # the example, copied, on free ports
@@ -14,11 +15,9 @@ declare -A port
 for n in 1 2 3; do port[$n]=$(free_port); done
 # (one pass, whole numbers: a new port such as 17102 is not taken for 7102)
 sed -i -e "s/\b7101\b/${port[1]}/g" -e "s/\b7102\b/${port[2]}/g" -e "s/\b7103\b/${port[3]}/g" "$dir"/ex/*.cfg
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 bash "$dir/ex/make-keys.sh" "$SN" >/dev/null && ok "make-keys.sh writes the example's keys" || bad "make-keys.sh"
 CLIENT=(--cert "$dir/ex/keys/client.cert" --authorized-keys "$dir/ex/keys/authorized")
-status() { timeout 30 "$SN" status --json --connect "$(ep "$1")" "${CLIENT[@]}" --timeout 5000 2>/dev/null; }
-up_count() { status "$1" | jq '[.nodes[] | select(.state == "up")] | length'; }
+call_flags=("${CLIENT[@]}") call_s=30 call_ms=5000
 
 # node 1 is the first seed: with no other seed running it starts the cluster
 (cd "$dir" && exec "$SN" --config ex/n1.cfg >"$dir/n1.log" 2>&1) &

@@ -32,6 +32,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 SN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") PLUG=$2
+# shellcheck source=tests/lib.sh
 . "$here/lib.sh"
 netns_ok || { echo "SKIP: $netns_why"; exit 77; }
 # TSan's shadow memory grows with the heap: RSS says nothing there
@@ -47,7 +48,6 @@ trap '"${C[@]}" down --dir "$cdir" >/dev/null 2>&1; cleanup' EXIT
 mkdir -p "$log"
 export SN_CHAOS_LOG=$log
 say() { echo "cut_memory: $*"; }
-finish() { echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit; }
 now_us() { date +%s%6N; }
 
 if ! out=$("${C[@]}" up 3 --no-nodes --prefix "m$$x" --dir "$cdir" 2>&1); then
@@ -55,8 +55,7 @@ if ! out=$("${C[@]}" up 3 --no-nodes --prefix "m$$x" --dir "$cdir" 2>&1); then
 fi
 declare -A addr port npid
 for i in 1 2 3; do addr[$i]=$("${C[@]}" addr "$i" --dir "$cdir"); port[$i]=$(free_port); done
-ep() { echo "tcp://${addr[$1]}:${port[$1]}"; }
-cli() { timeout 30 "$SN" --insecure --timeout 20000 "$@"; }
+call_s=30 call_ms=20000
 # shellcheck disable=SC2206 # (flags split at spaces, as a shell would)
 flags=(${SN_CUT_NODE_FLAGS:-})
 if "$SN" --help 2>&1 | grep -q -- "--max-backlog"; then
@@ -74,19 +73,16 @@ start_node() { # I [JOIN]: node I in its namespace (netns-cluster.sh exec execs:
   pids+=($!)
   wait_for 150 grep -q "up: " "$dir/node$i.log" || { bad "node $i did not come up: $(tail -3 "$dir/node$i.log")"; finish; }
 }
-view() { cli status --json --connect "$(ep "$1")" 2>/dev/null | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
-all_up() { for i in 1 2 3; do [ "$(view "$i")" = "[1,2,3]" ] || return 1; done; }
 downs() { grep -h "is down: " "$dir"/node*.log 2>/dev/null; }
-rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 start_node 1
 start_node 2 "$(ep 1)"
 start_node 3 "$(ep 1)"
-wait_for 300 all_up && ok "three nodes in namespaces (${addr[1]} ...), each sees 1-3 up" ||
+wait_for 300 all_up 1 2 3 && ok "three nodes in namespaces (${addr[1]} ...), each sees 1-3 up" ||
   { bad "the view did not converge in 30 s"; finish; }
 
-sink=$(cli spawn --connect "$(ep 2)" csink collect 0) || { bad "spawn csink: $sink"; finish; }
-src=$(cli spawn --connect "$(ep 1)" csource send "$RATE 0 1000 $$ $SIZE $SIZE $sink") ||
+sink=$(call spawn --connect "$(ep 2)" csink collect 0) || { bad "spawn csink: $sink"; finish; }
+src=$(call spawn --connect "$(ep 1)" csource send "$RATE 0 1000 $$ $SIZE $SIZE $sink") ||
   { bad "spawn csource: $src"; finish; }
 say "source $src on node 1 -> sink $sink on node 2: $RATE messages a second of $((SIZE >> 10)) KiB" \
   "($(awk -v r="$RATE" -v s="$SIZE" 'BEGIN { printf "%.1f", r * s / 1048576 }') MiB/s); cut for $CUT s after $WARM s"
@@ -105,7 +101,7 @@ t_heal=$(now_us)
 "${C[@]}" heal 1 2 --dir "$cdir" >/dev/null || bad "could not heal the link between nodes 1 and 2"
 t_mid=$(((t_cut + t_heal) / 2))
 sleep 3
-cli send --connect "$(ep 1)" "$src" stop >/dev/null || bad "the source did not take stop"
+call send --connect "$(ep 1)" "$src" stop >/dev/null || bad "the source did not take stop"
 
 # the backlog's arrival: as many deliveries as sends, bounded (TCP resends
 # with backoff: after a cut of CUT s the next try may come up to CUT s
@@ -180,9 +176,9 @@ say "messages: $ns sent ($((ns * SIZE >> 20)) MiB), $nr delivered, $nb of them w
 [ "$ne" = 0 ] && ok "no send came back as an error" || bad "$ne sends came back as errors: $(tail -n +2 <<<"$res" | grep error)"
 [ -z "$mid_downs$(downs)" ] && ok "nobody was declared down (node 3 bridges the cut)" ||
   bad "a node was declared down: $(downs | head -3)"
-all_up && ok "every node sees 1-3 up after the heal" || bad "views after the heal: $(for i in 1 2 3; do echo -n "$i:$(view "$i") "; done)"
+all_up 1 2 3 && ok "every node sees 1-3 up after the heal" || bad "views after the heal: $(views 1 2 3)"
 # where what is missing went: frames dropped, connections the receiver closed
-stat() { cli status --json --connect "$(ep "$1")" 2>/dev/null | jq -r ".nodes[] | select(.id == $1) | .$2"; }
+stat() { status "$1" | jq -r ".nodes[] | select(.id == $1) | .$2"; }
 say "node 1: $(stat 1 msgs_out) messages sent to peers; node 2: $(stat 2 msgs_in) taken," \
   "$(stat 2 bad_frames) bad frames dropped, $(stat 2 disconnects) inbound connections closed"
 f=$(grep -h "bad frame\|oversize" "$dir"/node*.log | head -3)

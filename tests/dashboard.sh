@@ -8,6 +8,7 @@
 set -u
 SN=$1
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 browser=$(command -v chromium || command -v chromium-browser || true)
@@ -27,18 +28,10 @@ ok "chromium starts headless"
 declare -A port
 for n in 1 2 3; do port[$n]=$(free_port); done
 dport=$(free_port)
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
-start() { # node-id seed-id [flags]
-  local n=$1 seed=$2
-  shift 2
-  "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} "$@" >>"$dir/node$n.log" 2>&1 &
-  pids+=($!)
-  wait_for 100 grep -qs "up: " "$dir/node$n.log" || { echo "node $n did not come up"; cat "$dir/node$n.log"; return 1; }
-}
-call() { timeout 120 "$SN" --timeout 100000 --insecure "$@"; }
+node_flags=(-w 1 --insecure)
 start 1 "" --dashboard "tcp://127.0.0.1:$dport" && start 2 1 && start 3 1 ||
   { bad "three nodes"; echo "$pass passed, $fail failed"; exit 1; }
-members() { [ "$(call status --json --connect "$(ep 1)" | jq '[.nodes[] | select(.state == "up" and .workers > 0)] | length')" = 3 ]; }
+members() { [ "$(status 1 | jq '[.nodes[] | select(.state == "up" and .workers > 0)] | length')" = 3 ]; }
 wait_for 100 members || bad "three members up, rows known"
 
 # work that moves between the nodes, then processes that stay: sinks that

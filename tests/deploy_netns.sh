@@ -11,6 +11,7 @@
 set -u
 SN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: it is linked and run from elsewhere
 DEMO=$(dirname "$SN")/schednode-demo.so                # the demo and test types: a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 NC=$(cd "$(dirname "$0")/.." && pwd)/deploy/netns-cluster.sh
 
@@ -30,30 +31,24 @@ while IFS= read -r line; do echo "     $line"; done <<<"$out"
   { bad "up 3: rc=$rc"; tail -n 5 "$nsdir"/n*.log; echo "$pass passed, $fail failed"; exit 1; }
 grep -q "keys: $nsdir/keys" <<<"$out" && grep -q "log $nsdir/n1.log" <<<"$out" &&
   ok "up says where the keys and logs are" || bad "no keys/logs in: $out"
-a=()
-for i in 1 2 3; do a[i]=$("$NC" addr "$i" --dir "$nsdir"); done
-[[ ${a[1]} =~ ^10\.[0-9]+\.0\.1$ ]] && [ "${a[3]%.3}" = "${a[1]%.1}" ] && ok "addresses 10.R.0.1..3 (${a[1]})" ||
-  bad "addresses: ${a[*]}"
-[ "$(ip netns exec "${P}2" ip -4 -o addr show dev eth0 | awk '{print $4}')" = "${a[2]}/24" ] &&
+addr=() port=()
+for i in 1 2 3; do addr[i]=$("$NC" addr "$i" --dir "$nsdir") port[i]=7100; done
+[[ ${addr[1]} =~ ^10\.[0-9]+\.0\.1$ ]] && [ "${addr[3]%.3}" = "${addr[1]%.1}" ] && ok "addresses 10.R.0.1..3 (${addr[1]})" ||
+  bad "addresses: ${addr[*]}"
+[ "$(ip netns exec "${P}2" ip -4 -o addr show dev eth0 | awk '{print $4}')" = "${addr[2]}/24" ] &&
   [ "$(ip netns exec "${P}2" cat /sys/class/net/lo/operstate)" != down ] &&
-  ok "namespace ${P}2 has eth0 with ${a[2]}/24 and lo up" || bad "namespace ${P}2: $(ip netns exec "${P}2" ip -o addr)"
+  ok "namespace ${P}2 has eth0 with ${addr[2]}/24 and lo up" || bad "namespace ${P}2: $(ip netns exec "${P}2" ip -o addr)"
 [ "$(ip -o link show master "${P}br" | wc -l)" = 3 ] && ok "three veths on bridge ${P}br" || bad "bridge ports"
 for i in 1 2 3; do
   [ "$(ip netns identify "$(cat "$nsdir/n$i.pid")")" = "$P$i" ] || bad "node $i is not in namespace $P$i"
 done
 
 CL=(--cert "$nsdir/keys/client.cert" --authorized-keys "$nsdir/keys/authorized")
-call() { timeout 60 "$SN" --timeout 30000 "${CL[@]}" "$@"; }
-ep() { echo "tcp://${a[$1]}:7100"; }
-# view I: the ids node I reports in state STATE (default up), asked inside I's namespace
-view() {
-  nc status --json --from "$1" 2>/dev/null | jq -c "[.nodes[] | select(.state == \"${2:-up}\") | .id] | sort"
-}
-state_of() { nc status --json --from "$1" 2>/dev/null | jq -r ".nodes[] | select(.id == $2) | .state"; }
-all_up() { for i in 1 2 3; do [ "$(view "$i")" = "[1,2,3]" ] || return 1; done; }
-views() { for i in 1 2 3; do echo -n "$i:$(view "$i") "; done; }
+call_flags=("${CL[@]}") call_s=60 call_ms=30000
+# status I: node I's status, asked inside I's namespace (view, state_of and all_up ask it)
+status() { nc status --json --from "$1" 2>/dev/null; }
 
-all_up && ok "every node sees 1, 2, 3 up" || bad "views: $(views)"
+all_up 1 2 3 && ok "every node sees 1, 2, 3 up" || bad "views: $(views 1 2 3)"
 table=$(nc status)
 [ "$(grep -c " up " <<<"$table")" = 3 ] && grep -q "^NODE" <<<"$table" && ok "status prints the table" || bad "status: $table"
 
@@ -82,7 +77,7 @@ sink13=$(call spawn --connect "$(ep 3)" xsink collect 100)
 call call --connect "$(ep 1)" xsource blast "$sink13 100" >"$dir/blast13" 2>&1 &
 blast=$!
 sleep 6 # (a member that answers nothing is down within about 2 s)
-all_up && ok "after the cut every node still sees 1, 2, 3 up (node 2 vouches for both ends)" || bad "a false down in the cut: $(views)"
+all_up 1 2 3 && ok "after the cut every node still sees 1, 2, 3 up (node 2 vouches for both ends)" || bad "a false down in the cut: $(views 1 2 3)"
 kill -0 $blast 2>/dev/null && ok "a sender 1 -> 3 in the cut waits" || bad "1 -> 3 in the cut: $(cat "$dir/blast13")"
 sink=$(call spawn --connect "$(ep 2)" xsink collect 100)
 out=$(call call --connect "$(ep 1)" xsource blast "$sink 100" 2>&1)
@@ -92,7 +87,7 @@ out=$(nc cut 1 3 2>&1); rc=$?
 out=$(nc heal 1 3 2>&1); rc=$?
 [ $rc -eq 0 ] && ok "heal 1 3" || bad "heal: $rc $out"
 t0=$SECONDS
-wait_for 300 all_up && ok "healed: every node sees 1, 2, 3 up again ($((SECONDS - t0)) s)" || bad "after heal: $(views)"
+wait_for 300 all_up 1 2 3 && ok "healed: every node sees 1, 2, 3 up again ($((SECONDS - t0)) s)" || bad "after heal: $(views 1 2 3)"
 wait $blast
 [ "$(cat "$dir/blast13")" = "100 messages in order" ] && ok "the waiting sender's 100 messages arrived after the heal, in order" ||
   bad "1 -> 3 across the heal: $(cat "$dir/blast13")"
@@ -110,9 +105,9 @@ out=$(nc cut 1 9 2>&1); rc=$?
 nc isolate 3 >/dev/null || bad "isolate 3"
 isolated() { [ "$(view 1)" = "[1,2]" ] && [ "$(view 2)" = "[1,2]" ] && [ "$(view 3)" = "[3]" ]; }
 wait_for 300 isolated &&
-  ok "isolate 3: nodes 1 and 2 lose 3, node 3 loses both" || bad "isolated: $(views)"
+  ok "isolate 3: nodes 1 and 2 lose 3, node 3 loses both" || bad "isolated: $(views 1 2 3)"
 nc rejoin 3 >/dev/null || bad "rejoin 3"
-wait_for 300 all_up && ok "rejoin 3: all up again" || bad "after rejoin: $(views)"
+wait_for 300 all_up 1 2 3 && ok "rejoin 3: all up again" || bad "after rejoin: $(views 1 2 3)"
 
 # --- kill -9 of node 2, then start it again
 old2=$(cat "$nsdir/n2.pid")
@@ -127,7 +122,7 @@ out=$(nc kill 2 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "not running" <<<"$out" && ok "kill of a node that is not running: exit 1" || bad "kill twice: $rc $out"
 out=$(nc start 2 --wait 120 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(cat "$nsdir/n2.pid")" != "$old2" ] && ok "start 2: back with a new pid" || bad "start 2: $rc $out"
-wait_for 300 all_up && ok "node 2 is up again in every view" || bad "after start: $(views)"
+wait_for 300 all_up 1 2 3 && ok "node 2 is up again in every view" || bad "after start: $(views 1 2 3)"
 grep -q "node 2 .* restarted" "$nsdir/n1.log" && ok "node 1 logs node 2's restart" || bad "no restart log"
 out=$(nc start 2 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "is running" <<<"$out" && ok "start of a running node: exit 1" || bad "start twice: $rc $out"
@@ -150,7 +145,7 @@ else
 fi
 out=$(nc delay 1 fast 2>&1); rc=$?
 [ $rc -eq 2 ] || [ $rc -eq 3 ] && ok "delay with a bad number: refused" || bad "delay fast: $rc $out"
-all_up && ok "after all that, still 1, 2, 3 up everywhere" || bad "end views: $(views)"
+all_up 1 2 3 && ok "after all that, still 1, 2, 3 up everywhere" || bad "end views: $(views 1 2 3)"
 
 # --- help, usage
 out=$("$NC" --help 2>&1); rc=$?

@@ -22,6 +22,7 @@
 set -u
 SN=$1
 DEMO=$(realpath "$(dirname "$SN")/schednode-demo.so") # the demo and test types: a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -39,23 +40,20 @@ if [ $mode = netns ]; then
   out=$(timeout 300 "${C[@]}" up 3 --prefix "$P" --dir "$cdir" --bin "$SN" --wait 120 -- -w 1 --load "$DEMO" 2>&1) ||
     { echo "$out"; bad "netns cluster up"; echo "$pass passed, $fail failed"; exit 1; }
   cl() { timeout 120 "${C[@]}" "$@" --dir "$cdir"; }
-  for i in 1 2 3; do addr[i]=$(cl addr "$i"); done
-  ep() { echo "tcp://${addr[$1]}:7100"; }
+  for i in 1 2 3; do addr[i]=$(cl addr "$i") port[i]=7100; done
 else
   C=("$root/deploy/local-cluster.sh" --dir "$cdir" --bin "$SN")
   trap '"${C[@]}" down >/dev/null 2>&1; cleanup' EXIT
   out=$(timeout 300 "${C[@]}" up 3 -w 1 --wait 120 -- --load "$DEMO" 2>&1) ||
     { echo "$out"; bad "local cluster up"; echo "$pass passed, $fail failed"; exit 1; }
   cl() { timeout 120 "${C[@]}" "$@"; }
-  ep() { "${C[@]}" endpoint "$1"; }
+  for i in 1 2 3; do e=$("${C[@]}" endpoint "$i"); port[i]=${e##*:}; done
 fi
 echo "     mode: $mode"
 CL=(--cert "$cdir/keys/client.cert" --authorized-keys "$cdir/keys/authorized")
-call() { timeout 120 "$SN" --timeout 100000 "${CL[@]}" "$@"; }
+call_flags=("${CL[@]}")
 # status of node I, bounded tighter than call (a dead node must not stall the test)
-st() { timeout 20 "$SN" --timeout 10000 "${CL[@]}" status --json --connect "$(ep "$1")" 2>/dev/null; }
-state_of() { st "$1" | jq -r ".nodes[] | select(.id == $2) | .state"; }
-view() { st "$1" | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
+status() { call_s=20 call_ms=10000 call status --json --connect "$(ep "$1")" 2>/dev/null; }
 node_pid() { if [ $mode = netns ]; then cat "$cdir/n$1.pid"; else sed -n "$1p" "$cdir/pids"; fi; }
 # every node still runs (a crash shows here, with its log, and ends the test)
 all_alive() {
@@ -69,8 +67,6 @@ all_alive() {
     fi
   done
 }
-all_up() { for i in 1 2 3; do [ "$(view "$i")" = "[1,2,3]" ] || return 1; done; }
-views() { for i in 1 2 3; do echo -n "$i:$(view "$i") "; done; }
 # members declared down, in the three nodes' logs so far
 downs() { cat "$cdir"/n[123].log 2>/dev/null | grep -c " is down: "; }
 three_down() { [ "$(state_of 1 3)" = down ] && [ "$(state_of 2 3)" = down ]; }
@@ -86,10 +82,10 @@ stream() {
 in_order() { [ "$(cat "$2")" = "$1 messages in order" ]; }
 restart3() {
   cl start 3 >/dev/null 2>&1 || bad "node 3 did not start again"
-  wait_for 600 all_up && ok "  node 3 back: every node sees 1, 2, 3 up" || bad "  no convergence: $(views)"
+  wait_for 600 all_up 1 2 3 && ok "  node 3 back: every node sees 1, 2, 3 up" || bad "  no convergence: $(views 1 2 3)"
 }
 
-all_up && ok "3 nodes up ($mode)" || bad "not all up: $(views)"
+all_up 1 2 3 && ok "3 nodes up ($mode)" || bad "not all up: $(views 1 2 3)"
 
 # --- 1. kill -9 during traffic
 stream 1 2 300000 "$dir/s12"
@@ -107,22 +103,22 @@ in_order 300000 "$dir/s12" && ok "kill -9 of node 3 mid-traffic: 300,000 message
 grep -q "nodedown, all, in order" "$dir/s13" &&
   ok "the sender to node 3 got every unconfirmed send back, in order: $(head -c 160 "$dir/s13")" ||
   bad "sender to the dead node: $(cat "$dir/s13")"
-wait_for 100 three_down && ok "nodes 1 and 2 declared 3 down" || bad "3 not down: $(views)"
+wait_for 100 three_down && ok "nodes 1 and 2 declared 3 down" || bad "3 not down: $(views 1 2 3)"
 restart3
 
 # --- 2. kill -9 of a thief mid-steal: node 1 gets 3,000 migratable
 # processes of 3 ms; the others steal; node 3 dies while it runs some
 all_alive "after the kill -9 during traffic"
-m0=$(st 1 | jq '.nodes[0].migrated')
+m0=$(status 1 | jq '.nodes[0].migrated')
 call call --connect "$(ep 1)" spread run "3000 3 spin 15000" >"$dir/spread" 2>&1 &
 sp=$!
 pids+=($sp)
-stolen3() { [ "$(st 3 | jq '.nodes[0].steals_in')" -gt 0 ]; }
+stolen3() { [ "$(status 3 | jq '.nodes[0].steals_in')" -gt 0 ]; }
 wait_for 200 stolen3 || echo "     (node 3 had stolen nothing yet)"
 cl kill 3 KILL >/dev/null 2>&1
 wait $sp
 out=$(cat "$dir/spread")
-moved=$(($(st 1 | jq '.nodes[0].migrated') - m0))
+moved=$(($(status 1 | jq '.nodes[0].migrated') - m0))
 missing=$(grep -o "([0-9]* missing)" <<<"$out" | tr -dc 0-9)
 lost=$(grep -o "([0-9]* lost with their node)" <<<"$out" | tr -dc 0-9)
 # every child has an outcome (those on node 3 come back as nodedown: relay/awaited.c)
@@ -131,7 +127,7 @@ if grep -q "done:" <<<"$out" && ! grep -q "twice" <<<"$out" && [ -z "$missing" ]
 else
   bad "thief killed: $out (moved $moved)"
 fi
-wait_for 100 three_down || bad "3 not down after the second kill: $(views)"
+wait_for 100 three_down || bad "3 not down after the second kill: $(views 1 2 3)"
 restart3
 
 all_alive "after the kill -9 during stealing"
@@ -157,7 +153,7 @@ if [ $mode = netns ]; then
   t0=$SECONDS
   while [ $((SECONDS - t0)) -lt 6 ]; do
     for i in 1 2 3; do
-      seen+=$(st "$i" | jq -r --arg i "$i" '.nodes[] | select(.state != "up") | "\($i) saw \(.id) \(.state); "')
+      seen+=$(status "$i" | jq -r --arg i "$i" '.nodes[] | select(.state != "up") | "\($i) saw \(.id) \(.state); "')
     done
     sleep 0.3
   done
@@ -174,7 +170,7 @@ if [ $mode = netns ]; then
     bad "  streams in the cut: $(cat "$dir/c12") / $(cat "$dir/c23")"
   cl heal 1 3 >/dev/null || bad "heal 1 3"
   t0=$SECONDS
-  wait_for 600 all_up && ok "  healed: every node sees 1, 2, 3 up ($((SECONDS - t0)) s)" || bad "  after heal: $(views)"
+  wait_for 600 all_up 1 2 3 && ok "  healed: every node sees 1, 2, 3 up ($((SECONDS - t0)) s)" || bad "  after heal: $(views 1 2 3)"
   wait $blast
   [ "$(cat "$dir/blast13")" = "10 messages in order" ] && ok "  the waiting sender's messages arrived after the heal, in order" ||
     bad "  1 -> 3 after the heal: $(cat "$dir/blast13")"
@@ -191,7 +187,7 @@ all_alive "after the link cut"
 stream 1 2 200000 "$dir/f12"
 f12=$!
 cl kill 3 STOP >/dev/null 2>&1
-wait_for 100 three_down && ok "SIGSTOP of node 3: nodes 1 and 2 declare it down" || bad "frozen 3 not down: $(views)"
+wait_for 100 three_down && ok "SIGSTOP of node 3: nodes 1 and 2 declare it down" || bad "frozen 3 not down: $(views 1 2 3)"
 s=$(call spawn --connect "$(ep 2)" xsink collect 10)
 out=$(call call --connect "$(ep 1)" xsource blast "$s 10" 2>&1)
 [ "$out" = "10 messages in order" ] || bad "1 -> 2 while 3 is frozen: $out"
@@ -199,7 +195,7 @@ cl kill 3 CONT >/dev/null 2>&1
 wait $f12
 in_order 200000 "$dir/f12" && ok "  stream 1 -> 2 (200,000) in order while node 3 was frozen" || bad "  stream: $(cat "$dir/f12")"
 t0=$SECONDS
-wait_for 600 all_up && ok "  SIGCONT: every node sees 1, 2, 3 up again ($((SECONDS - t0)) s)" || bad "  after SIGCONT: $(views)"
+wait_for 600 all_up 1 2 3 && ok "  SIGCONT: every node sees 1, 2, 3 up again ($((SECONDS - t0)) s)" || bad "  after SIGCONT: $(views 1 2 3)"
 s=$(call spawn --connect "$(ep 3)" xsink collect 1000)
 out=$(call call --connect "$(ep 2)" xsource blast "$s 1000" 2>&1)
 [ "$out" = "1000 messages in order" ] && ok "  the resumed node 3 takes 1000 messages in order" || bad "  2 -> 3: $out"
@@ -219,7 +215,7 @@ if [ $mode = netns ]; then
     in_order 50000 "$dir/n12" && in_order 50000 "$dir/n23" && ok "netem 20 ms delay + 2% loss on node 2: streams in order" ||
       bad "netem streams: $(cat "$dir/n12") / $(cat "$dir/n23")"
     cl clear 2 >/dev/null
-    wait_for 600 all_up && ok "  after netem: all up" || bad "  after netem: $(views)"
+    wait_for 600 all_up 1 2 3 && ok "  after netem: all up" || bad "  after netem: $(views 1 2 3)"
   elif [ $rc -eq 3 ]; then
     echo "     SKIP netem: $(tail -1 <<<"$out")"
   else

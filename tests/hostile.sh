@@ -21,6 +21,7 @@
 set -u
 SN=$1 RAW=$2
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 t_start=$(date +%s%N)
 
@@ -32,34 +33,22 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 
 declare -A port
 for n in 1 2 3 4; do port[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 
 mkdir -p "$dir/auth"
 for n in 1 2 3 4; do "$SN" keygen "$dir/keys" --name "n$n" --endpoint "$(ep $n)" >/dev/null || bad "keygen n$n"; done
 "$SN" keygen "$dir/keys" --name client >/dev/null || bad "keygen client"
 "$SN" keygen "$dir/rogue" --name rogue >/dev/null || bad "keygen rogue" # valid, never authorized
 cp "$dir"/keys/*.cert "$dir/auth/"
-sec() { echo --cert "$dir/keys/n$1.cert" --authorized-keys "$dir/auth"; }
 CLIENT=(--cert "$dir/keys/client.cert" --authorized-keys "$dir/auth")
 MAX_FRAME=1048576
 
-start() { # node-id [seed node ids...]
-  local n=$1 args=()
-  shift
-  for s in "$@"; do args+=(--join "$(ep "$s")"); done
-  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" $(sec "$n") --max-frame $MAX_FRAME --down-after-ms 3000 "${args[@]}" \
-    >>"$dir/node$n.log" 2>&1 &
-  pids+=($!); eval "node_pid_$n=$!"
-  wait_for 100 grep -qs "up: " "$dir/node$n.log" && return 0
-  echo "node $n did not come up:"; cat "$dir/node$n.log"; return 1
-}
-call() { timeout 30 "$SN" --timeout 20000 "${CLIENT[@]}" "$@"; }
-status() { call status --json --connect "$(ep "$1")" 2>/dev/null; }
+node_flags=(-w 2 --max-frame "$MAX_FRAME" --down-after-ms 3000)
+node_flags_of() { sec "n$1"; }
+call_flags=("${CLIENT[@]}") call_s=30 call_ms=20000
 # counter NODE FIELD: NODE's own count, as it answers status
 counter() { status "$1" | jq -r ".nodes[] | select(.id == $1) | .$2"; }
 # at_least NODE FIELD N: the counter has reached N
 at_least() { local v; v=$(counter "$1" "$2"); [ -n "$v" ] && [ "$v" -ge "$3" ]; }
-rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 # raw KEY NODE KIND [OPTIONS]: rawzmq as KEY (none, rogue, client, n1..n3)
 # against node NODE; what it printed goes to $dir/raw.out
@@ -153,10 +142,10 @@ still_serves "2. bad frames"
 # decoding; rawzmq keeps at most two in flight), the allocator's free lists
 # and ASan's 16 MB quarantine; a node that kept a quarter of the frames
 # (75 MiB) would fail it.
-rss0=$(rss_kb "$node_pid_2") b0=$(counter 2 bad_frames)
+rss0=$(rss_kb "$node_pid_2" 0) b0=$(counter 2 bad_frames)
 raw client 2 "oversize:$((MAX_FRAME + MAX_FRAME / 2))" --repeat 200 --linger 20000 || bad "2. 200 x 1.5 MiB not sent"
 wait_for 100 at_least 2 bad_frames $((b0 + 200))
-b1=$(counter 2 bad_frames) rss1=$(rss_kb "$node_pid_2")
+b1=$(counter 2 bad_frames) rss1=$(rss_kb "$node_pid_2" 0)
 [ "$b1" = $((b0 + 200)) ] && ok "2. 200 frames of 1.5 MiB (over --max-frame 1 MiB) counted ($b0 -> $b1)" ||
   bad "2. 200 x 1.5 MiB: bad_frames $b0 -> $b1"
 [ $((rss1 - rss0)) -lt 65536 ] && ok "2. node 2 RSS after 300 MiB of oversize frames: $rss0 -> $rss1 kB (bound +65536)" ||
@@ -168,10 +157,10 @@ still_serves "2. 200 oversize frames"
 # and the relay never sees the frame: what it counts is the closed
 # connection (`disconnects`; the status calls in between add their own, so
 # at least 20). 20 of them (each costs a reconnect) are enough to show it.
-rss0=$(rss_kb "$node_pid_2") b0=$(counter 2 bad_frames) d0=$(counter 2 disconnects)
+rss0=$(rss_kb "$node_pid_2" 0) b0=$(counter 2 bad_frames) d0=$(counter 2 disconnects)
 raw client 2 oversize:8388608 --repeat 20 --linger 20000 || bad "2. 20 x 8 MiB not sent"
 wait_for 30 at_least 2 disconnects $((d0 + 20))
-d1=$(counter 2 disconnects) rss1=$(rss_kb "$node_pid_2")
+d1=$(counter 2 disconnects) rss1=$(rss_kb "$node_pid_2" 0)
 [ "$d1" -ge $((d0 + 20)) ] && ok "2. 20 giant frames of 8 MiB: their connections cut and counted (disconnects $d0 -> $d1)" ||
   bad "2. 20 giant frames of 8 MiB: disconnects $d0 -> $d1 (want at least +20)"
 [ $((rss1 - rss0)) -lt 65536 ] && ok "2. node 2 RSS after 160 MiB of giant frames: $rss0 -> $rss1 kB (bound +65536)" ||
@@ -254,7 +243,7 @@ still_serves "3b. probe datagrams"
 # counted; the 2000 messages in order.
 N=200000
 b0=$(counter 2 bad_frames)
-rss0=$(rss_kb "$node_pid_2") rss_max=$rss0
+rss0=$(rss_kb "$node_pid_2" 0) rss_max=$rss0
 sink=$(call spawn --connect "$(ep 2)" xsink collect 2000)
 t0=$(date +%s%N)
 timeout 120 "$RAW" --cert "$dir/keys/client.cert" --server-cert "$dir/keys/n2.cert" --linger 30000 "$(ep 2)" "flood:$N" \
@@ -270,7 +259,7 @@ while kill -0 $flooder 2>/dev/null && [ "$(ms_since "$t0")" -lt 90000 ]; do
   [ -n "$b" ] && answers=$((answers + 1)) && lats+="$lat"$'\n'
   [ -n "$b" ] && [ "$lat" -lt 5000 ] || slow=$((slow + 1))
   [ -n "$b" ] && [ "$b" -gt "$b0" ] && [ "$b" -lt $((b0 + N)) ] && mid=$((mid + 1))
-  r=$(rss_kb "$node_pid_2"); [ "$r" -gt "$rss_max" ] && rss_max=$r
+  r=$(rss_kb "$node_pid_2" 0); [ "$r" -gt "$rss_max" ] && rss_max=$r
   sleep 0.1
 done
 wait $flooder; frc=$?
@@ -285,7 +274,7 @@ echo "     during the flood: $answers status answers, $mid of them mid-count; la
 wait_for 300 at_least 2 bad_frames $((b0 + N))
 b1=$(counter 2 bad_frames)
 [ "$b1" = $((b0 + N)) ] && ok "4. all $N flood frames counted as bad ($b0 -> $b1)" || bad "4. flood: bad_frames $b0 -> $b1 (want +$N)"
-rss1=$(rss_kb "$node_pid_2"); [ "$rss1" -gt "$rss_max" ] && rss_max=$rss1
+rss1=$(rss_kb "$node_pid_2" 0); [ "$rss1" -gt "$rss_max" ] && rss_max=$rss1
 [ $((rss_max - rss0)) -lt 65536 ] && ok "4. node 2 RSS during the flood: $rss0 -> max $rss_max kB (bound +65536)" ||
   bad "4. node 2 RSS grew $rss0 -> $rss_max kB in the flood"
 wait $legit
@@ -322,7 +311,7 @@ done
 # is in, node 4 reaches the real node 2: 200 messages in order.
 ckey=$(sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$dir/keys/client.cert")
 kill -STOP "$node_pid_1"
-"$SN" --load "$DEMO" -n 4 -w 2 --listen "$(ep 4)" $(sec 4) --max-frame $MAX_FRAME --down-after-ms 3000 --join "$(ep 1)" \
+"$SN" --load "$DEMO" -n 4 -w 2 --listen "$(ep 4)" $(sec n4) --max-frame $MAX_FRAME --down-after-ms 3000 --join "$(ep 1)" \
   >>"$dir/node4.log" 2>&1 &
 pids+=($!); node_pid_4=$!
 wait_for 50 grep -qs "listening on" "$dir/node4.log"
@@ -373,18 +362,18 @@ still_serves "6. a live member re-keyed by another's gossip"
 downs() { cat "$dir"/node*.log | grep -c " is down: "; }
 dn0=$(downs)
 for who in client n3; do
-  rss0=$(rss_kb "$node_pid_2") rss_max=$rss0 b0=$(counter 2 bad_frames)
+  rss0=$(rss_kb "$node_pid_2" 0) rss_max=$rss0 b0=$(counter 2 bad_frames)
   raw $who 2 "emptyrows:3:$inc3:16777216" --repeat 20 --parts $MAX_FRAME --gap 100 --linger 30000 &
   rawp=$!
   while kill -0 $rawp 2>/dev/null; do
-    r=$(rss_kb "$node_pid_2"); [ "$r" -gt "$rss_max" ] && rss_max=$r
+    r=$(rss_kb "$node_pid_2" 0); [ "$r" -gt "$rss_max" ] && rss_max=$r
     sleep 0.05
   done
   wait $rawp || bad "7. rawzmq could not send the lists with the $who key"
   frames=$(sed -n 's/.*: \([0-9]*\) frames in .*/\1/p' "$dir/raw.out")
   want=$([ $who = client ] && echo "${frames:-0}" || echo 20)
   wait_for 100 at_least 2 bad_frames $((b0 + want))
-  b1=$(counter 2 bad_frames) r=$(rss_kb "$node_pid_2"); [ "$r" -gt "$rss_max" ] && rss_max=$r
+  b1=$(counter 2 bad_frames) r=$(rss_kb "$node_pid_2" 0); [ "$r" -gt "$rss_max" ] && rss_max=$r
   label=$([ $who = client ] && echo "the client's key: each of the $frames Parts dropped by its kind" ||
     echo "node 3's key: each list joined and refused before decoding")
   [ "$b1" = $((b0 + want)) ] && ok "7. 20 lists of 16 MiB of empty rows with $label ($b0 -> $b1)" ||

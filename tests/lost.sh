@@ -19,35 +19,24 @@
 set -u
 SN=$1 PLUG=$2
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 ROUNDS=${SN_LOST_ROUNDS:-1}
 N=${SN_LOST_KIDS:-96}
 WORK="10 3" # steps, ms of CPU each
 
-declare -A port node_pid
+declare -A port
 for n in 1 2 3; do port[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
-start() { # node-id seed-id [flags...]
-  local n=$1 seed=$2
-  shift 2
-  "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} --log-level debug \
-    --heartbeat-ms 100 --down-after-ms 800 --load "$PLUG/plugin_lost.so" "$@" >>"$dir/node$n.log" 2>&1 &
-  pids+=($!)
-  node_pid[$n]=$!
-  wait_for 100 grep -qs "up: " "$dir/node$n.log" || { echo "node $n did not come up"; tail "$dir/node$n.log"; return 1; }
-}
-call() { timeout 120 "$SN" --timeout 100000 --insecure "$@"; }
+node_flags=(-w 1 --insecure --log-level debug --heartbeat-ms 100 --down-after-ms 800 --load "$PLUG/plugin_lost.so")
 field() { sed -n "s/.*[ (]$1[= ]\([0-9]*\).*/\1/p" <<<" $2"; }
 # how many children node 1 reported as nodedown for node 3 (its log), in all
 reported() { grep -o "node 3 is down: [0-9]* awaited" "$dir/node1.log" | awk '{s += $5} END {print s + 0}'; }
 stolen_by_3() { grep -q "processes from node [12] run here now" "$dir/node3.log"; }
-up_view() { call status --json --connect "$(ep 1)" 2>/dev/null | jq -c '[.nodes[] | select(.state == "up") | .id] | sort'; }
-all_up() { [ "$(up_view)" = "[1,2,3]" ]; }
 
 # (node 1 has type vtype in version 1: a node 3 with version 2 is no steal
 # partner of node 1, only of node 2, which has no vtype)
 start 1 "" --load "$PLUG/plugin_version1.so" && start 2 1 && start 3 1 || { bad "three nodes"; echo "$pass passed, $fail failed"; exit 1; }
-wait_for 100 all_up || bad "the view did not converge: $(up_view)"
+wait_for 100 sees_up 1 1 2 3 || bad "the view did not converge: $(view 1)"
 
 # checks one parent's result ($1) against what node 1 reported ($2: before)
 check() {
@@ -75,27 +64,27 @@ for round in $(seq "$ROUNDS"); do
   job=$!
   if wait_for 300 stolen_by_3; then
     sleep 0.2
-    kill -9 "${node_pid[3]}"
-    wait "${node_pid[3]}" 2>/dev/null
+    kill -9 "$node_pid_3"
+    wait "$node_pid_3" 2>/dev/null
   else
     bad "round $round: node 3 stole nothing"
-    kill -9 "${node_pid[3]}"
+    kill -9 "$node_pid_3"
   fi
   wait_for 600 bash -c "! kill -0 $job 2>/dev/null" || bad "round $round: the parent did not finish"
   wait "$job"
   check "$(cat "$dir/out")" "$before" "kill -9, round $round"
-  kill -0 "${node_pid[1]}" && kill -0 "${node_pid[2]}" || bad "a node died: $(tail -5 "$dir"/node[12].log)"
+  kill -0 "$node_pid_1" && kill -0 "$node_pid_2" || bad "a node died: $(tail -5 "$dir"/node[12].log)"
   : >"$dir/node3.log" # the next run's log
   start 3 1 || { bad "node 3 restarts"; break; }
-  wait_for 100 all_up || bad "round $round: node 3 did not rejoin: $(up_view)"
+  wait_for 100 sees_up 1 1 2 3 || bad "round $round: node 3 did not rejoin: $(view 1)"
 done
 
 # the second hop: node 3 leaves; a parent's children spread to node 2
 # first, then node 3 (a new run, a steal partner of node 2 only) joins and
 # steals from node 2, which tells node 1 where they went (AWAITED); node 3
 # is killed with kill -9, as in the first round.
-kill -TERM "${node_pid[3]}"
-wait "${node_pid[3]}" 2>/dev/null
+kill -TERM "$node_pid_3"
+wait "$node_pid_3" 2>/dev/null
 : >"$dir/node3.log"
 before=$(reported)
 took2() { grep -c "processes from node 1 run here now" "$dir/node2.log"; }
@@ -107,8 +96,8 @@ wait_for 300 stole2 || bad "second hop: node 2 stole nothing"
 start 3 1 --load "$PLUG/plugin_version2.so" || bad "node 3 restarts"
 wait_for 300 stolen_by_3 || bad "second hop: node 3 stole nothing"
 sleep 0.2
-kill -9 "${node_pid[3]}"
-wait "${node_pid[3]}" 2>/dev/null
+kill -9 "$node_pid_3"
+wait "$node_pid_3" 2>/dev/null
 via2=$(grep -o "[0-9]* processes from node 2 run here now" "$dir/node3.log" | awk '{s += $1} END {print s + 0}')
 from1=$(grep -c "processes from node 1 run here now" "$dir/node3.log")
 [ "$via2" -gt 0 ] && [ "$from1" = 0 ] && ok "second hop: node 3 took $via2 children from node 2, none from node 1" ||
@@ -118,7 +107,7 @@ wait "$job"
 check "$(cat "$dir/out")" "$before" "second hop"
 : >"$dir/node3.log"
 start 3 1 || bad "node 3 restarts"
-wait_for 100 all_up || bad "node 3 did not rejoin: $(up_view)"
+wait_for 100 sees_up 1 1 2 3 || bad "node 3 did not rejoin: $(view 1)"
 
 # a freeze: node 3 stopped until node 1 declares it down, then resumed
 before=$(reported)
@@ -132,11 +121,11 @@ have_par() { par=$(lpar_pid) && [ -n "$par" ]; }
 wait_for 100 have_par || bad "freeze: no parent in ps on node 1"
 wait_for 300 stolen_by_3 || bad "freeze: node 3 stole nothing"
 sleep 0.2
-kill -STOP "${node_pid[3]}"
+kill -STOP "$node_pid_3"
 down_seen() { [ "$(reported)" -gt "$before" ]; }
 wait_for 150 down_seen || bad "freeze: node 1 did not report node 3's children"
 sleep 0.3
-kill -CONT "${node_pid[3]}"
+kill -CONT "$node_pid_3"
 # node 3's children run on (there, or stolen again) and end while the
 # parent still waits: a result reaching node 1 is dropped there, one that
 # node 1 steals back runs unawaited (the parent had nodedown for them)
@@ -151,8 +140,7 @@ call send --connect "$(ep 1)" "$par" end >/dev/null || bad "freeze: cannot end t
 wait_for 300 bash -c "! kill -0 $job 2>/dev/null" || bad "freeze: the parent did not finish"
 wait "$job"
 check "$(cat "$dir/out")" "$before" "freeze"
-all_up_again() { [ "$(up_view)" = "[1,2,3]" ]; }
-wait_for 150 all_up_again && ok "node 3 is up again after the freeze" || echo "     (node 3: $(up_view))"
+wait_for 150 sees_up 1 1 2 3 && ok "node 3 is up again after the freeze" || echo "     (node 3: $(view 1))"
 
 [ -n "${SN_LOST_KEEP:-}" ] && cp -r "$dir" "$SN_LOST_KEEP"
 echo "$pass passed, $fail failed"

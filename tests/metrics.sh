@@ -11,19 +11,13 @@ set -u
 SN=$1
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 HERE=$(dirname "$0")
+# shellcheck source=tests/lib.sh
 . "$HERE/lib.sh"
 
 declare -A port mport
 for n in 1 2 3; do port[$n]=$(free_port); mport[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
-start() { # node-id seed-id
-  local n=$1 seed=$2
-  "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} \
-    --metrics "tcp://127.0.0.1:${mport[$n]}" >>"$dir/node$n.log" 2>&1 &
-  pids+=($!)
-  wait_for 100 grep -qs "up: " "$dir/node$n.log" || { echo "node $n did not come up"; cat "$dir/node$n.log"; return 1; }
-}
-call() { timeout 120 "$SN" --timeout 100000 --insecure "$@"; }
+node_flags=(-w 1 --insecure)
+node_flags_of() { echo --metrics "tcp://127.0.0.1:${mport[$1]}"; }
 scrape() { curl -sf --max-time 10 "http://127.0.0.1:${mport[$1]}/metrics"; }
 # the value of one sample (NAME or NAME{LABELS}) in a scrape, 0 if absent
 value() { awk -v k="$2" '$1 == k { v = $2 } END { print v == "" ? 0 : v }' <<<"$1"; }
@@ -40,7 +34,7 @@ check_format() { # node scrape label
 gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
 
 start 1 "" && start 2 1 && start 3 1 || { bad "three nodes"; echo "$pass passed, $fail failed"; exit 1; }
-members() { [ "$(call status --json --connect "$(ep 1)" | jq '[.nodes[] | select(.state == "up")] | length')" = 3 ]; }
+members() { [ "$(up_count 1)" = 3 ]; }
 wait_for 100 members || bad "three members up"
 
 declare -A before after

@@ -33,44 +33,40 @@
 set -u
 SN=$1 PLUG=${2:-}
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
 for n in 1 2 3 4 5; do port[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
-call() { timeout 60 "$SN" --timeout 30000 --insecure "$@"; }
-# start NAME NODE-ID PORT-SLOT SEED-SLOT [flags]: a node, logging to $dir/NAME.log
-start() {
+call_s=60 call_ms=30000
+# start_named NAME NODE-ID PORT-SLOT SEED-SLOT [flags]: a node, logging to
+# $dir/NAME.log, its PID in node_pid_NAME
+start_named() {
   local name=$1 id=$2 slot=$3 seed=$4
   shift 4
-  : >>"$dir/$name.log"
-  "$SN" --load "$DEMO" -n "$id" -w 1 --listen "$(ep "$slot")" --insecure ${seed:+--join "$(ep "$seed")"} "$@" \
-    >>"$dir/$name.log" 2>&1 &
-  pids+=($!); eval "pid_$name=$!"
-  wait_for 150 grep -q "up: " "$dir/$name.log" || { echo "$name did not come up:"; cat "$dir/$name.log"; return 1; }
+  up_wait=150 launch "$name" "$dir/$name.log" --load "$DEMO" -n "$id" -w 1 --listen "$(ep "$slot")" --insecure \
+    ${seed:+--join "$(ep "$seed")"} "$@"
 }
-# state NODE-SLOT ID: the state node at slot sees node ID in
-state() { call status --json --connect "$(ep "$1")" 2>/dev/null | jq -r ".nodes[] | select(.id == $2) | .state"; }
-endpoint_of() { call status --json --connect "$(ep "$1")" 2>/dev/null | jq -r ".nodes[] | select(.id == $2) | .endpoint"; }
+endpoint_of() { status "$1" | jq -r ".nodes[] | select(.id == $2) | .endpoint"; }
 alive() { kill -0 "$1" 2>/dev/null; }
 stop_all() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; pids=(); }
 
 # --- superseded: the same node id, two runs
 superseded() {
-  start n1 1 1 "" && start n2 2 2 1 && start n3 3 3 1 || { bad "superseded: three nodes"; return; }
-  kill -STOP "$pid_n3"
-  three_down() { [ "$(state 1 3)" = down ] && [ "$(state 2 3)" = down ]; }
+  start_named n1 1 1 "" && start_named n2 2 2 1 && start_named n3 3 3 1 || { bad "superseded: three nodes"; return; }
+  kill -STOP "$node_pid_n3"
+  three_down() { [ "$(state_of 1 3)" = down ] && [ "$(state_of 2 3)" = down ]; }
   wait_for 100 three_down && ok "superseded: node 3 frozen, nodes 1 and 2 declare it down" ||
-    bad "superseded: frozen node 3 not down: $(state 1 3) $(state 2 3)"
-  start n3b 3 4 1 || { bad "superseded: a new run of node 3 on another port"; kill -CONT "$pid_n3"; return; }
-  new_up() { [ "$(state 1 3)" = up ] && [ "$(endpoint_of 1 3)" = "$(ep 4)" ]; }
+    bad "superseded: frozen node 3 not down: $(state_of 1 3) $(state_of 2 3)"
+  start_named n3b 3 4 1 || { bad "superseded: a new run of node 3 on another port"; kill -CONT "$node_pid_n3"; return; }
+  new_up() { [ "$(state_of 1 3)" = up ] && [ "$(endpoint_of 1 3)" = "$(ep 4)" ]; }
   wait_for 50 new_up && ok "superseded: the new run of node 3 (at $(ep 4)) is a member" ||
-    bad "superseded: new run not seen: $(state 1 3) $(endpoint_of 1 3)"
-  kill -CONT "$pid_n3"
+    bad "superseded: new run not seen: $(state_of 1 3) $(endpoint_of 1 3)"
+  kill -CONT "$node_pid_n3"
   local t0=$SECONDS
-  gone() { ! alive "$pid_n3"; }
+  gone() { ! alive "$node_pid_n3"; }
   if wait_for 150 gone; then
-    wait "$pid_n3"; local rc=$?
+    wait "$node_pid_n3"; local rc=$?
     [ "$rc" = 3 ] && grep -q "out of the cluster" "$dir/n3.log" &&
       ok "superseded: the old run, resumed, was told it is out and exited 3 within $((SECONDS - t0)) s: $(grep -o 'this run of node 3 is out.*' "$dir/n3.log" | head -1 | cut -c1-160)" ||
       bad "superseded: old run exited $rc: $(tail -3 "$dir/n3.log")"
@@ -80,7 +76,7 @@ superseded() {
   converged() {
     local v
     for s in 1 2 4; do
-      v=$(call status --json --connect "$(ep "$s")" 2>/dev/null | jq -c '[.nodes[] | select(.state == "up") | .id] | sort')
+      v=$(view "$s")
       [ "$v" = "[1,2,3]" ] || return 1
     done
     [ "$(endpoint_of 2 3)" = "$(ep 4)" ]
@@ -101,7 +97,7 @@ monitor() {
   local log=$dir/mon; mkdir -p "$log"
   local L=(--load "$PLUG/plugin_chaos.so")
   export SN_CHAOS_LOG=$log
-  start m1 1 1 "" "${L[@]}" && start m2 2 2 1 --no-steal "${L[@]}" && start m3 3 3 1 "${L[@]}" ||
+  start_named m1 1 1 "" "${L[@]}" && start_named m2 2 2 1 --no-steal "${L[@]}" && start_named m3 3 3 1 "${L[@]}" ||
     { bad "monitor: three nodes"; return; }
   sleep 0.5 # types by gossip
   # 12 sinks on node 1, each 3 ms of CPU a message: node 1 cannot keep up, node 3 steals
@@ -121,9 +117,9 @@ monitor() {
   # as nodedown for the monitors it was asked for: not confirmed)
   sleep 1
   local moved; moved=$(call status --json --connect "$(ep 3)" | jq '.nodes[0].live')
-  kill -9 "$pid_m3"
+  kill -9 "$node_pid_m3"
   # a new run of node 3 comes back, so the old run's PIDs and paths are gone for good
-  start m3b 3 3 1 "${L[@]}" || bad "monitor: node 3 restarted"
+  start_named m3b 3 3 1 "${L[@]}" || bad "monitor: node 3 restarted"
   for s in "${sinks[@]}"; do call send --connect "$(ep 1)" "$s" stop >/dev/null 2>&1; done
   downs() { [ "$(cat "$log"/*.log | grep -c "^D $w ")" -ge 12 ]; }
   wait_for 150 downs
@@ -158,16 +154,16 @@ stream() {
   local frozen fnode fms rounds
   if [ "$name" = freeze ]; then
     L+=(--no-steal)
-    start "${name}1" 1 1 "" "${L[@]}" && start "${name}2" 2 2 1 "${L[@]}" && start "${name}3" 3 3 1 "${L[@]}" ||
+    start_named "${name}1" 1 1 "" "${L[@]}" && start_named "${name}2" 2 2 1 "${L[@]}" && start_named "${name}3" 3 3 1 "${L[@]}" ||
       { bad "$name: three nodes"; stop_all; return; }
     sleep 0.5
     for i in 1 2 3 4; do sinks+=("$(call spawn --connect "$(ep 3)" csink collect 0)"); done
     srcs+=("$(call spawn --connect "$(ep 2)" csource send "800 0 ${sinks[*]}")")
-    frozen=$(eval echo "\$pid_${name}3") fnode=3 fms=2900 rounds=3
+    frozen=$(eval echo "\$node_pid_${name}3") fnode=3 fms=2900 rounds=3
   else
     L+=(--down-after-ms 10000)
-    start "${name}1" 1 1 "" "${L[@]}" && start "${name}2" 2 2 1 --no-steal "${L[@]}" &&
-      SN_FAULT=stall-flush start "${name}3" 3 3 1 "${L[@]}" || { bad "$name: three nodes"; stop_all; return; }
+    start_named "${name}1" 1 1 "" "${L[@]}" && start_named "${name}2" 2 2 1 --no-steal "${L[@]}" &&
+      SN_FAULT=stall-flush start_named "${name}3" 3 3 1 "${L[@]}" || { bad "$name: three nodes"; stop_all; return; }
     sleep 0.5
     for i in $(seq 8); do sinks+=("$(call spawn --connect "$(ep 1)" csink collect "3000")"); done
     for i in 1 2; do srcs+=("$(call spawn --connect "$(ep 2)" csource send "150 0 ${sinks[*]}")"); done
@@ -185,7 +181,7 @@ stream() {
   local stalls=0 t_end=$((SECONDS + 15)) n p
   resume_stalled() { # flush: node 2 or 3 stopped itself; resume it 3.5 s later
     for n in 2 3; do
-      p=$(eval echo "\$pid_${name}$n")
+      p=$(eval echo "\$node_pid_${name}$n")
       [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" = T ] || continue
       echo "FAULT long-freeze $n $fms $(date +%s%6N)" >>"$meta"
       stalls=$((stalls + 1)); sleep 3.5; kill -CONT "$p"
@@ -194,7 +190,7 @@ stream() {
   while [ "$name" = flush ] && [ $SECONDS -lt $t_end ]; do resume_stalled; sleep 0.05; done # 15 s of stream
   if [ "$name" = flush ]; then # from now on a node that stops itself is resumed at once, to the end
     local p2 p3
-    p2=$(eval echo "\$pid_${name}2") p3=$(eval echo "\$pid_${name}3")
+    p2=$(eval echo "\$node_pid_${name}2") p3=$(eval echo "\$node_pid_${name}3")
     (while kill -CONT "$p2" "$p3" 2>/dev/null; do sleep 0.1; done) &
     pids+=($!)
   fi
@@ -211,7 +207,7 @@ stream() {
     if [ "$cur" = "$prev" ]; then still=$((still + 1)); [ $still -ge 4 ] && break; else still=0; fi
     prev=$cur; sleep 0.5
   done
-  [ "$name" = flush ] && { resume_stalled; kill -CONT "$(eval echo "\$pid_${name}2")" "$(eval echo "\$pid_${name}3")"; }
+  [ "$name" = flush ] && { resume_stalled; kill -CONT "$(eval echo "\$node_pid_${name}2")" "$(eval echo "\$node_pid_${name}3")"; }
   for s in "${sinks[@]}"; do
     e=$(call send --connect "$(ep 1)" "$s" stop 2>&1); echo "STOP $s $? $e" >>"$meta"
   done

@@ -6,26 +6,23 @@
 set -u
 SN=$1 RAW=$2
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
 for n in 1 2 3; do port[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 
-start() { # node-id -> starts it with the two others as peers
+start_peered() { # node-id: starts it with the two others as peers, on a fresh log (the wait reads it)
   local n=$1 args=()
   for m in 1 2 3; do [ "$m" = "$n" ] || args+=(--peer "$m=$(ep "$m")"); done
-  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" --insecure --down-after-ms 3000 --max-frame 65536 "${args[@]}" \
-    >"$dir/node$n.log" 2>&1 &
-  pids+=($!); eval "node_pid_$n=$!"
-  for _ in $(seq 100); do grep -q "listening on" "$dir/node$n.log" && return 0; sleep 0.05; done
-  echo "node $n did not come up:"; cat "$dir/node$n.log"; return 1
+  : >"$dir/node$n.log"
+  up_wait=50 up_line="listening on" launch "$n" "$dir/node$n.log" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" \
+    --insecure --down-after-ms 3000 --max-frame 65536 "${args[@]}"
 }
 
-call() { timeout 30 "$SN" --timeout 20000 "$@"; }
-cpu_ns() { local t a s=0; for t in /proc/$1/task/*/schedstat; do read -r a _ <"$t" 2>/dev/null && s=$((s + a)); done; echo $s; }
+call_flags=() call_s=30 call_ms=20000
 
-start 1 && start 2 && start 3 || { bad "three nodes start"; echo "$pass passed, $fail failed"; exit 1; }
+start_peered 1 && start_peered 2 && start_peered 3 || { bad "three nodes start"; echo "$pass passed, $fail failed"; exit 1; }
 ok "three nodes start on free ports"
 
 # messages between processes on different nodes
@@ -131,7 +128,7 @@ hold=$!
 pids+=($hold)
 wait_for 50 grep -q holding "$dir/hold.out" || bad "could not hold node 2's UDP port: $(cat "$dir/hold.out")"
 downs=$(cat "$dir"/node[13].log | grep -c "node 2 .* is down")
-start 2 || bad "node 2 restarts"
+start_peered 2 || bad "node 2 restarts"
 for _ in $(seq 100); do grep -q "node 2 .* restarted" "$dir/node1.log" && break; sleep 0.1; done
 grep -q "node 2 .* restarted" "$dir/node1.log" && ok "node 1 sees node 2 restarted" || bad "restart not seen by node 1"
 grep -q "cannot bind udp://.*probes to and from this node go over TCP" "$dir/node2.log" &&

@@ -317,18 +317,15 @@ static int hook_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int
         return SN_EUNREACHABLE;
     if (p && atomic_load_explicit(&p->down, memory_order_acquire))
         return SN_ENODEDOWN;
-    item_t *it = sn__relay_new_item();
+    sn_wire_send_t s = {.to = to,
+                        .from = from,
+                        .tag = tag,
+                        .kind = kind,
+                        .error = error,
+                        .id = atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
+    item_t *it = sn__relay_send_item(via ? via : to.node, via == r->node, passing_on, s, msg);
     if (!it)
         return SN_ENOMEM;
-    it->kind = ITEM_SEND;
-    it->dest = via ? via : to.node;
-    it->diverted = via == r->node;
-    it->forwarded = passing_on;
-    it->s = (sn_wire_send_t){to,    from,
-                             tag,   kind,
-                             error, msg ? sn_take(msg) : NULL,
-                             0,     atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed),
-                             0,     0};
     if (passing_on) /* (as relay.c's: what this thread passes on goes now, not behind the queue) */
         sn__relay_route(r, it);
     else

@@ -12,10 +12,10 @@
 # shellcheck disable=SC2015 # CHECK && ok || bad: ok always succeeds
 set -u
 SN=$1
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 N=${SN_SCALE_NODES:-50}
 [ -n "${SN_SANITIZE:-}" ] && [ -z "${SN_SCALE_NODES:-}" ] && N=12
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # how many of the n logs name all n-1 others as members
 all_see_all() {
   awk -v want=$((N - 1)) '

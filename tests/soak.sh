@@ -15,6 +15,7 @@ set -u
 SN=$1
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
 secs=${SN_SOAK_SECONDS:-60}
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 # ASan keeps up to 256 MB of freed memory in quarantine by default, which
 # would read as RSS growth: 16 MB is plenty to catch a use after free
@@ -22,21 +23,16 @@ secs=${SN_SOAK_SECONDS:-60}
 
 declare -A port
 for n in 1 2 3; do port[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
-start() { # node-id [seed]: a new log per run
-  local n=$1 seed=${2:-} log
-  log="$dir/node$n.$((++runs)).log"
-  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} >"$log" 2>&1 &
-  pids+=($!); eval "node_pid_$n=$!"
-  wait_for 300 grep -qs "up: " "$log" || { echo "node $n did not come up"; tail -5 "$log"; return 1; }
+start_run() { # node-id [seed]: a new log per run (the wait reads it)
+  local n=$1 seed=${2:-}
+  up_wait=300 launch "$n" "$dir/node$n.$((++runs)).log" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" --insecure \
+    ${seed:+--join "$(ep "$seed")"}
 }
 runs=0
-call() { timeout 300 "$SN" --timeout 240000 --insecure "$@"; }
-rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
-up_count() { call status --json --connect "$(ep "$1")" 2>/dev/null | jq '[.nodes[] | select(.state == "up")] | length'; }
+call_s=300 call_ms=240000
 ups_are() { [ "$(up_count 1)" = "$1" ]; } # node 1 sees exactly $1 nodes up
 
-start 1 && start 2 1 && start 3 1 || { bad "three nodes"; echo "$pass passed, $fail failed"; exit 1; }
+start_run 1 && start_run 2 1 && start_run 3 1 || { bad "three nodes"; echo "$pass passed, $fail failed"; exit 1; }
 wait_for 100 ups_are 3 || bad "cluster of 3 did not form"
 
 # the steady stream: node 1 -> node 2, 2,000 messages at a time, until told to stop
@@ -83,7 +79,7 @@ while [ $SECONDS -lt $end ]; do
       wait_for 100 ups_are 2 ||
         bad "node 3 not seen down after kill -9: $(call status --json --connect "$(ep 1)" | jq -c '[.nodes[] | [.id, .state]]')"
     fi
-    start 3 1 || { bad "node 3 restart (round $round)"; break; }
+    start_run 3 1 || { bad "node 3 restart (round $round)"; break; }
     wait_for 100 ups_are 3 || bad "node 3 not back up (round $round)"
   fi
 done

@@ -9,20 +9,12 @@
 set -u
 SN=$1 PLUG=$2
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
 for n in 1 2 3 4; do port[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
-start() { # node-id seed-id [extra flags...]
-  local n=$1 seed=$2
-  shift 2
-  "$SN" --load "$DEMO" -n "$n" -w 1 --listen "$(ep "$n")" --insecure ${seed:+--join "$(ep "$seed")"} --log-level debug "$@" \
-    >>"$dir/node$n.log" 2>&1 &
-  pids+=($!); eval "node_pid_$n=$!"
-  wait_for 100 grep -q "up: " "$dir/node$n.log" || { echo "node $n did not come up"; cat "$dir/node$n.log"; return 1; }
-}
-call() { timeout 120 "$SN" --timeout 100000 --insecure "$@"; }
+node_flags=(-w 1 --insecure --log-level debug)
 count_on() { grep -o "[0-9]* on node $2" <<<"$1" | awk '{print $1}'; }
 
 start 1 "" --load "$PLUG/plugin_version1.so" && start 2 1 && start 3 1 || { bad "three nodes"; echo "$pass passed, $fail failed"; exit 1; }
@@ -138,7 +130,6 @@ wait_for 50 grep -q "is not a steal partner: process type 'vtype' is version 1 h
 # uses under 1% of a CPU (heartbeats, 5 a second to each member, are most
 # of it). A sanitizer build gets 5%: its runtime adds threads and work of
 # its own (the figures are printed, so a run shows how close it comes)
-cpu_ns() { local t a s=0; for t in /proc/$1/task/*/schedstat; do read -r a _ <"$t" 2>/dev/null && s=$((s + a)); done; echo $s; }
 asks() { cat "$dir"/node*.log | grep -c ": asking node"; }
 limit=10; [ -n "${SN_SANITIZE:-}" ] && limit=50 # per mille of one CPU
 sleep 1

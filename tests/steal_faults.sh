@@ -9,9 +9,10 @@
 set -u
 SN=$1
 DEMO=$(dirname "$SN")/schednode-demo.so # the demo and test types (xsource, xsink, spread, ...): a plugin
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-call() { timeout 60 "$SN" --timeout 50000 --insecure "$@"; }
+call_s=60 call_ms=50000
 run_case() { # step crashing-node(A|B)
   local step=$1 who=$2 pa pb
   pa=$(free_port) pb=$(free_port)

@@ -260,7 +260,7 @@ static void test_shutdown_well_behaved(void **unused)
     sn_sched_t *s = mk(4);
     /* in stages, the chatty ones last, so that all get to run (a busy
      * ping-pong pair can keep Ready processes queued on its worker from
-     * running: test_states, test_ready_not_starved_by_message_pair) */
+     * running: test_state_transitions, test_ready_not_starved_by_message_pair) */
     spawn_n(s, "good", "idle", 200);
     spawn_n(s, "good", "sleep", 20);
     assert_true(wait_count(&g_started, 220, WAIT_MS));
@@ -383,7 +383,7 @@ static void test_shutdown_mid_flight(void **unused)
     const int total = IDLE + SLEEP + SPIN + 2 * PAIRS + RESPAWN;
     /* Let the Ready crowd get going. Not asserted: with every worker busy,
      * a process can stay Ready behind a ping-pong pair that owns its
-     * worker's run-next slot (test_states,
+     * worker's run-next slot (test_state_transitions,
      * test_ready_not_starved_by_message_pair); shutdown must cope with
      * never-run processes as well. */
     if (!wait_count(&g_started, total, 3000))

@@ -1,13 +1,11 @@
-/* test_dispatch.c - yields and their handlers: spawn (errors, AWAIT, PID),
- * unknown commands and PIDs, sends and bounces, user commands completed
- * from other threads, sleep, terminate, monitors, registration, many
- * yields in one step, message order.
- *
- * Most tests run a "script" process through sn_call: its method picks a
- * scenario; it emits the scenario's yields, logs every event it gets into
- * a global log and finishes when it has the events it expects. The test
- * thread then checks the log. Checks made on worker threads count
- * violations in atomics; cmocka assertions stay on the test thread.
+/* dispatch_fixture.c - the process types and commands the yield tests
+ * share (test_dispatch_spawn.c, test_dispatch_send.c,
+ * test_dispatch_commands.c): a "script" process whose method picks a
+ * scenario, emits its yields, logs every event it gets and finishes when it
+ * has the events it expects; "child" processes it spawns and sends to;
+ * senders of empty messages and of batches; the "sync" and "later"
+ * commands. Checks made on worker threads count violations in atomics;
+ * cmocka assertions stay on the test thread.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,36 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "testutil.h"
+#include "dispatch_fixture.h"
 
-#define UNUSED_SERIAL (UINT64_C(1) << 40) /* far beyond any serial a test uses */
-#define BOUNCE_N 300
-#define ORDER_N 10000
-
-static atomic_int g_bad; /* something a worker-side check did not like */
+atomic_int g_bad; /* something a worker-side check did not like */
 
 /* ---------------------------------------------------------- event log */
 
-typedef struct evrec {
-    int type;
-    int error;
-    uint64_t tag;
-    sn_pid_t from;
-    int has_data;
-    uint32_t ctype, len;
-    char text[160];
-    int has_u64;
-    uint64_t u64;
-    int has_pid;
-    sn_pid_t pid;
-    uint64_t elapsed_ns; /* since the script's first step */
-} evrec_t;
-
-#define LOG_MAX 256
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
-static evrec_t g_log[LOG_MAX];
-static int g_nlog;
+evrec_t g_log[LOG_MAX];
+int g_nlog;
 
 static void log_event(const sn_event_t *e, uint64_t t0)
 {
@@ -78,8 +55,7 @@ static void log_event(const sn_event_t *e, uint64_t t0)
     pthread_mutex_unlock(&g_log_mu);
 }
 
-/* The logged event with this tag and type (the only one: duplicates fail). */
-static const evrec_t *find_ev(int type, uint64_t tag)
+const evrec_t *find_ev(int type, uint64_t tag)
 {
     const evrec_t *hit = NULL;
     for (int i = 0; i < g_nlog; i++) {
@@ -94,8 +70,8 @@ static const evrec_t *find_ev(int type, uint64_t tag)
 
 /* -------------------------------------------------------- type "child" */
 
-static atomic_int g_victim_cancels;
-static atomic_int g_seen[BOUNCE_N]; /* bounce: per message, consumed + bounced */
+atomic_int g_victim_cancels;
+atomic_int g_seen[BOUNCE_N]; /* bounce: per message, consumed + bounced */
 
 enum { C_DONE, C_INC, C_FAIL, C_PID, C_VICTIM, C_EAT, C_ORDER, C_VICTIM_FAIL, C_NMODES };
 static const char *const child_methods[C_NMODES] = {"done",   "inc", "fail",  "pid",
@@ -108,7 +84,7 @@ typedef struct child {
     uint64_t expect, next;
 } child_t;
 
-static int child_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+int child_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
     child_t *c = state;
     for (int i = 0; i < C_NMODES; i++) {
@@ -235,12 +211,11 @@ static void child_close(sn_ctx_t *ctx, void *state)
     sn_payload_destroy(&c->input);
 }
 
-static const sn_type_t child_type = {"child", 1, sizeof(child_t), child_init, child_step, child_close, NULL, NULL};
+const sn_type_t child_type = {"child", 1, sizeof(child_t), child_init, child_step, child_close, NULL, NULL};
 
 /* ---------------------------------------------------- user commands */
 
-/* "sync": completes inside the handler with a u64 copy of arg. */
-static void sync_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
+void sync_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
 {
     sn_payload_t *r = sn_payload_u64(req->arg);
     if (sn_complete_yield(sched, req->from, req->tag, 0, &r) != 0)
@@ -259,7 +234,7 @@ typedef struct later_req {
 static pthread_mutex_t g_later_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t g_later_th[16];
 static int g_nlater;
-static atomic_int g_later_on_worker; /* the handler ran on a scheduler worker */
+atomic_int g_later_on_worker; /* the handler ran on a scheduler worker */
 
 static void *later_main(void *arg)
 {
@@ -281,7 +256,7 @@ static void *later_main(void *arg)
     return NULL;
 }
 
-static void later_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
+void later_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
 {
     if (sn__self_worker(sched))
         atomic_fetch_add(&g_later_on_worker, 1);
@@ -306,7 +281,7 @@ static void later_cmd(sn_sched_t *sched, sn_request_t *req, void *arg)
     pthread_mutex_unlock(&g_later_mu);
 }
 
-static void later_join_all(void)
+void later_join_all(void)
 {
     pthread_mutex_lock(&g_later_mu);
     int n = g_nlater;
@@ -354,10 +329,7 @@ typedef struct script {
     uint64_t consumed, bounced;
 } script_t;
 
-static struct {
-    uint64_t consumed, bounced;
-    sn_pid_t child;
-} g_bounce;
+bounce_t g_bounce;
 
 static int script_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
@@ -373,7 +345,7 @@ static int script_init(sn_ctx_t *ctx, void *state, const char *method, sn_payloa
     return SN_ENOMETHOD;
 }
 
-static sn_payload_t *text(const char *s)
+sn_payload_t *text(const char *s)
 {
     return sn_payload_text(s);
 }
@@ -664,11 +636,6 @@ static const sn_type_t script_type = {"script", 1, sizeof(script_t), script_init
 
 /* ------------------------------------------- empty and bulk messages */
 
-#define NULL_N 300         /* empty messages: more than one step drains (128) */
-#define BULK_SENDERS 4     /* senders of one batch each, to one sink */
-#define BULK_N 50000       /* messages in each batch */
-#define BULK_NOPROC_N 1000 /* a batch to no process: each comes back */
-
 /* "nullsink": takes the first step's batch of messages (each must be an
  * empty SN_CT_BYTES payload with tag 5), tells the sender how many, and
  * finishes: the rest of what was queued must come back to the sender. */
@@ -853,42 +820,9 @@ static void bulksink_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, 
 static const sn_type_t bulksink_type = {
     .name = "bulksink", .version = 1, .state_size = sizeof(bulksink_t), .init = bulksink_init, .step = bulksink_step};
 
-/* "gate": holds its worker until g_gate is cleared; "first": records the
- * n of its first step, then finishes after 3 messages. */
-static atomic_int g_gate, g_gate_holding;
-static atomic_long g_first_n = -1;
-
-static int any_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
-{
-    return 0;
-}
-
-static void gate_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
-{
-    atomic_store(&g_gate_holding, 1);
-    uint64_t end = deadline_ns(WAIT_MS);
-    while (atomic_load(&g_gate) && now_ns() < end)
-        sleep_ms(1);
-    sn_out_done(out, NULL);
-}
-
-static void first_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
-{
-    uint64_t *got = state;
-    if (atomic_load(&g_first_n) < 0)
-        atomic_store(&g_first_n, (long)n);
-    for (size_t i = 0; i < n; i++)
-        *got += ev[i].type == SN_EV_MESSAGE;
-    out->status = *got == 3 ? SN_DONE : SN_IDLE;
-}
-
-static const sn_type_t gate_type = {.name = "gate", .version = 1, .init = any_init, .step = gate_step};
-static const sn_type_t first_type = {
-    .name = "first", .version = 1, .state_size = sizeof(uint64_t), .init = any_init, .step = first_step};
-
 /* ------------------------------------------------------------- fixture */
 
-static sn_sched_t *mk(void)
+sn_sched_t *mk(void)
 {
     sn_sched_config_t cfg = {1, 3, 1};
     sn_sched_t *s = sn_sched_new(&cfg);
@@ -903,7 +837,7 @@ static sn_sched_t *mk(void)
     return s;
 }
 
-static int reset(void **unused)
+int reset(void **unused)
 {
     atomic_store(&g_bad, 0);
     atomic_store(&g_victim_cancels, 0);
@@ -917,8 +851,7 @@ static int reset(void **unused)
     return 0;
 }
 
-/* Runs a script to completion; returns sn_call's code. */
-static int run_script(sn_sched_t *s, const char *scenario, sn_payload_t *input)
+int run_script(sn_sched_t *s, const char *scenario, sn_payload_t *input)
 {
     sn_payload_t *res = NULL;
     int rc = sn_call(s, "script", scenario, &input, WAIT_MS, &res);
@@ -928,9 +861,7 @@ static int run_script(sn_sched_t *s, const char *scenario, sn_payload_t *input)
     return rc;
 }
 
-/* Spawns a "child" "order" receiver that reports to c and expects n
- * numbered messages; returns its PID. */
-static sn_pid_t spawn_receiver(sn_sched_t *s, collector_t *c, uint64_t n)
+sn_pid_t spawn_receiver(sn_sched_t *s, collector_t *c, uint64_t n)
 {
     sn_pid_t rx;
     sn_payload_t *in = sn_payload_u64(n);
@@ -938,544 +869,11 @@ static sn_pid_t spawn_receiver(sn_sched_t *s, collector_t *c, uint64_t n)
     return rx;
 }
 
-/* Waits for a receiver from spawn_receiver: DONE with all n messages, in order. */
-static void assert_receiver_got(collector_t *c, uint64_t n)
+void assert_receiver_got(collector_t *c, uint64_t n)
 {
     assert_true(collector_wait(c, WAIT_MS));
     if (c->status != SN_DONE && c->result)
         print_error("receiver: %s\n", (const char *)c->result->data);
     assert_int_equal(c->status, SN_DONE);
     assert_int_equal(result_u64(c), n);
-}
-
-/* ---------------------------------------------------------------- tests */
-
-/* sn_spawn / sn_call refuse an unknown method or type; on_result is not
- * called. */
-static void test_spawn_unknown_method_and_type(void **unused)
-{
-    sn_sched_t *s = mk();
-    collector_t c;
-    collector_init(&c);
-    sn_payload_t *in = text("x"), *res = NULL;
-    sn_pid_t pid = SN_PID_NONE;
-    assert_int_equal(sn_spawn(s, "child", "nope", &in, collector_on_result, &c, &pid), SN_ENOMETHOD);
-    sn_payload_destroy(&in);
-    assert_true(sn_pid_is_none(pid));
-    assert_int_equal(sn_call(s, "child", "nope", NULL, WAIT_MS, &res), SN_ENOMETHOD);
-    assert_null(res);
-
-    in = text("y");
-    assert_int_equal(sn_spawn(s, "no-such-type", "done", &in, collector_on_result, &c, &pid), SN_ENOTYPE);
-    sn_payload_destroy(&in); /* per the ownership rule: ours unless NULLed */
-    assert_true(sn_pid_is_none(pid));
-    assert_int_equal(sn_call(s, "no-such-type", "done", NULL, WAIT_MS, &res), SN_ENOTYPE);
-    assert_null(res);
-
-    sn_stats_t st;
-    sn_sched_stats(s, &st);
-    assert_int_equal(st.spawned, 0);
-    sn_sched_destroy(&s);
-    assert_int_equal(c.calls, 0);
-    collector_fini(&c);
-}
-
-/* A spawn yield with an unknown method or type completes with the error
- * and a reason text naming what was wrong; it counts as pending. */
-static void test_spawn_yield_errors(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "spawn_errors", NULL), 0);
-    assert_int_equal(g_nlog, 3);
-    for (int i = 0; i < 3; i++) { /* in dispatch order */
-        assert_int_equal(g_log[i].type, SN_EV_YIELD_COMPLETE);
-        assert_int_equal(g_log[i].tag, 5 + i);
-        assert_true(g_log[i].has_data);
-        assert_int_equal(g_log[i].ctype, SN_CT_ERROR);
-    }
-    assert_int_equal(g_log[0].error, SN_ENOMETHOD);
-    assert_non_null(strstr(g_log[0].text, "nope"));
-    assert_non_null(strstr(g_log[0].text, "child"));
-    assert_int_equal(g_log[1].error, SN_ENOMETHOD); /* with SN_YIELD_AWAIT too */
-    assert_non_null(strstr(g_log[1].text, "nope"));
-    assert_int_equal(g_log[2].error, SN_ENOTYPE);
-    assert_non_null(strstr(g_log[2].text, "no-such-type"));
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* A command nobody registered completes with SN_ENOCMD and a reason that
- * names it; so does a yield with a command id nobody has. */
-static void test_unknown_command(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(sn_command_id(s, "frobnicate"), SN_ENOCMD);
-    assert_int_equal(run_script(s, "unknown_cmd", NULL), 0);
-    assert_int_equal(g_nlog, 2);
-    assert_int_equal(g_log[0].type, SN_EV_YIELD_COMPLETE);
-    assert_int_equal(g_log[0].tag, 9);
-    assert_int_equal(g_log[0].error, SN_ENOCMD);
-    assert_int_equal(g_log[0].ctype, SN_CT_ERROR);
-    assert_non_null(strstr(g_log[0].text, "frobnicate"));
-    assert_int_equal(g_log[1].tag, 10);
-    assert_int_equal(g_log[1].error, SN_ENOCMD);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* A send to an unknown local PID, or to another node with no relay, comes
- * back as a completion with SN_ENOPROC, the send's tag and the payload. */
-static void test_send_to_unknown_pid(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "send_noproc", NULL), 0);
-    assert_int_equal(g_nlog, 2);
-    const evrec_t *a = find_ev(SN_EV_YIELD_COMPLETE, 11);
-    assert_int_equal(a->error, SN_ENOPROC);
-    assert_true(sn_pid_eq(a->from, ((sn_pid_t){1, UNUSED_SERIAL})));
-    assert_true(a->has_data);
-    assert_int_equal(a->ctype, SN_CT_TEXT);
-    assert_int_equal(a->len, 4);
-    assert_string_equal(a->text, "lost");
-    const evrec_t *b = find_ev(SN_EV_YIELD_COMPLETE, 12);
-    assert_int_equal(b->error, SN_ENOPROC);
-    assert_true(sn_pid_eq(b->from, ((sn_pid_t){2, 5})));
-    assert_string_equal(b->text, "far");
-
-    /* from outside: the error, and the payload stays with the caller */
-    sn_payload_t *m = text("outside");
-    assert_int_equal(sn_send(s, (sn_pid_t){1, UNUSED_SERIAL}, &m), SN_ENOPROC);
-    assert_non_null(m);
-    assert_int_equal(sn_send(s, (sn_pid_t){7, 1}, &m), SN_ENOPROC);
-    assert_non_null(m);
-    sn_payload_destroy(&m);
-    sn_stats_t st;
-    sn_sched_stats(s, &st);
-    assert_int_equal(st.noproc, 4);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* A process that finishes with bounced sends still queued: the queued
- * events (each living inside its payload) are freed once, cleanly (ASan
- * caught a write into the freed block here). */
-static void test_complete_with_queued_bounces(void **unused)
-{
-    sn_sched_t *s = mk();
-    for (int i = 0; i < 100; i++)
-        assert_int_equal(run_script(s, "noproc_done", NULL), 0);
-    assert_int_equal(g_nlog, 0);
-    sn_stats_t st;
-    sn_sched_stats(s, &st);
-    assert_int_equal(st.noproc, 200);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* Messages to a process that has finished come back with SN_ENOPROC. */
-static void test_send_to_finished_process(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "send_finished", NULL), 0);
-    assert_int_equal(g_nlog, 4);
-    const evrec_t *done = find_ev(SN_EV_YIELD_COMPLETE, 1);
-    assert_int_equal(done->error, 0);
-    assert_true(done->has_pid);
-    for (uint64_t i = 0; i < 3; i++) {
-        const evrec_t *e = find_ev(SN_EV_YIELD_COMPLETE, 100 + i);
-        assert_int_equal(e->error, SN_ENOPROC);
-        assert_true(sn_pid_eq(e->from, done->pid));
-        assert_true(e->has_u64);
-        assert_int_equal(e->u64, i);
-    }
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* Messages queued to a process when it finishes are bounced to their
- * senders with SN_ENOPROC and their payloads: each message is either
- * consumed or bounced, exactly once. */
-static void test_bounce_when_receiver_finishes(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "bounce", NULL), 0);
-    assert_true(g_bounce.consumed > 0);
-    assert_int_equal(g_bounce.consumed + g_bounce.bounced, BOUNCE_N);
-    for (int i = 0; i < BOUNCE_N; i++)
-        assert_int_equal(atomic_load(&g_seen[i]), 1);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* A registered command completed later from another thread: the process
- * gets the completion with the tag, the error and the data. */
-static void test_user_command_from_thread(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "user_thread", NULL), 0);
-    later_join_all();
-    assert_int_equal(atomic_load(&g_later_on_worker), 2); /* the handler runs on the worker */
-    assert_int_equal(g_nlog, 2);
-    const evrec_t *a = find_ev(SN_EV_YIELD_COMPLETE, 21);
-    assert_int_equal(a->error, 0);
-    assert_int_equal(a->ctype, SN_CT_TEXT);
-    assert_string_equal(a->text, "done:5:five");
-    const evrec_t *b = find_ev(SN_EV_YIELD_COMPLETE, 22);
-    assert_int_equal(b->error, SN_EPROTO);
-    assert_int_equal(b->ctype, SN_CT_ERROR);
-    assert_string_equal(b->text, "later failed for six");
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* sleep completes no sooner than asked, with no error and no data; three
- * sleeps come back in deadline order. */
-static void test_sleep(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "sleep", NULL), 0);
-    assert_int_equal(g_nlog, 3);
-    static const uint64_t tags[3] = {32, 33, 31}, ms[3] = {20, 40, 60};
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(g_log[i].type, SN_EV_YIELD_COMPLETE);
-        assert_int_equal(g_log[i].tag, tags[i]);
-        assert_int_equal(g_log[i].error, 0);
-        assert_false(g_log[i].has_data);
-        assert_true(g_log[i].elapsed_ns >= ms[i] * 1000000u);
-    }
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* terminate: the target gets SN_EV_CANCEL, the yield completes with 0;
- * terminate of an unknown PID completes with SN_ENOPROC. The awaited
- * victim's result then comes back to its parent. */
-static void test_terminate(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "terminate", NULL), 0);
-    assert_int_equal(g_nlog, 4);
-    assert_int_equal(atomic_load(&g_victim_cancels), 1);
-    const evrec_t *hello = find_ev(SN_EV_MESSAGE, 0);
-    assert_true(hello->has_pid);
-    assert_true(sn_pid_eq(hello->from, hello->pid));
-    const evrec_t *t = find_ev(SN_EV_YIELD_COMPLETE, 2);
-    assert_int_equal(t->error, 0);
-    assert_true(sn_pid_eq(t->from, hello->pid));
-    const evrec_t *u = find_ev(SN_EV_YIELD_COMPLETE, 3);
-    assert_int_equal(u->error, SN_ENOPROC);
-    const evrec_t *r = find_ev(SN_EV_YIELD_COMPLETE, 1);
-    assert_int_equal(r->error, 0);
-    assert_true(sn_pid_eq(r->from, hello->pid));
-    assert_string_equal(r->text, "cancelled");
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* spawn with SN_YIELD_AWAIT completes when the child finishes: with its
- * result (DONE) or its error and reason (FAIL). */
-static void test_spawn_await_delivers_result(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "spawn_await", NULL), 0);
-    assert_int_equal(g_nlog, 2);
-    const evrec_t *a = find_ev(SN_EV_YIELD_COMPLETE, 1);
-    assert_int_equal(a->error, 0);
-    assert_true(a->has_u64);
-    assert_int_equal(a->u64, 42);
-    assert_false(sn_pid_is_none(a->from)); /* from the child */
-    const evrec_t *b = find_ev(SN_EV_YIELD_COMPLETE, 2);
-    assert_int_equal(b->error, SN_EPROTO);
-    assert_int_equal(b->ctype, SN_CT_ERROR);
-    assert_string_equal(b->text, "child failed on purpose");
-    assert_false(sn_pid_eq(a->from, b->from));
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* spawn without SN_YIELD_AWAIT completes at once with the child's PID;
- * with SN_YIELD_NOREPLY it does not complete at all. */
-static void test_spawn_delivers_pid(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "spawn_noawait", NULL), 0);
-    assert_int_equal(g_nlog, 1);
-    assert_int_equal(g_log[0].type, SN_EV_YIELD_COMPLETE);
-    assert_int_equal(g_log[0].tag, 4);
-    assert_int_equal(g_log[0].error, 0);
-    assert_int_equal(g_log[0].ctype, SN_CT_PID);
-    assert_true(g_log[0].has_pid);
-    assert_int_equal(g_log[0].pid.node, 1);
-    assert_int_not_equal(g_log[0].pid.serial, 0);
-    assert_true(sn_pid_eq(g_log[0].from, g_log[0].pid));
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* The index in the log of the event with this tag and type (the only one). */
-static int ev_index(int type, uint64_t tag)
-{
-    return (int)(find_ev(type, tag) - g_log);
-}
-
-/* spawn with SN_YIELD_MONITOR (Erlang's spawn_monitor): the completion at
- * once with the child's PID, then exactly one DOWN with the spawn's tag,
- * from the child, with its result (error 0) or its error and reason; the
- * PID always first (it is queued before the child can run: 200 rounds,
- * children on other workers). NOREPLY: the DOWN only. A refused spawn:
- * its error, no DOWN. With SN_YIELD_AWAIT: SN_EINVAL. */
-static void test_spawn_monitor(void **unused)
-{
-    sn_sched_t *s = mk();
-    for (int round = 0; round < 200; round++) {
-        reset(NULL);
-        assert_int_equal(run_script(s, "spawn_monitor", NULL), 0);
-        assert_int_equal(g_nlog, 6);
-        for (uint64_t tag = 1; tag <= 2; tag++) {
-            const evrec_t *pid = find_ev(SN_EV_YIELD_COMPLETE, tag), *down = find_ev(SN_EV_DOWN, tag);
-            assert_int_equal(pid->error, 0);
-            assert_true(pid->has_pid);
-            assert_true(sn_pid_eq(pid->pid, pid->from));
-            assert_true(sn_pid_eq(down->from, pid->pid));
-            assert_true(ev_index(SN_EV_YIELD_COMPLETE, tag) < ev_index(SN_EV_DOWN, tag));
-        }
-        const evrec_t *ok = find_ev(SN_EV_DOWN, 1), *failed = find_ev(SN_EV_DOWN, 2), *quiet = find_ev(SN_EV_DOWN, 3);
-        assert_int_equal(ok->error, 0);
-        assert_true(ok->has_u64);
-        assert_int_equal(ok->u64, 42);
-        assert_int_equal(failed->error, SN_EPROTO);
-        assert_int_equal(failed->ctype, SN_CT_ERROR);
-        assert_string_equal(failed->text, "child failed on purpose");
-        assert_int_equal(quiet->error, 0);
-        assert_int_equal(quiet->u64, 7);
-        const evrec_t *refused = find_ev(SN_EV_YIELD_COMPLETE, 4);
-        assert_int_equal(refused->error, SN_ENOMETHOD);
-        assert_string_equal(refused->text, "process type 'child' has no method 'nope'");
-        for (int i = 0; i < g_nlog; i++) {
-            assert_false(g_log[i].type == SN_EV_YIELD_COMPLETE && g_log[i].tag == 3); /* NOREPLY */
-            assert_false(g_log[i].type == SN_EV_DOWN && g_log[i].tag == 4);           /* refused */
-        }
-    }
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* Monitors (Erlang's): one DOWN per monitor when the process ends, with
- * its error and reason if it failed; none for a monitor dropped with
- * demonitor; noproc at once for a PID with no process. DOWN is message-like:
- * it reaches an IDLE process. */
-static void test_monitor(void **unused)
-{
-    sn_sched_t *s = mk();
-    assert_int_equal(run_script(s, "monitor", NULL), 0);
-    assert_int_equal(g_nlog, 10);
-    const evrec_t *pid_msg = find_ev(SN_EV_MESSAGE, 0), *fail_msg = find_ev(SN_EV_MESSAGE, 9);
-    const evrec_t *none = find_ev(SN_EV_DOWN, 50);
-    assert_int_equal(none->error, SN_ENOPROC);
-    assert_int_equal(none->from.serial, UNUSED_SERIAL);
-    for (uint64_t tag = 51; tag <= 53; tag += 2) {
-        const evrec_t *d = find_ev(SN_EV_DOWN, tag);
-        assert_int_equal(d->error, 0);
-        assert_true(sn_pid_eq(d->from, pid_msg->pid));
-        assert_false(d->has_data);
-    }
-    for (int i = 0; i < g_nlog; i++)
-        assert_false(g_log[i].type == SN_EV_DOWN && g_log[i].tag == 52); /* demonitored */
-    const evrec_t *f = find_ev(SN_EV_DOWN, 61);
-    assert_int_equal(f->error, SN_EPROTO);
-    assert_true(sn_pid_eq(f->from, fail_msg->pid));
-    assert_string_equal(f->text, "victim failed on purpose");
-    assert_int_equal(find_ev(SN_EV_YIELD_COMPLETE, 1)->error, 0);
-    assert_int_equal(find_ev(SN_EV_YIELD_COMPLETE, 3)->error, SN_EPROTO);
-    assert_int_equal(find_ev(SN_EV_YIELD_COMPLETE, 2)->error, 0); /* the terminates */
-    assert_int_equal(find_ev(SN_EV_YIELD_COMPLETE, 4)->error, 0);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-/* Registration: duplicates give SN_EEXIST (built-in names included),
- * incomplete registrations SN_EINVAL. */
-static void test_duplicate_registration(void **unused)
-{
-    sn_sched_t *s = mk();
-    int id = sn_command_register(s, "dup", sync_cmd, NULL);
-    assert_true(id >= SN__CMD_FIRST_USER);
-    assert_int_equal(sn_command_id(s, "dup"), id);
-    assert_int_equal(sn_command_register(s, "dup", later_cmd, NULL), SN_EEXIST);
-    assert_int_equal(sn_command_id(s, "dup"), id);
-    assert_int_equal(sn_command_register(s, "sync", sync_cmd, NULL), SN_EEXIST);
-    assert_int_equal(sn_command_register(s, "send", sync_cmd, NULL), SN_EEXIST);
-    assert_int_equal(sn_command_register(s, "sleep", sync_cmd, NULL), SN_EEXIST);
-    assert_int_equal(sn_command_register(s, "x", NULL, NULL), SN_EINVAL);
-    assert_int_equal(sn_command_register(s, "", sync_cmd, NULL), SN_EINVAL);
-    assert_int_equal(sn_command_id(s, "send"), SN__CMD_SEND);
-    assert_int_equal(sn_command_id(s, "no-such-command"), SN_ENOCMD);
-
-    assert_int_equal(sn_type_register(s, &child_type), SN_EEXIST);
-    sn_type_t other = child_type; /* same name, different struct */
-    assert_int_equal(sn_type_register(s, &other), SN_EEXIST);
-    assert_ptr_equal(sn_type_find(s, "child"), &child_type);
-    sn_type_t nostep = {"nostep", 1, 0, child_init, NULL, NULL, NULL, NULL};
-    assert_int_equal(sn_type_register(s, &nostep), SN_EINVAL);
-    assert_null(sn_type_find(s, "nostep"));
-    sn_sched_destroy(&s);
-}
-
-/* 50 sends and 50 command yields in one step (beyond the 2 inline yields):
- * all dispatched, in order. */
-static void test_many_yields_in_one_step(void **unused)
-{
-    sn_sched_t *s = mk();
-    collector_t c;
-    collector_init(&c);
-    sn_pid_t rx = spawn_receiver(s, &c, 50);
-    assert_int_equal(run_script(s, "overflow", sn_payload_pid(rx)), 0);
-    assert_int_equal(g_nlog, 50);
-    for (int i = 0; i < 50; i++) {
-        assert_int_equal(g_log[i].type, SN_EV_YIELD_COMPLETE);
-        assert_int_equal(g_log[i].tag, 1000 + (uint64_t)i);
-        assert_int_equal(g_log[i].u64, (uint64_t)i);
-    }
-    assert_receiver_got(&c, 50);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-    collector_fini(&c);
-}
-
-/* 10000 numbered messages from one process to another, sent over several
- * steps, arrive in order. */
-static void test_message_order(void **unused)
-{
-    sn_sched_t *s = mk();
-    collector_t c;
-    collector_init(&c);
-    sn_pid_t rx = spawn_receiver(s, &c, ORDER_N);
-    assert_int_equal(run_script(s, "order", sn_payload_pid(rx)), 0);
-    assert_receiver_got(&c, ORDER_N);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-    collector_fini(&c);
-}
-
-/* A NULL payload in sn_out_send (a NULL pointer, or a pointer to NULL)
- * sends an empty message: the receiver gets a 0-byte SN_CT_BYTES payload
- * with the send's tag; one to no process comes back as noproc with an
- * empty payload; ones still queued when the receiver ends come back too
- * (they were dropped unreturned when a NULL send was a NULL event). */
-static void test_null_payload_send(void **unused)
-{
-    sn_sched_t *s = mk();
-    sn_pid_t sink;
-    assert_int_equal(sn_spawn(s, "nullsend", "sink", NULL, NULL, NULL, &sink), 0);
-    sn_payload_t *res = NULL;
-    sn_payload_t *in = sn_payload_pid(sink);
-    assert_int_equal(sn_call(s, "nullsend", "send", &in, WAIT_MS, &res), 0);
-    uint64_t back = 0;
-    assert_int_equal(sn_payload_get_u64(res, &back), 0);
-    assert_true(back > 0); /* a step drains at most 128: the rest came back */
-    print_message("%d empty messages: %llu consumed, %llu returned\n", NULL_N, (unsigned long long)(NULL_N - back),
-                  (unsigned long long)back);
-    sn_payload_destroy(&res);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-}
-
-static sn_payload_t *bulk_input(sn_pid_t sink, uint64_t index, uint64_t count)
-{
-    sn_payload_t *p = sn_payload_new(SN_CT_BYTES, NULL, sizeof sink + 16);
-    memcpy(p->data, &sink, sizeof sink);
-    memcpy(p->data + sizeof sink, &index, 8);
-    memcpy(p->data + sizeof sink + 8, &count, 8);
-    return p;
-}
-
-/* sn_out_send_many: BULK_SENDERS processes each send BULK_N messages to
- * one sink in one step (one sn_out_send before the batch and one after):
- * every message arrives once, in each sender's order. A batch to no
- * process: every message comes back, in order, with its payload. */
-static void test_send_many(void **unused)
-{
-    sn_sched_t *s = mk();
-    collector_t c, senders[BULK_SENDERS], lost;
-    collector_init(&c);
-    collector_init(&lost);
-    sn_pid_t sink;
-    sn_payload_t *in = sn_payload_u64(BULK_SENDERS * BULK_N);
-    assert_int_equal(sn_spawn(s, "bulksink", "run", &in, collector_on_result, &c, &sink), 0);
-    for (uint64_t i = 0; i < BULK_SENDERS; i++) {
-        collector_init(&senders[i]);
-        in = bulk_input(sink, i, BULK_N);
-        assert_int_equal(sn_spawn(s, "bulk", "send", &in, collector_on_result, &senders[i], NULL), 0);
-    }
-    in = bulk_input((sn_pid_t){1, UNUSED_SERIAL}, 0, BULK_NOPROC_N);
-    assert_int_equal(sn_spawn(s, "bulk", "noproc", &in, collector_on_result, &lost, NULL), 0);
-    assert_receiver_got(&c, BULK_SENDERS * BULK_N);
-    assert_true(collector_wait(&lost, WAIT_MS));
-    assert_int_equal(lost.status, SN_DONE);
-    for (int i = 0; i < BULK_SENDERS; i++) {
-        assert_true(collector_wait(&senders[i], WAIT_MS));
-        assert_int_equal(senders[i].status, SN_DONE);
-        collector_fini(&senders[i]);
-    }
-    sn_stats_t st;
-    sn_sched_stats(s, &st);
-    assert_true(st.messages >= BULK_SENDERS * BULK_N);
-    sn_sched_destroy(&s);
-    assert_int_equal(atomic_load(&g_bad), 0);
-    collector_fini(&c);
-    collector_fini(&lost);
-}
-
-/* The first step gets n == 0 even when messages were queued before it
- * ran (one worker, held by a gate while they are sent): they come next. */
-static void test_first_step_has_no_events(void **unused)
-{
-    sn_sched_t *s = sn_sched_new(&(sn_sched_config_t){.node_id = 1, .workers = 1});
-    assert_non_null(s);
-    assert_int_equal(sn_type_register(s, &gate_type), 0);
-    assert_int_equal(sn_type_register(s, &first_type), 0);
-    atomic_store(&g_gate, 1);
-    atomic_store(&g_gate_holding, 0);
-    atomic_store(&g_first_n, -1);
-    assert_int_equal(sn_spawn(s, "gate", "run", NULL, NULL, NULL, NULL), 0);
-    assert_true(wait_count(&g_gate_holding, 1, WAIT_MS));
-    collector_t c;
-    collector_init(&c);
-    sn_pid_t pid;
-    assert_int_equal(sn_spawn(s, "first", "run", NULL, collector_on_result, &c, &pid), 0);
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(sn_send(s, pid, &(sn_payload_t *){sn_payload_u64((uint64_t)i)}), 0);
-    atomic_store(&g_gate, 0);
-    assert_true(collector_wait(&c, WAIT_MS));
-    assert_int_equal(c.status, SN_DONE);
-    assert_int_equal(atomic_load(&g_first_n), 0);
-    sn_sched_destroy(&s);
-    collector_fini(&c);
-}
-
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_spawn_unknown_method_and_type, reset),
-        cmocka_unit_test_setup(test_spawn_yield_errors, reset),
-        cmocka_unit_test_setup(test_unknown_command, reset),
-        cmocka_unit_test_setup(test_send_to_unknown_pid, reset),
-        cmocka_unit_test_setup(test_send_to_finished_process, reset),
-        cmocka_unit_test_setup(test_complete_with_queued_bounces, reset),
-        cmocka_unit_test_setup(test_bounce_when_receiver_finishes, reset),
-        cmocka_unit_test_setup(test_user_command_from_thread, reset),
-        cmocka_unit_test_setup(test_sleep, reset),
-        cmocka_unit_test_setup(test_terminate, reset),
-        cmocka_unit_test_setup(test_spawn_await_delivers_result, reset),
-        cmocka_unit_test_setup(test_spawn_delivers_pid, reset),
-        cmocka_unit_test_setup(test_duplicate_registration, reset),
-        cmocka_unit_test_setup(test_many_yields_in_one_step, reset),
-        cmocka_unit_test_setup(test_message_order, reset),
-        cmocka_unit_test_setup(test_monitor, reset),
-        cmocka_unit_test_setup(test_spawn_monitor, reset),
-        cmocka_unit_test_setup(test_null_payload_send, reset),
-        cmocka_unit_test_setup(test_send_many, reset),
-        cmocka_unit_test_setup(test_first_step_has_no_events, reset),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
 }
