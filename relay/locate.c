@@ -860,6 +860,29 @@ void sn__loc_peer_up(sn_relay_t *r, uint32_t node)
                 start_flush(r, l, l->node, l->hop);
 }
 
+/* The processes here whose home is `node` moved here from its earlier run
+ * (or on from elsewhere); its new run knows nothing of them, and a sender
+ * that does not know where one is sends to its home, which would answer
+ * noproc. So each is announced to the new run as an arrival (REDIRECT
+ * with its move number): the home's table and forwarding entry lead sends
+ * to it here again (sn__loc_redirect), as after any move. A process of
+ * the earlier run that was there when it ended is gone: no one announces
+ * it, and its PID stays noproc. tests/deploy_local.sh (a rolling upgrade:
+ * sinks reached by PID after every node restarted). */
+void sn__loc_home_restarted(sn_relay_t *r, uint32_t node)
+{
+    size_t n = sn__sched_homed_at(r->sched, node, NULL, NULL, 0);
+    sn_pid_t *pids = n ? malloc(n * sizeof *pids) : NULL;
+    uint32_t *moves = n ? malloc(n * sizeof *moves) : NULL;
+    if (pids && moves) {
+        size_t got = sn__sched_homed_at(r->sched, node, pids, moves, n);
+        for (size_t i = 0; i < got && i < n; i++)
+            send_ctl(r, node, pids[i], SN_PID_NONE, r->node, SN_WIRE_REDIRECT, false, (int)(moves[i] & INT32_MAX), 0);
+    }
+    free(pids);
+    free(moves);
+}
+
 void sn__loc_tick(sn_relay_t *r, uint64_t now)
 {
     give_up(r, 0, now);

@@ -70,6 +70,9 @@ void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from);
 void sn__loc_peer_down(sn_relay_t *r, uint32_t node, bool gone);
 /* node is up again (the same run): flushes waiting on it start again. */
 void sn__loc_peer_up(sn_relay_t *r, uint32_t node);
+/* node restarted (a new run): the processes here whose home it is are
+ * announced to that run, so that it leads sends to them here. */
+void sn__loc_home_restarted(sn_relay_t *r, uint32_t node);
 void sn__loc_tick(sn_relay_t *r, uint64_t now);
 
 #endif

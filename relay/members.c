@@ -30,8 +30,11 @@
  *
  * Old PIDs: a node's PID serials start at its first_serial, which is
  * larger than any serial its earlier runs handed out (main.c), so a PID of
- * an earlier run names no process of this one: sends to it get noproc,
- * from the sender's relay already when it knows the new run.
+ * an earlier run names no process of this one: a message to it gets
+ * noproc from the new run, unless that process had moved to another node
+ * before the run ended (its holder announces it to the new run, which
+ * passes the message on: locate.c, sn__loc_home_restarted); other sends
+ * get noproc from the sender's relay already when it knows the new run.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -103,7 +106,8 @@ static void connect_to(sn_relay_t *r, peer_t *p, uint32_t node, const char *endp
  * goes back to its senders, and its numbering starts again. */
 static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
 {
-    if (p->incarnation) {
+    bool again = p->incarnation != 0;
+    if (again) {
         SNLOG_WARN(r,
                    "node %" PRIu32 " at %s restarted: unconfirmed sends to it come back as "
                    "nodedown, its old PIDs are dead",
@@ -113,6 +117,8 @@ static void restarted(sn_relay_t *r, peer_t *p, uint64_t inc)
     sn__relay_reset_peer(p, inc);
     sn_swim_apply(r->swim, 0, &(sn_swim_update_t){p->node, SN_SWIM_ALIVE, inc, 0, 0}, sn__relay_now_ns());
     r->gossip_due = true;
+    if (again)
+        sn__loc_home_restarted(r, p->node);
 }
 
 /* In a secure cluster only a node writes its own row (its key proves

@@ -65,6 +65,27 @@ size_t sn__sched_snapshot(sn_sched_t *sched, sn_proc_row_t *rows, size_t max, sn
     return n;
 }
 
+size_t sn__sched_homed_at(sn_sched_t *sched, uint32_t node, sn_pid_t *pids, uint32_t *moves, size_t max)
+{
+    size_t n = 0;
+    for (int i = 0; i < SN__SHARDS; i++) {
+        sn__shard_t *s = &sched->table.shards[i];
+        sn__shard_lock(s);
+        for (size_t b = 0; b < s->nbuckets; b++)
+            for (sn__proc_t *p = s->buckets[b]; p; p = p->hnext) {
+                if (p->pid.node != node)
+                    continue;
+                if (n < max) {
+                    pids[n] = p->pid;
+                    moves[n] = p->moves;
+                }
+                n++;
+            }
+        sn__shard_unlock(s);
+    }
+    return n;
+}
+
 int sn__sched_proc(sn_sched_t *sched, sn_pid_t pid, sn_proc_row_t *row)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);

@@ -192,6 +192,11 @@ typedef struct sn_proc_counts {
  * may or may not be in it). state, mailbox and steps are read relaxed
  * while workers run: a row may be a step or an event behind. */
 size_t sn__sched_snapshot(sn_sched_t *sched, sn_proc_row_t *rows, size_t max, sn_proc_counts_t *counts);
+/* The processes here whose home is node (their PIDs name it: they moved
+ * here from there, or on from elsewhere), up to max of them into pids
+ * and their move numbers into moves; returns how many there are. Any
+ * thread; walked as sn__sched_snapshot walks. */
+size_t sn__sched_homed_at(sn_sched_t *sched, uint32_t node, sn_pid_t *pids, uint32_t *moves, size_t max);
 /* The row of one process, if it is in this node's table: 0, or SN_ENOPROC. */
 int sn__sched_proc(sn_sched_t *sched, sn_pid_t pid, sn_proc_row_t *row);
 
