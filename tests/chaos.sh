@@ -535,7 +535,7 @@ export SN_CHAOS_LOG=$log
 echo "SEED $seed" >"$meta"
 # The shortest freeze that can get a node declared down, for the checker
 # (a nodedown for a live sink is allowed from there on): the suspicion
-# timeout once every other member confirms (README, "Failure detection":
+# timeout once every other member confirms (docs/operations.md, "Joining and leaving":
 # --down-after-ms, default 1500, shrinks toward a third of it with each
 # confirmation, Lifeguard's log(c+1)/log(4): with four nodes, two besides
 # the first suspecter, 1500 - 1000 * ln 3 / ln 4 = 708 ms), counted from the
