@@ -610,6 +610,11 @@ static int bench_steal_join(void)
 {
     return sn_bench_steal_join();
 }
+static long drain_procs = 100000; /* --drain-procs: the processes `drain` moves */
+static int bench_drain(void)
+{
+    return sn_bench_drain(drain_procs);
+}
 
 static const struct {
     const char *name;
@@ -620,7 +625,7 @@ static const struct {
              {"deque", bench_deque},           {"idle", bench_idle},
              {"xnode-send", bench_xnode_send}, {"xnode-big", bench_xnode_big},
              {"xnode-rtt", bench_xnode_rtt},   {"steal-imbalance", bench_steal_imbalance},
-             {"steal-join", bench_steal_join}};
+             {"steal-join", bench_steal_join}, {"drain", bench_drain}};
 
 static void usage(FILE *f)
 {
@@ -630,7 +635,8 @@ static void usage(FILE *f)
     fprintf(f, " savina threadring chameneos big fjthrput count fjcreate pipeline\n"
                "  --quick     the Savina cases at small sizes, results checked, no Go peer\n"
                "  --rounds N  timed rounds of a Savina case (default 3; medians compared)\n"
-               "  --breakdown xnode-rtt: the latency of each hop of a round trip (p50, p99)\n");
+               "  --breakdown xnode-rtt: the latency of each hop of a round trip (p50, p99)\n"
+               "  --drain-procs N  drain: idle processes moved from one node to another (default 100000)\n");
 }
 
 /* A number from lo to hi for option `name`, or -1 (and a line saying why). */
@@ -648,10 +654,13 @@ static long num_arg(const char *name, const char *text, long lo, long hi)
 /* Parses the options; 0, or the exit code (2 for a bad one, -1 for --help). */
 static int parse_opts(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"workers", required_argument, NULL, 'w'}, {"quick", no_argument, NULL, 'q'},
-        {"rounds", required_argument, NULL, 'r'},  {"breakdown", no_argument, NULL, 'b'},
-        {"help", no_argument, NULL, 'h'},          {0, 0, 0, 0}};
+    static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
+                                         {"quick", no_argument, NULL, 'q'},
+                                         {"rounds", required_argument, NULL, 'r'},
+                                         {"breakdown", no_argument, NULL, 'b'},
+                                         {"drain-procs", required_argument, NULL, 'd'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0, 0, 0, 0}};
     int c;
     long v;
     while ((c = getopt_long(argc, argv, "w:qr:h", opts, NULL)) != -1) {
@@ -665,6 +674,10 @@ static int parse_opts(int argc, char **argv)
             savina_opts.rounds = (int)v;
         } else if (c == 'b') {
             breakdown = 1;
+        } else if (c == 'd') {
+            if ((v = num_arg("drain-procs", optarg, 1, 10000000)) < 0)
+                return 2;
+            drain_procs = v;
         } else if (c == 'q') {
             savina_opts.quick = 1;
         } else if (c == 'h') {

@@ -930,3 +930,131 @@ int sn_bench_steal_join(void)
     printf("RESULT steal-join-first-work %.1f ms\n", (t_work - t_join) * 1e3);
     return 0;
 }
+
+/* ---------------------------------------------------------------- drain */
+/* One node's row in a status answer from ep (false: no answer, or no row). */
+static bool node_row(const char *ep, uint32_t node, sn_wire_stats_t *row)
+{
+    sn_wire_request_t st = {.id = 9, .op = SN_OP_STATUS};
+    sn_wire_reply_t rep;
+    char err[256];
+    bool found = false;
+    if (sn_client_call(ep, NULL, &st, 5000, &rep, err, sizeof err) != 0)
+        return false;
+    for (size_t i = 0; i < rep.nrows && !found; i++)
+        if (rep.rows[i].node == node && rep.rows[i].state == SN_MEMBER_UP) {
+            *row = rep.rows[i];
+            found = true;
+        }
+    sn_client_reply_clear(&rep);
+    return found;
+}
+
+/* Polls until node `node`, as ep answers, satisfies ok(row, n), for up to
+ * `secs` seconds. */
+static bool wait_row(const char *ep, uint32_t node, bool (*ok)(const sn_wire_stats_t *, uint64_t), uint64_t n,
+                     double secs)
+{
+    double t0 = now_s();
+    sn_wire_stats_t row;
+    while (now_s() - t0 < secs) {
+        if (node_row(ep, node, &row) && ok(&row, n))
+            return true;
+        usleep(50000);
+    }
+    return false;
+}
+
+static bool all_idle(const sn_wire_stats_t *row, uint64_t n)
+{
+    return row->idle >= n;
+}
+
+static bool holds(const sn_wire_stats_t *row, uint64_t n)
+{
+    return row->live >= n;
+}
+
+static bool is_up(const sn_wire_stats_t *row, uint64_t n)
+{
+    (void)row, (void)n;
+    return true;
+}
+
+/* Node A (a real schednode, two workers) holds n idle processes of 64
+ * bytes of state (the demo plugin's `idle`, spawned by one `spread`,
+ * which cannot move); node B joins; then `drain` of A, timed from the
+ * request to its answer (the node answers once nothing movable is left).
+ * RESULT drain-N-procs-per-s: processes moved per second; drain-N-empty-s:
+ * the time to empty A. */
+int sn_bench_drain(long n)
+{
+    char bin[PATH_MAX], demo[PATH_MAX], la[64], lb[64], arg[64];
+    sibling("schednode", bin, sizeof bin), sibling("schednode-demo.so", demo, sizeof demo);
+    snprintf(la, sizeof la, "tcp://127.0.0.1:%d", free_port());
+    snprintf(lb, sizeof lb, "tcp://127.0.0.1:%d", free_port());
+    char *a[] = {bin, "--load", demo, "-n", "1", "-w", "2", "--listen", la, "--insecure", "--log-level", "warn", NULL};
+    char *b[] = {bin, "--load",     demo,     "-n", "2",           "-w",   "2", "--listen",
+                 lb,  "--insecure", "--join", la,   "--log-level", "warn", NULL};
+    pid_t na = start(a), nb = -1;
+    int rc = 1;
+    sn_wire_request_t req = {.id = 10, .op = SN_OP_SPAWN, .type = "spread", .method = "run"};
+    snprintf(arg, sizeof arg, "%ld 0 idle", n);
+    sn_wire_reply_t rep;
+    char err[256];
+    if (!wait_row(la, 1, is_up, 0, 10)) {
+        fprintf(stderr, "schedbench: drain: node A did not start\n");
+        goto out;
+    }
+    req.arg = sn_payload_text(arg);
+    int sp = sn_client_call(la, NULL, &req, 10000, &rep, err, sizeof err);
+    sn_payload_destroy(&req.arg);
+    sn_pid_t spreader = sp == 0 ? rep.pid : SN_PID_NONE;
+    if (sp == 0)
+        sn_client_reply_clear(&rep);
+    if (sp != 0 || !wait_row(la, 1, all_idle, (uint64_t)n, 600)) {
+        fprintf(stderr, "schedbench: drain: node A did not make %ld idle processes\n", n);
+        goto out;
+    }
+    /* the spawner cannot move, and would hold the drain to its timeout:
+     * it goes (its children live on, idle) */
+    sn_wire_request_t kr = {.id = 12, .op = SN_OP_KILL, .to = spreader, .force = 1};
+    if (sn_client_call(la, NULL, &kr, 10000, &rep, err, sizeof err) == 0)
+        sn_client_reply_clear(&rep);
+    nb = start(b);
+    if (!wait_row(la, 2, is_up, 0, 30)) {
+        fprintf(stderr, "schedbench: drain: node B did not join\n");
+        goto out;
+    }
+    sn_wire_request_t dr = {.id = 11, .op = SN_OP_DRAIN, .timeout_ms = 600000};
+    double t0 = now_s();
+    int drc = sn_client_call(la, NULL, &dr, 660000, &rep, err, sizeof err);
+    double secs = now_s() - t0;
+    if (drc != 0 || rep.error) {
+        fprintf(stderr, "schedbench: drain: %s\n", drc ? err : rep.reason ? rep.reason : sn_strerror(rep.error));
+        if (drc == 0)
+            sn_client_reply_clear(&rep);
+        goto out;
+    }
+    unsigned long moved = 0;
+    const char *m = rep.report ? strstr(rep.report, ": ") : NULL;
+    if (m)
+        moved = strtoul(m + 2, NULL, 10);
+    printf("    drain: %s", rep.report ? rep.report : "(no report)\n");
+    sn_client_reply_clear(&rep);
+    sn_wire_stats_t row;
+    (void)wait_row(lb, 2, holds, (uint64_t)n, 30); /* (its count is a moment behind) */
+    uint64_t on_b = node_row(lb, 2, &row) ? row.live : 0;
+    printf("    drain: node B holds %" PRIu64 " processes after it\n", on_b);
+    printf("RESULT drain-%ld-procs-per-s %.0f procs/s\n", n, moved / secs);
+    printf("RESULT drain-%ld-empty-s %.2f s\n", n, secs);
+    rc = moved == (unsigned long)n && on_b >= (uint64_t)n ? 0 : 1;
+    if (rc)
+        fprintf(stderr, "schedbench: drain: %lu of %ld moved, %" PRIu64 " on node B\n", moved, n, on_b);
+out:
+    if (nb > 0)
+        kill(nb, SIGKILL), waitpid(nb, NULL, 0);
+    kill(na, SIGKILL);
+    waitpid(na, NULL, 0);
+    return rc;
+}

@@ -9,6 +9,8 @@ int sn_bench_xnode_big(int workers);
 int sn_bench_xnode_rtt(int workers, int breakdown);
 int sn_bench_steal_imbalance(void);
 int sn_bench_steal_join(void);
+/* n idle processes of 64 B drained from one node to another */
+int sn_bench_drain(long n);
 /* schedbench's helper modes (`__pull`, `__rep`) for the raw libzmq peer. */
 int sn_bench_raw_child(int argc, char **argv);
 

@@ -2,7 +2,7 @@
  * with --load): the fork-join tree, the token ring, the sleeper and oops
  * of `schednode demo`, and the cross-node types of the tests, the
  * benchmarks and README's walk-through (xsource, xsink, xpong, xwatch,
- * spin, burn, spread, msink). A bare node has none of them: a node a user
+ * spin, burn, spread, msink, idle). A bare node has none of them: a node a user
  * deploys runs the user's types only (cli.sh: types on a bare node).
  * README's "The demo plugin" and man/schednode.1 say what each takes.
  */
@@ -497,6 +497,61 @@ _Static_assert(sizeof(msink_t) == 16, "spin_marshal_any copies 16 bytes");
 static const sn_type_t msink_type = {"msink",    1,    sizeof(msink_t),  msink_init,
                                      msink_step, NULL, spin_marshal_any, spin_unmarshal_any};
 
+/* ---- idle work "ANY": 64 bytes of state (a pattern of its PID), movable;
+ * waits for a message and finishes with the node it finished on, its
+ * state checked (schedbench drain: many idle processes moved by a
+ * drain). */
+typedef struct idle {
+    uint64_t word[8];
+} idle_t;
+
+static int idle_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    idle_t *s = state;
+    if (strcmp(method, "work") != 0)
+        return SN_ENOMETHOD;
+    sn_pid_t self = sn_ctx_self(ctx);
+    for (int k = 0; k < 8; k++)
+        s->word[k] = self.serial * 8 + (uint64_t)k;
+    return 0;
+}
+
+static void idle_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    idle_t *s = state;
+    out->status = SN_IDLE;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SN_EV_MESSAGE)
+            continue;
+        sn_pid_t self = sn_ctx_self(ctx);
+        for (int k = 0; k < 8; k++)
+            if (s->word[k] != self.serial * 8 + (uint64_t)k) {
+                sn_out_fail(out, SN_EINVAL, "state damaged in a move");
+                return;
+            }
+        sn_payload_t *r = sn_payload_u64(sn_sched_node_id(sn_ctx_sched(ctx)));
+        sn_out_done(out, &r);
+        return;
+    }
+}
+
+static int idle_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(idle_t));
+    return *out ? 0 : SN_ENOMEM;
+}
+
+static int idle_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    if (in->len != sizeof(idle_t))
+        return SN_EINVAL;
+    memcpy(state, in->data, sizeof(idle_t));
+    return 0;
+}
+
+static const sn_type_t idle_type = {"idle",    1,    sizeof(idle_t), idle_init,
+                                    idle_step, NULL, idle_marshal,   idle_unmarshal};
+
 /* ---- spread run "N MS [TYPE [DEADLINE_MS [monitor]]]": spawns N spins
  * (awaited, or with "monitor" spawned with SN_YIELD_MONITOR: their results
  * come as DOWNs, also from the nodes they were stolen by), and finishes
@@ -529,7 +584,8 @@ static int spread_init(sn_ctx_t *ctx, void *state, const char *method, sn_payloa
     snprintf(s->type, sizeof s->type, "spin");
     int got =
         sscanf(text, "%" SCNu64 " %" SCNu64 " %15s %" SCNu64 " %15s", &s->n, &s->ms, s->type, &s->deadline_ms, mode);
-    if (got < 2 || s->n == 0 || s->n > 10000000 || (strcmp(s->type, "spin") && strcmp(s->type, "burn")) ||
+    if (got < 2 || s->n == 0 || s->n > 10000000 ||
+        (strcmp(s->type, "spin") && strcmp(s->type, "burn") && strcmp(s->type, "idle")) ||
         (got == 5 && strcmp(mode, "monitor")))
         return SN_EINVAL;
     s->monitor = got == 5;
@@ -683,8 +739,9 @@ static const sn_type_t xwatch_type = {"xwatch", 1, sizeof(xwatch_t), xwatch_init
 
 static int demo_init(sn_sched_t *sched)
 {
-    const sn_type_t *types[] = {&tree_type,  &ring_type,   &sleeper_type, &oops_type,   &xsource_type, &xsink_type,
-                                &xpong_type, &xwatch_type, &spin_type,    &spread_type, &burn_type,    &msink_type};
+    const sn_type_t *types[] = {&tree_type,  &ring_type,  &sleeper_type, &oops_type, &xsource_type,
+                                &xsink_type, &xpong_type, &xwatch_type,  &spin_type, &spread_type,
+                                &burn_type,  &msink_type, &idle_type};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         int rc = sn_type_register(sched, types[i]);
         if (rc != 0)
