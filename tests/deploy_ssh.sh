@@ -315,7 +315,7 @@ live() {
   out=$("$SC" upgrade "$dir/live" "${O[@]}" --bin "$dir/schednode-v2" --plugin "$dir/counter.so" 2>&1); rc=$?
   [ $rc -eq 0 ] && grep -q "upgraded: 3 nodes up" <<<"$out" && ok "upgrade: rolling restart done ($((SECONDS - t0)) s)" ||
     bad "upgrade: rc=$rc $out"
-  [ "$(grep "restarting node" <<<"$out" | awk '{print $4}' | tr '\n' ' ')" = "3 2 1 " ] &&
+  [ "$(grep -o "restarting node [0-9]*" <<<"$out" | awk '{print $3}' | tr '\n' ' ')" = "3 2 1 " ] &&
     ok "upgrade restarts node 3, then the seeds 2 and 1" || bad "upgrade order: $out"
   good=1
   for i in 1 2 3; do
