@@ -92,7 +92,7 @@ enum {
 
 typedef struct hdr {
     uint8_t op;
-    uint8_t pad;
+    uint8_t flags; /* REG: F_RESERVE */
     uint16_t namelen;
     int32_t err;
     uint32_t origin; /* the asking node */
@@ -134,11 +134,26 @@ static bool msg_read(const sn_payload_t *p, hdr_t *h, char *name, const char **t
 
 /* ------------------------------------------------------------ state */
 
+/* REG for a spawn --name helper, which gives the name to the process it
+ * spawns next (GIVE) or drops it: a REG of another process meanwhile
+ * waits for that (parked), so that a refusal names the process that
+ * holds the name, not the helper (tests/names.sh: race). */
+#define F_RESERVE 1
+
+typedef struct parked {
+    uint32_t origin;
+    uint64_t rid;
+    sn_pid_t holder;
+} parked_t;
+
 typedef struct rec {
     sn_pid_t holder;
     uint64_t mtag; /* the monitor of holder while this node owns the record (0: a copy) */
+    bool reserved; /* held by a spawn --name helper (F_RESERVE) */
     uint32_t *cachers;
     size_t ncachers, capcachers;
+    parked_t *parked; /* REGs waiting for the reservation's end */
+    size_t nparked, capparked;
 } rec_t;
 
 typedef struct cent {
@@ -190,6 +205,7 @@ static void rec_free(void **item)
     rec_t *rec = *item;
     if (rec) {
         free(rec->cachers);
+        free(rec->parked);
         free(rec);
         *item = NULL;
     }
@@ -383,11 +399,44 @@ static rec_t *own(registry_t *g, const char *name, sn_pid_t holder)
     return rec;
 }
 
+static void owner_register(registry_t *g, const hdr_t *h, const char *name);
+
+/* The record goes; REGs parked on it are taken afresh, in order (the
+ * first gets the name). */
 static void drop_rec(registry_t *g, const char *name, rec_t *rec)
 {
     demonitor(g, rec->holder, &rec->mtag);
     tell_cachers(g, name, rec);
+    parked_t *parked = rec->parked;
+    size_t n = rec->nparked;
+    rec->parked = NULL;
+    rec->nparked = 0;
     zhashx_delete(g->recs, name);
+    for (size_t i = 0; i < n; i++) {
+        hdr_t h = {.op = Q_REG, .origin = parked[i].origin, .rid = parked[i].rid, .holder = parked[i].holder};
+        owner_register(g, &h, name);
+    }
+    free(parked);
+}
+
+/* The reservation became the name of its process: each parked REG is
+ * refused, naming it. */
+static void unpark(registry_t *g, rec_t *rec)
+{
+    for (size_t i = 0; i < rec->nparked; i++)
+        reply(g, rec->parked[i].origin, rec->parked[i].rid, SN_EEXIST, rec->holder, NULL, 0);
+    rec->nparked = 0;
+}
+
+/* A REG for a reserved name waits; false if it cannot (no memory). */
+static bool park(rec_t *rec, const hdr_t *h)
+{
+    parked_t *v = sn__grow(rec->parked, &rec->capparked, rec->nparked, sizeof *v, 4, 0);
+    if (!v)
+        return false;
+    rec->parked = v;
+    rec->parked[rec->nparked++] = (parked_t){h->origin, h->rid, h->holder};
+    return true;
 }
 
 /* REG and GIVE at the owner. */
@@ -402,16 +451,22 @@ static void owner_register(registry_t *g, const hdr_t *h, const char *name)
         demonitor(g, rec->holder, &rec->mtag);
         tell_cachers(g, name, rec);
         rec->holder = h->holder;
+        rec->reserved = false;
+        unpark(g, rec);
     } else if (rec && !sn_pid_eq(rec->holder, h->holder)) {
         if (!rec->mtag)
             own(g, name, rec->holder); /* (a copy: it is ours now, watched) */
-        reply(g, h->origin, h->rid, SN_EEXIST, rec->holder, NULL, 0);
+        if (!rec->reserved || !park(rec, h))
+            reply(g, h->origin, h->rid, SN_EEXIST, rec->holder, NULL, 0);
         return;
     }
+    bool fresh = !rec;
     if (!(rec = own(g, name, h->holder))) {
         reply(g, h->origin, h->rid, SN_ENOMEM, SN_PID_NONE, NULL, 0);
         return;
     }
+    if (fresh)
+        rec->reserved = (h->flags & F_RESERVE) != 0;
     add_cacher(rec, h->origin);
     answer_after_copy(g, name, rec, h->origin, h->rid);
 }
@@ -614,6 +669,7 @@ static void l_request(registry_t *g, hdr_t *h, const char *name)
                                   [L_WHERE - L_REG] = Q_WHERE,
                                   [L_LIST - L_REG] = Q_LIST};
     hdr_t m = {.op = ask[h->op - L_REG],
+               .flags = h->flags,
                .namelen = h->namelen,
                .origin = g->self,
                .rid = q->rid,
@@ -978,6 +1034,8 @@ static void spawn_step(nstate_t *st, sn_event_t *ev, size_t n, sn_step_out_t *ou
     out->status = SN_WAIT;
     if (h->phase == 0) {
         name_yield(out, "sn.name.register", 1, h->name, SN_PID_NONE);
+        if (out->nyields)
+            sn_out_at(out, out->nyields - 1)->arg = 1; /* (a reservation: F_RESERVE) */
         h->phase = 1;
         return;
     }
@@ -1054,6 +1112,8 @@ static void name_command(sn_sched_t *sched, sn_request_t *req, void *arg)
                    .aux = req->from};
         if (op == L_UNREG)
             h.holder = req->from;
+        if (op == L_REG && req->arg == 1)
+            h.flags = F_RESERVE;
         sn_pid_t reg = SN_PID_NONE;
         pthread_mutex_lock(&hub_mu);
         int i = hub_find(sched);
