@@ -13,10 +13,15 @@
 # held on the other nodes still resolves (the copies of those it owned
 # take over), those it held go. Stealing is off (--no-steal).
 #
-# usage: names.sh PATH/TO/schednode [ROUNDS]
+# From a process (tests/plugins/plugin_names.c): a register of a taken
+# name fails naming the holder; register, whereis, unregister, whereis,
+# unregister complete as schednode.h says.
+#
+# usage: names.sh PATH/TO/schednode PLUGIN_DIR (SN_NAMES_ROUNDS: rounds)
 set -u
 SN=$1
-ROUNDS=${2:-${SN_NAMES_ROUNDS:-20}}
+PLUG=$2
+ROUNDS=${SN_NAMES_ROUNDS:-20}
 DEMO=$(dirname "$SN")/schednode-demo.so # msink, xsource: the demo plugin
 . "$(dirname "$0")/lib.sh"
 
@@ -25,7 +30,7 @@ for n in 1 2 3; do port[$n]=$(free_port); done
 ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
 start() { # node-id seed-id
   local n=$1 seed=$2
-  "$SN" --load "$DEMO" -n "$n" -w 2 --listen "$(ep "$n")" --insecure --no-steal ${seed:+--join "$(ep "$seed")"} \
+  "$SN" --load "$DEMO" --load "$PLUG/plugin_names.so" -n "$n" -w 2 --listen "$(ep "$n")" --insecure --no-steal ${seed:+--join "$(ep "$seed")"} \
     >>"$dir/node$n.log" 2>&1 &
   pids+=($!)
   wait_for 100 grep -q "up: " "$dir/node$n.log" || { echo "node $n did not come up"; cat "$dir/node$n.log"; return 1; }
@@ -53,6 +58,15 @@ out=$(at 2 spawn msink collect 100 --name a1 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "held by $holder" <<<"$out" && [ "$(nsinks)" = "$before" ] &&
   ok "a taken name: exit 1, names the holder ($holder), no process started" ||
   bad "a taken name: rc=$rc '$out', sinks $before -> $(nsinks)"
+out=$(at 2 call namer claim a1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "taken by $holder" <<<"$out" && ok "a process's register of a taken name: SN_EEXIST with the holder" ||
+  bad "namer claim a1: rc=$rc '$out'"
+out=$(at 3 call namer cycle c1 2>&1)
+[ "$out" = "cycle ok" ] && ok "a process: register, whereis (itself), unregister, whereis (noproc), unregister (noproc)" ||
+  bad "namer cycle: $out"
+out=$(at 1 call namer claim fresh 2>&1)
+[ "$out" = held ] && wait_for 50 gone fresh 2 && ok "a process's own register; its name ends with it" ||
+  bad "namer claim fresh: '$out'; whereis: $(at 2 whereis fresh 2>&1)"
 [ "$(at 2 names --json | jq -r '[.names[].name] | join(",")')" = "a1,a2,a3" ] &&
   ok "names --json lists the three, sorted" || bad "names --json: $(at 2 names --json)"
 
