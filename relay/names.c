@@ -193,6 +193,7 @@ typedef struct registry {
     uint64_t bad;
     sn__log_limit_t bad_log;
     sn_step_out_t *out; /* during a step */
+    sn_relay_t *r;      /* during a step (hub_mu held) */
 } registry_t;
 
 static uint64_t new_id(registry_t *g)
@@ -782,9 +783,13 @@ static void tick(registry_t *g, sn_relay_t *r)
     sn_out_sleep(g->out, TAG_TICK, TICK_MS);
 }
 
+/* A message that is not one of ours: counted in the relay's bad frames
+ * (`status`), logged at most once a second, dropped. */
 static void bad_message(registry_t *g, const char *why)
 {
     g->bad++;
+    if (g->r)
+        sn__add(&g->r->bad_frames, 1);
     char more[64];
     if (sn__log_limit(&g->bad_log, sn__relay_now_ns(), 1000000000u, more, sizeof more) &&
         sn__log_level() >= SN__LOG_WARN)
@@ -925,6 +930,7 @@ static void registry_step(sn_ctx_t *ctx, registry_t *g, sn_event_t *ev, size_t n
     int i = hub_find(g->sched);
     sn_relay_t *r = i >= 0 && sn_pid_eq(hub[i].registry, sn_ctx_self(ctx)) ? hub[i].r : NULL;
     g->out = out;
+    g->r = r;
     out->status = SN_IDLE;
     if (!r) /* (its relay is gone: another registry, if any, serves) */
         sn_out_done(out, NULL);
@@ -946,6 +952,7 @@ static void registry_step(sn_ctx_t *ctx, registry_t *g, sn_event_t *ev, size_t n
         }
     }
     g->out = NULL;
+    g->r = NULL;
     pthread_mutex_unlock(&hub_mu);
 }
 

@@ -13,7 +13,8 @@
 # held on the other nodes still resolves (the copies of those it owned
 # take over), those it held go. Stealing is off (--no-steal).
 #
-# From a process (tests/plugins/plugin_names.c): a register of a taken
+# Messages to a registry that are not a registry's are counted as bad
+# frames and dropped. From a process (tests/plugins/plugin_names.c): a register of a taken
 # name fails naming the holder; register, whereis, unregister, whereis,
 # unregister complete as schednode.h says.
 #
@@ -130,6 +131,19 @@ done
 [ $wins_ok -eq "$ROUNDS" ] && ok "$ROUNDS rounds of one name from 3 nodes at once: exactly one winner each"
 [ "$(nsinks)" = "$((ROUNDS + 2))" ] && ok "the losers started no process ($(nsinks) sinks)" ||
   bad "sinks: $(nsinks), want $((ROUNDS + 2))"
+
+# --- a registry takes only its own messages: others are counted and dropped
+badn() { at 1 status --json | jq '.nodes[] | select(.id == 1) | .bad_frames'; }
+b0=$(badn)
+at 2 call xsource blast "1.18446744073709551615 5" --timeout 1000 >/dev/null 2>&1 & # (no ack comes: cancelled)
+bl=$!
+more() { [ "$(badn)" -ge $((b0 + 5)) ]; }
+wait_for 50 more && [ "$(at 1 whereis a1)" = "$holder" ] &&
+  ok "5 messages that are not the registry's: counted as bad ($b0 -> $(badn)), dropped, node 1 serves on" ||
+  bad "bad messages to node 1's registry: bad_frames $b0 -> $(badn)"
+wait $bl
+nsources() { [ "$(at 1 ps --json | jq '[.processes[] | select(.type == "xsource")] | length')" = 0 ]; }
+wait_for 50 nsources || bad "the blast to the registry did not end"
 
 # --- drain: the named processes of node 2 move, their names with them
 on2=$(at 1 names | awk '$2 ~ /^2\./ { print $1; exit }')
