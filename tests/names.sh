@@ -11,7 +11,8 @@
 # round, the others told the winner's PID; drain moves named processes
 # with their names; kill -9 of a node: every name
 # held on the other nodes still resolves (the copies of those it owned
-# take over), those it held go. Stealing is off (--no-steal).
+# take over), those it held go; it comes back: the names it owns now move
+# to it and still resolve. Stealing is off (--no-steal).
 #
 # Messages to a registry that are not a registry's are counted as bad
 # frames and dropped. From a process (tests/plugins/plugin_names.c): a register of a taken
@@ -169,4 +170,18 @@ done
   bad "node 3 killed: $right of 30 names resolve"
 wait_for 50 gone a3 1 && ok "node 3 killed: the name it held (a3) is gone" || bad "a3: $(at 1 whereis a3 2>&1)"
 out=$(at 2 spawn msink collect 100 --name a3 2>&1) && ok "its name is free again: $out" || bad "a3 again: $out"
+
+# --- node 3 back (a new run): the names it now owns move to it, all resolve
+start 3 1 && wait_for 100 up 3 || bad "node 3 back"
+sleep 0.3
+right=0
+for i in $(seq 30); do
+  [ "$(at 3 whereis "k$i" 2>/dev/null)" = "$(cat "$dir/k$i")" ] && [ "$(at 1 whereis "k$i" 2>/dev/null)" = "$(cat "$dir/k$i")" ] &&
+    right=$((right + 1))
+done
+[ $right -eq 30 ] && ok "node 3 back: all 30 names resolve alike from nodes 3 and 1 (those it owns now moved to it)" ||
+  bad "node 3 back: $right of 30 names resolve"
+out=$(at 3 spawn msink collect 100 --name k7 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "held by $(cat "$dir/k7")" <<<"$out" && ok "node 3 back: a taken name is still refused" ||
+  bad "node 3 back, k7 again: rc=$rc $out"
 finish
