@@ -47,8 +47,8 @@ static void usage_error(const char *fmt, ...)
     sn_cli_vusage(fmt, ap);
 }
 
-const char *const sn_cli_commands[] = {"spawn",   "send",  "call",    "status", "ps", "kill",
-                                       "migrate", "drain", "undrain", "types",  NULL};
+const char *const sn_cli_commands[] = {"spawn", "send",    "call",  "status",  "ps",    "kill", "migrate",
+                                       "drain", "undrain", "types", "whereis", "names", NULL};
 
 int sn_cli_is_command(const char *cmd)
 {
@@ -657,6 +657,107 @@ static int cmd_kill(const sn_cli_t *c)
     return code;
 }
 
+/* ------------------------------------------------------------- names */
+
+/* Asks the node at --connect to run the names helper `method` (whereis,
+ * names: relay/names.c) and answer its result: 0 and *rep, or -1 said. */
+static int names_ask(const sn_cli_t *c, char *method, const char *arg, sn_wire_reply_t *rep)
+{
+    sn_wire_request_t req = {.op = SN_OP_CALL, .type = "sn.names", .method = method};
+    req.arg = arg ? sn_payload_text(arg) : NULL;
+    char err[512];
+    int rc = ask(c, c->connect, &req, request_ms(c), rep, err, sizeof err);
+    sn_payload_destroy(&req.arg);
+    if (rc != 0)
+        fprintf(stderr, "%s: %s: %s\n", progname, c->cmd, err);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The PID registered under name into *pid: 0, SN_ENOPROC (none), or -1
+ * (no answer, said). */
+static int name_lookup(const sn_cli_t *c, const char *name, sn_pid_t *pid)
+{
+    sn_wire_reply_t rep;
+    if (names_ask(c, (char *)"whereis", name, &rep) != 0)
+        return -1;
+    int rc = rep.error ? rep.error : !rep.result || sn_payload_get_pid(rep.result, pid) != 0 ? SN_EPROTO : 0;
+    if (rc && rc != SN_ENOPROC)
+        fprintf(stderr, "%s: %s: %s: %s\n", progname, c->cmd, name, sn_strerror(rc));
+    sn_client_reply_clear(&rep);
+    return rc == 0 || rc == SN_ENOPROC ? rc : -1;
+}
+
+/* whereis NAME: the PID, exit 1 if none (names.sh). */
+static int cmd_whereis(const sn_cli_t *c)
+{
+    if (c->nargs != 1)
+        usage_error("usage: whereis NAME --connect ENDPOINT");
+    sn_pid_t pid;
+    int rc = name_lookup(c, c->args[0], &pid);
+    char buf[SN_PID_STRLEN];
+    if (rc == 0)
+        printf("%s\n", sn_pid_format(pid, buf, sizeof buf));
+    else if (rc == SN_ENOPROC)
+        fprintf(stderr, "%s: whereis: no process is named %s\n", progname, c->args[0]);
+    return rc == 0 ? 0 : SN_EXIT_FAILED;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* names [--json]: every node's records, "NAME PID" lines sorted by name. */
+static int cmd_names(const sn_cli_t *c)
+{
+    if (c->nargs != 0)
+        usage_error("usage: names [--json] --connect ENDPOINT");
+    sn_wire_reply_t rep;
+    if (names_ask(c, (char *)"names", NULL, &rep) != 0)
+        return SN_EXIT_FAILED;
+    if (rep.error || !rep.result) {
+        fprintf(stderr, "%s: names: %s\n", progname, sn_strerror(rep.error ? rep.error : SN_EPROTO));
+        sn_client_reply_clear(&rep);
+        return SN_EXIT_FAILED;
+    }
+    char *text = strndup((const char *)rep.result->data, rep.result->len), *save = NULL;
+    sn_client_reply_clear(&rep);
+    size_t n = 0, cap = 0;
+    char **lines = NULL;
+    for (char *l = text ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        char **more = n == cap ? realloc(lines, (cap = cap ? cap * 2 : 64) * sizeof *lines) : lines;
+        if (!more)
+            break;
+        lines = more;
+        lines[n++] = l;
+    }
+    qsort(lines, n, sizeof *lines, cmp_str);
+    json_object *arr = c->json ? json_object_new_array() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        char *sp = strrchr(lines[i], ' ');
+        if (!sp)
+            continue;
+        *sp = 0;
+        if (!arr) {
+            printf("%-24s %s\n", lines[i], sp + 1);
+            continue;
+        }
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", json_object_new_string(lines[i]));
+        json_object_object_add(o, "pid", json_object_new_string(sp + 1));
+        json_object_array_add(arr, o);
+    }
+    if (arr) {
+        json_object *top = json_object_new_object();
+        json_object_object_add(top, "names", arr);
+        printf("%s\n", json_object_to_json_string_ext(top, JSON_C_TO_STRING_PLAIN));
+        json_object_put(top);
+    }
+    free(lines);
+    free(text);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- send */
 
 /* send PID DATA: the node that holds the process is found (as kill finds
@@ -665,13 +766,14 @@ static int cmd_kill(const sn_cli_t *c)
  * live process, 4 when no process has that PID (it ended, never existed,
  * or its node is not an up member). Guarded by cli.sh (send's exit codes
  * through every node of a 3-node cluster). */
+static int send_named(const sn_cli_t *c);
 static int cmd_send(const sn_cli_t *c)
 {
     sn_pid_t pid;
     if (c->nargs != 2)
-        usage_error("usage: send PID DATA --connect ENDPOINT");
+        usage_error("usage: send PID|NAME DATA --connect ENDPOINT");
     if (sn_pid_parse(c->args[0], &pid) != 0)
-        usage_error("send: '%s' is not a PID (NODE.SERIAL, e.g. 2.17)", c->args[0]);
+        return send_named(c);
     cluster_t cl;
     if (cluster_load(c, &cl) != 0)
         return SN_EXIT_FAILED;
@@ -738,6 +840,23 @@ static int cmd_send(const sn_cli_t *c)
     return code;
 }
 
+/* send NAME DATA: the name's PID, then a send to it as above; exit 4 if
+ * no process has the name. */
+static int send_named(const sn_cli_t *c)
+{
+    sn_pid_t pid;
+    int rc = name_lookup(c, c->args[0], &pid);
+    if (rc == SN_ENOPROC)
+        fprintf(stderr, "%s: send: no process is named %s\n", progname, c->args[0]);
+    if (rc != 0)
+        return rc == SN_ENOPROC ? SN_EXIT_NOPROC : SN_EXIT_FAILED;
+    char text[SN_PID_STRLEN];
+    char *args[2] = {sn_pid_format(pid, text, sizeof text), c->args[1]};
+    sn_cli_t byid = *c;
+    byid.args = args;
+    return cmd_send(&byid);
+}
+
 /* ---------------------------------------------------------------- call */
 
 /* call stopped waiting (its --timeout, or a signal) with its process
@@ -778,6 +897,21 @@ static void call_abandoned(const sn_cli_t *c, sn_pid_t pid, int ms)
 
 /* ---------------------------------------------- spawn, send, call, status */
 
+/* spawn --name: a call of the helper that registers the name first,
+ * then spawns the process and gives it the name (relay/names.c), so the
+ * process exists only if the name was free. */
+static sn_wire_request_t named_spawn(const sn_cli_t *c)
+{
+    if (!*c->name || strlen(c->name) > 255 || strchr(c->name, '\n'))
+        usage_error("spawn: --name takes 1 to 255 characters, no newline");
+    if (strchr(c->args[0], '\n') || strchr(c->args[1], '\n'))
+        usage_error("spawn: TYPE and METHOD have no newline");
+    sn_wire_request_t req = {.op = SN_OP_CALL, .type = "sn.names", .method = "spawn"};
+    req.arg = sn_payload_printf(SN_CT_TEXT, "%s\n%s\n%s%s%s", c->name, c->args[0], c->args[1],
+                                c->nargs == 3 ? "\n" : "", c->nargs == 3 ? c->args[2] : "");
+    return req;
+}
+
 /* The request of spawn, send, call or status (exits 2 if the arguments are wrong). */
 static sn_wire_request_t simple_request(const sn_cli_t *c)
 {
@@ -801,6 +935,8 @@ static sn_wire_request_t simple_request(const sn_cli_t *c)
         req.type = c->args[0];
         req.method = c->args[1];
         req.arg = c->nargs == 3 ? sn_payload_text(c->args[2]) : NULL;
+        if (c->name) /* (the registry's helper takes the name, spawns, gives it: relay/names.c) */
+            req = named_spawn(c);
     }
     return req;
 }
@@ -818,7 +954,9 @@ static int simple_answer(const sn_cli_t *c, const sn_wire_reply_t *rep)
         fprintf(stderr, "%s: %s failed: %s%s%s\n", progname, c->cmd, sn_strerror(rep->error), *why ? ": " : "", why);
         return rep->error == SN_ENOPROC && !strcmp(c->cmd, "send") ? SN_EXIT_NOPROC : SN_EXIT_FAILED;
     }
-    if (!strcmp(c->cmd, "spawn"))
+    if (!strcmp(c->cmd, "spawn") && c->name)
+        sn_cli_print_result(0, rep->result);
+    else if (!strcmp(c->cmd, "spawn"))
         printf("%s\n", sn_pid_format(rep->pid, buf, sizeof buf));
     else if (!strcmp(c->cmd, "call"))
         sn_cli_print_result(0, rep->result);
@@ -856,7 +994,7 @@ static int cmd_simple(const sn_cli_t *c)
         return SN_EXIT_FAILED;
     sn_wire_request_t req = simple_request(c);
     int call = req.op == SN_OP_CALL;
-    int ms = call ? c->timeout_ms : request_ms(c); /* call: forever unless --timeout */
+    int ms = call && !c->name ? c->timeout_ms : request_ms(c); /* call: forever unless --timeout */
     sn_wire_reply_t rep;
     char err[512];
     int rc = ask(c, c->on_node ? on : c->connect, &req, ms, &rep, err, sizeof err);
@@ -1028,6 +1166,10 @@ static int cli_run(const sn_cli_t *c)
         return cmd_kill(c);
     if (!strcmp(c->cmd, "send"))
         return cmd_send(c);
+    if (!strcmp(c->cmd, "whereis"))
+        return cmd_whereis(c);
+    if (!strcmp(c->cmd, "names"))
+        return cmd_names(c);
     return cmd_simple(c);
 }
 

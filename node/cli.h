@@ -1,5 +1,5 @@
 /* cli.h - the client commands of the schednode program (spawn, send, call,
- * status, ps, kill, migrate, drain, undrain, types): one request to a node or one to each node of
+ * status, ps, kill, migrate, drain, undrain, types, whereis, names): one request to a node or one to each node of
  * its cluster, and what the user sees (text, or JSON built with json-c).
  */
 #ifndef SN_CLI_H
@@ -36,6 +36,7 @@ typedef struct sn_cli {
     uint32_t to_node;      /* --to N (migrate) */
     int cancel_on_timeout; /* call: cancel the process when --timeout expires (default 1) */
     int then_stop;         /* drain: --then-stop */
+    const char *name;      /* spawn: --name (NULL: none) */
 } sn_cli_t;
 
 /* A member state's name ("up", "suspect", "down", "left", "joining"). */

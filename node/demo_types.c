@@ -230,7 +230,8 @@ static const sn_type_t oops_type = {"oops", 1, 0, oops_init, oops_step, NULL, NU
  * and whether it came whole and in order (tests/faults.sh). `xsource
  * pace "PID N MS"` is blast at a walk: 10 messages every MS ms, so the
  * sink waits for messages most of the time (tests/migrate.sh moves it
- * meanwhile). */
+ * meanwhile); in place of the PID a name, looked up once
+ * (sn_out_name_whereis: tests/names.sh moves the named sink meanwhile). */
 typedef struct xpeer {
     sn_pid_t target;
     uint64_t n, got, next;
@@ -240,10 +241,12 @@ typedef struct xpeer {
     uint64_t gap_from, gap_to;        /* the first break in their order: from one number to the next */
     int err_code;                     /* the first one's error */
     uint32_t pace_ms;                 /* pace: the pause between two bursts */
+    char name[64];                    /* pace: the sink's name, until it is looked up */
 } xpeer_t;
 
 #define PACE_BURST 10
-#define PACE_TAG UINT64_MAX /* the pause's sleep (send tags are the message numbers) */
+#define PACE_TAG UINT64_MAX        /* the pause's sleep (send tags are the message numbers) */
+#define WHEREIS_TAG UINT64_MAX - 1 /* pace to a name: its lookup */
 
 static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
@@ -261,8 +264,11 @@ static int xpeer_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload
     x->all = strcmp(method, "blast-all") == 0;
     if (strcmp(method, "pace") == 0) {
         unsigned ms;
-        if (sscanf(arg, "%32s %llu %u", pid, &n, &ms) != 3 || sn_pid_parse(pid, &x->target) != 0 || ms == 0)
+        char who[64];
+        if (sscanf(arg, "%63s %llu %u", who, &n, &ms) != 3 || ms == 0)
             return SN_EINVAL;
+        if (sn_pid_parse(who, &x->target) != 0)
+            snprintf(x->name, sizeof x->name, "%s", who);
         x->pace_ms = ms;
         x->n = n;
         return 0;
@@ -320,7 +326,12 @@ static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
     xpeer_t *x = state;
     out->status = SN_IDLE;
     if (x->pace_ms && n == 0) {
-        xpace(x, out);
+        if (x->name[0]) {
+            sn_out_name_whereis(out, WHEREIS_TAG, x->name);
+            out->status = SN_WAIT;
+        } else {
+            xpace(x, out);
+        }
         return;
     }
     if (!x->sink && n == 0 && x->next < x->n) {
@@ -335,6 +346,14 @@ static void xpeer_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_
         if (ev[i].type == SN_EV_CANCEL) {
             sn_out_fail(out, SN_ECANCELED, "canceled");
             return;
+        }
+        if (ev[i].type == SN_EV_YIELD_COMPLETE && ev[i].tag == WHEREIS_TAG) {
+            if (ev[i].error || sn_payload_get_pid(ev[i].data, &x->target) != 0) {
+                sn_out_fail(out, ev[i].error, "no process is named %s: %s", x->name, sn_strerror(ev[i].error));
+                return;
+            }
+            xpace(x, out);
+            continue;
         }
         if (ev[i].error && x->all) {
             if (xblast_back(x, &ev[i], out))

@@ -52,11 +52,15 @@ static void usage_commands(FILE *f)
             "                          print its result; exit 1 with the error if it fails, 5 if\n"
             "                          --timeout expired (the process then gets a CANCEL)\n"
             "Client commands (talk to a running node, --connect ENDPOINT):\n"
-            "  spawn TYPE METHOD [ARG] [--on N]\n"
-            "                          spawn a process there (or on node N), print its PID\n"
-            "  send PID DATA           put DATA (text) into PID's mailbox, on the node that holds it (exit 0\n"
+            "  spawn TYPE METHOD [ARG] [--on N] [--name NAME]\n"
+            "                          spawn a process there (or on node N), print its PID; --name:\n"
+            "                          it exists only if it got NAME (exit 1 naming the holder if taken)\n"
+            "  send PID|NAME DATA      put DATA (text) into PID's mailbox, on the node that holds it (exit 0\n"
             "                          once it is there, or once its home passed it on to where it\n"
-            "                          moved when no node has it at the moment; 4 if no such process)\n"
+            "                          moved when no node has it at the moment; 4 if no such process);\n"
+            "                          a NAME (any text that is not a PID) is looked up first\n"
+            "  whereis NAME            print the PID registered under NAME (exit 1 if none)\n"
+            "  names [--json]          every registered name and its PID, sorted by name\n"
             "  call TYPE METHOD [ARG] [--on N]\n"
             "                          spawn, wait (forever, or --timeout MS), print the result; exit 1\n"
             "                          with the error if it fails, 5 if it timed out (the process is\n"
@@ -756,8 +760,10 @@ static int parse_options(options_t *o, int argc, char **argv)
         o->args = argv + optind + 1;
         o->nargs = argc - optind - 1;
     }
-    if ((o->key_name || o->key_endpoint) && (!o->cmd || strcmp(o->cmd, "keygen") != 0))
-        die_usage("--name and --endpoint belong to keygen");
+    if (o->key_endpoint && (!o->cmd || strcmp(o->cmd, "keygen") != 0))
+        die_usage("--endpoint belongs to keygen");
+    if (o->key_name && (!o->cmd || (strcmp(o->cmd, "keygen") != 0 && strcmp(o->cmd, "spawn") != 0)))
+        die_usage("--name belongs to keygen and spawn");
     if (o->insecure && o->relay.security.cert)
         die_usage("--insecure and --cert contradict each other: choose one");
     if (!o->insecure) {
@@ -1267,7 +1273,8 @@ static int client(const options_t *o)
                   .on_node = o->on_node,
                   .to_node = o->to_node,
                   .cancel_on_timeout = o->cancel_on_timeout,
-                  .then_stop = o->then_stop};
+                  .then_stop = o->then_stop,
+                  .name = o->key_name};
     return sn_cli_run(&c);
 }
 

@@ -237,7 +237,8 @@ static int by_pid(const void *a, const void *b)
 /* Adds this node's processes that the drain does not have yet (all of
  * them at its start; those that started here since, later). Only while no
  * move is in flight: it sorts the entries, whose indexes moves hold.
- * Returns how many it added. */
+ * The names registry and its helpers (type sn.names) are not the node's
+ * work: a drain leaves them. Returns how many it added. */
 static size_t rescan(sn_relay_t *r, struct sn_drain *d, uint64_t now)
 {
     size_t total = sn__sched_snapshot(r->sched, NULL, 0, NULL), added = 0, had = d->n;
@@ -255,8 +256,8 @@ static size_t rescan(sn_relay_t *r, struct sn_drain *d, uint64_t now)
     }
     for (size_t k = 0; k < got; k++) {
         entry_t key = {.pid = rows[k].pid};
-        if (had && bsearch(&key, d->v, had, sizeof key, by_pid))
-            continue;
+        if ((had && bsearch(&key, d->v, had, sizeof key, by_pid)) || !strcmp(rows[k].type, "sn.names"))
+            continue; /* (the node's names registry stays: the copies on other nodes take over, names.c) */
         d->v[d->n++] = (entry_t){rows[k].pid, now, 0, name_of(d, rows[k].type), 0, E_WAIT};
         d->nwait++;
         added++;

@@ -21,6 +21,7 @@
 #include "steal.h"
 #include "awaited.h"
 #include "locate.h"
+#include "names.h"
 
 #define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
 #define GUEST_SENDS 16    /* a batch of at most this many sends may wake a process run here (sends_in) */
@@ -62,6 +63,17 @@ static void watched_at(sn_relay_t *r, const peer_t *from, const sn_wire_send_t *
     sn__watch_confirm((peer_t *)from, s->to, s->from, s->tag);
 }
 
+/* A message to this node's registry (its PID to other nodes is (node,
+ * SN_NAMES_SERIAL): names.c) goes to the registry process. */
+static void names_here(sn_relay_t *r, sn_wire_send_t *s)
+{
+    if (s->kind != SN_EV_MESSAGE || s->to.serial != SN_NAMES_SERIAL || s->to.node != r->node)
+        return;
+    sn_pid_t reg = sn__names_registry(r);
+    if (!sn_pid_is_none(reg))
+        s->to = reg;
+}
+
 /* A send that arrived from node `from` (NULL: held here, locate.c) for a
  * process here. What the scheduler passes on from here (the process moved
  * on, an error back to a sender elsewhere) is a forward: see passing_on. */
@@ -69,6 +81,7 @@ void sn__relay_inbound_send(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s
 {
     sn_passing_t saved;
     sn__relay_pass_begin(s, &saved);
+    names_here(r, s);
     inbound_send_(r, from, s);
     sn__relay_pass_end(&saved);
 }

@@ -28,9 +28,13 @@
 #include "internal.h"
 
 /* Why p cannot move, or NULL if it can: its type can marshal, nothing it
- * yielded is pending, no C callback or monitor is tied to this node, and
- * the caller takes its type. */
-static const char *unmovable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
+ * yielded is pending, no C callback is tied to this node, no monitor
+ * (unless monitors_go: a move by PID, whose commit passes each monitor on
+ * to the new node, sn__migrate_commit; a named process moves so: its
+ * name's owner monitors it, tests/names.sh), and the caller takes its
+ * type. */
+static const char *unmovable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg,
+                             bool monitors_go)
 {
     if (!p->type->marshal || !p->type->unmarshal)
         return "its type has no marshal and unmarshal";
@@ -38,8 +42,8 @@ static const char *unmovable(const sn__proc_t *p, bool (*accept)(void *, const s
         return "a yield it waits on cannot follow it";
     if (p->awaited == SN__AWAIT_NONE && p->cb)
         return "a C callback on this node awaits its result";
-    if (p->monitors)
-        return "it is monitored from this node";
+    if (p->monitors && !monitors_go)
+        return "it is monitored";
     if (atomic_load_explicit(&p->killed, memory_order_relaxed) & SN__KILL_BITS)
         return "it is being killed";
     if (accept && !accept(arg, p->type))
@@ -49,7 +53,7 @@ static const char *unmovable(const sn__proc_t *p, bool (*accept)(void *, const s
 
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
 {
-    return unmovable(p, accept, arg) == NULL;
+    return unmovable(p, accept, arg, false) == NULL;
 }
 
 static void migrant_of(sn__proc_t *p, sn_payload_t *state, sn_migrant_t *m)
@@ -116,7 +120,7 @@ int sn__migrate_freeze(sn_sched_t *sched, sn_pid_t pid, sn_migrant_t *m, const c
     /* acq_rel: we take it out of its sleep, seeing its last step's writes */
     bool took = atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__MIGRATING, memory_order_acq_rel,
                                                         memory_order_relaxed);
-    *why = took ? unmovable(p, NULL, NULL) : NULL;
+    *why = took ? unmovable(p, NULL, NULL, true) : NULL;
     sn__shard_unlock(s);
     if (!took)
         return SN__MOVE_BUSY;
@@ -334,8 +338,9 @@ int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_eve
         return rc; /* nothing changed: the caller reverts */
     sn__shard_lock(s);
     sn__shard_remove(s, p);
-    /* a monitor set while it was frozen (take checked there was none):
-     * it follows the process, behind the commit */
+    /* its monitors (a move by PID takes a monitored process; a steal
+     * takes none, but one may be set while it was frozen): each follows
+     * the process, behind the commit */
     sn__monitor_t *mons = p->monitors;
     p->monitors = NULL;
     /* every push so far was made under this lock and is linked; later

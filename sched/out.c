@@ -187,6 +187,36 @@ int sn_out_demonitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag)
     return to_pid(out, SN__CMD_DEMONITOR, "demonitor", tag, pid, SN_YIELD_NOREPLY);
 }
 
+/* A yield of one of the relay's names commands, resolved at dispatch. */
+static int name_yield(sn_step_out_t *out, const char *cmd, uint64_t tag, const char *name)
+{
+    if (!name || !*name || strlen(name) > 255)
+        return SN_EINVAL;
+    sn_payload_t *data = sn_payload_text(name);
+    sn_yield_t *y = data ? sn_out_yield(out, 0, cmd, tag) : NULL;
+    if (!y) {
+        sn_payload_destroy(&data);
+        return SN_ENOMEM;
+    }
+    y->data = data;
+    return 0;
+}
+
+int sn_out_name_register(sn_step_out_t *out, uint64_t tag, const char *name)
+{
+    return name_yield(out, "sn.name.register", tag, name);
+}
+
+int sn_out_name_unregister(sn_step_out_t *out, uint64_t tag, const char *name)
+{
+    return name_yield(out, "sn.name.unregister", tag, name);
+}
+
+int sn_out_name_whereis(sn_step_out_t *out, uint64_t tag, const char *name)
+{
+    return name_yield(out, "sn.name.whereis", tag, name);
+}
+
 void sn_out_done(sn_step_out_t *out, sn_payload_t **result)
 {
     out->status = SN_DONE;

@@ -375,7 +375,8 @@ else
     run types --json --connect "$node_ep" --insecure
     kill -TERM "$node_pid"
     stop_node
-    types=$(jq -r '.nodes[].types[].name' "$out" 2>/dev/null)
+    # (sn.*: every node's own types, as sn.names, the names registry: not the plugin's)
+    types=$(jq -r '.nodes[].types[].name | select(startswith("sn.") | not)' "$out" 2>/dev/null)
     man_part=$(sed -n '/^\.SH DEMO PLUGIN/,/^\.SH /p' "$src/man/schednode.1")
     readme_part=$(sed -n '/^### The demo plugin/,/^### /p' "$src/README.md")
     undocumented=$(for t in $types; do

@@ -651,6 +651,96 @@ static void test_freeze_idle(void **unused)
     sn_sched_destroy(&g_node[2]);
 }
 
+/* --------------------------------------------- a monitored process moves */
+/* "watcher": monitors the PID it is given and counts the DOWNs of it */
+static atomic_int g_downs, g_down_error = 1;
+typedef struct watcher {
+    sn_pid_t target;
+} watcher_t;
+static int watcher_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    (void)ctx, (void)method;
+    return sn_payload_get_pid(*input, &((watcher_t *)state)->target);
+}
+static void watcher_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    watcher_t *w = state;
+    out->status = SN_IDLE;
+    if (n == 0)
+        sn_out_monitor(out, w->target, 5);
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SN_EV_DOWN && ev[i].tag == 5 && sn_pid_eq(ev[i].from, w->target)) {
+            atomic_store(&g_down_error, ev[i].error);
+            atomic_fetch_add(&g_downs, 1);
+        }
+}
+static const sn_type_t watcher = {
+    .name = "watcher", .version = 1, .state_size = sizeof(watcher_t), .init = watcher_init, .step = watcher_step};
+
+/* The test's relay for monitors: a monitor request (the commit passes
+ * the moved process's monitors on) waits until the test lets it go, after
+ * the activation, as the real relay's comes behind the commit. */
+static struct {
+    sn_pid_t to, from;
+    uint64_t tag;
+    uint32_t node;
+    int n;
+} g_mon;
+static int mon_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
+                       sn_payload_t **msg)
+{
+    if (kind == SN_RELAY_MONITOR) {
+        g_mon.to = to, g_mon.from = from, g_mon.tag = tag, g_mon.node = via ? via : to.node;
+        g_mon.n++;
+        return 0;
+    }
+    return fake_deliver(arg, to, from, tag, kind, error, via, msg);
+}
+
+/* A move by PID takes a monitored process; its monitor follows it, and
+ * the watcher on the old node gets exactly one DOWN when it ends on the
+ * new one (a named process moves so: tests/names.sh). */
+static void test_freeze_monitored(void **unused)
+{
+    sn_relay_hooks_t hooks = {.deliver = mon_deliver};
+    for (uint32_t k = 1; k <= 2; k++) {
+        g_node[k] = mk(k, 1);
+        assert_int_equal(sn_type_register(g_node[k], &counter), 0);
+        assert_int_equal(sn_type_register(g_node[k], &watcher), 0);
+        sn__sched_set_relay(g_node[k], &hooks);
+    }
+    sn_pid_t pid, wpid;
+    assert_int_equal(sn_spawn(g_node[1], "counter", "count", NULL, NULL, NULL, &pid), 0);
+    wait_idle(g_node[1], pid, 1);
+    sn_payload_t *in = sn_payload_pid(pid);
+    assert_int_equal(sn_spawn(g_node[1], "watcher", "run", &in, NULL, NULL, &wpid), 0);
+    wait_idle(g_node[1], wpid, 1);
+    sn_migrant_t m;
+    const char *why;
+    assert_int_equal(sn__migrate_freeze(g_node[1], pid, &m, &why), 0);
+    void *h;
+    sn_event_t *ev;
+    size_t nev;
+    assert_int_equal(sn__migrate_install(g_node[2], &m, &h), 0);
+    assert_int_equal(sn__migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
+    assert_int_equal(sn__migrate_activate(g_node[2], h, ev, nev, 1, false), 0);
+    free(ev);
+    assert_int_equal(g_mon.n, 1); /* passed on, to the new node */
+    assert_int_equal(g_mon.node, 2);
+    assert_true(sn_pid_eq(g_mon.from, wpid));
+    sn__monitor(g_node[2], g_mon.to, g_mon.from, g_mon.tag);
+    assert_int_equal(atomic_load(&g_downs), 0);
+    send_u64(g_node[2], pid, 0); /* it ends there */
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (atomic_load(&g_downs) < 1 && now_ns() < end)
+        sleep_ms(1);
+    sleep_ms(50);
+    assert_int_equal(atomic_load(&g_downs), 1);
+    assert_int_equal(atomic_load(&g_down_error), 0);
+    sn_sched_destroy(&g_node[1]);
+    sn_sched_destroy(&g_node[2]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,6 +750,7 @@ int main(void)
         cmocka_unit_test_setup(test_forwarding_keeps_every_origin, reset),
         cmocka_unit_test_setup(test_monitored_child_moves, reset),
         cmocka_unit_test_setup(test_freeze_idle, reset),
+        cmocka_unit_test_setup(test_freeze_monitored, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

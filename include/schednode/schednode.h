@@ -359,6 +359,31 @@ int sn_out_monitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag);
 /* Drops the monitor of `pid` made with `tag` (one of them, if several). A
  * DOWN already on its way may still arrive. */
 int sn_out_demonitor(sn_step_out_t *out, sn_pid_t pid, uint64_t tag);
+
+/* Names (a node with a relay: the "sn.name.*" commands; without one the
+ * yields complete with SN_ENOCMD). A name is 1 to 255 bytes of text, with
+ * no NUL, held by at most one process of the cluster; it follows its
+ * process through every move (the PID does not change) and ends when the
+ * process ends or its node goes down. Each is a yield: wait for its
+ * completion (SN_WAIT) with `tag`.
+ *
+ * sn_out_name_register: registers this process under `name`. Completes
+ * with 0, or SN_EEXIST with the holder's PID as data (SN_CT_PID) when
+ * another process holds it, or SN_ENODEDOWN / SN_ETIMEDOUT when the
+ * name's owner went down meanwhile (the name may or may not be held then:
+ * look it up). A process may hold several names; registering a name it
+ * holds completes with 0. */
+int sn_out_name_register(sn_step_out_t *out, uint64_t tag, const char *name);
+/* Drops `name`, held by this process: 0, or SN_ENOPROC if it does not hold it. */
+int sn_out_name_unregister(sn_step_out_t *out, uint64_t tag, const char *name);
+/* Looks `name` up: completes with 0 and the holder's PID as data
+ * (SN_CT_PID), or SN_ENOPROC if no process holds it. Answered from this
+ * node's cache when it can: an entry goes when its process ends (a
+ * monitor) or the name's owner says the name changed hands. To send to a
+ * name, look it up once and send to the PID: a PID stays right through
+ * every move of the process; look it up again after a send comes back
+ * with noproc. */
+int sn_out_name_whereis(sn_step_out_t *out, uint64_t tag, const char *name);
 /* Finish with a result (takes ownership of *result, may be NULL). */
 void sn_out_done(sn_step_out_t *out, sn_payload_t **result);
 /* Fail with an error code and a reason (printf-style). */
