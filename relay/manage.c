@@ -148,12 +148,16 @@ static void types_of(sn_relay_t *r, sn_wire_reply_t *rep)
         rep->error = SN_ENOMEM;
         return;
     }
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        snprintf(rep->types[i].name, sizeof rep->types[i].name, "%s", ts[i]->name);
-        rep->types[i].version = ts[i]->version;
-        rep->types[i].migratable = ts[i]->marshal && ts[i]->unmarshal;
+        if (!strncmp(ts[i]->name, "sn.", 3))
+            continue; /* the node's own (the name registry): not a user's type (cli_cluster.sh, bare node) */
+        snprintf(rep->types[k].name, sizeof rep->types[k].name, "%s", ts[i]->name);
+        rep->types[k].version = ts[i]->version;
+        rep->types[k].migratable = ts[i]->marshal && ts[i]->unmarshal;
+        k++;
     }
-    rep->ntypes = n;
+    rep->ntypes = k;
     free(ts);
 }
 
