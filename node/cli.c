@@ -934,9 +934,10 @@ static sn_wire_request_t simple_request(const sn_cli_t *c)
         req.op = !strcmp(cmd, "spawn") ? SN_OP_SPAWN : SN_OP_CALL;
         req.type = c->args[0];
         req.method = c->args[1];
-        req.arg = c->nargs == 3 ? sn_payload_text(c->args[2]) : NULL;
         if (c->name) /* (the registry's helper takes the name, spawns, gives it: relay/names.c) */
             req = named_spawn(c);
+        else
+            req.arg = c->nargs == 3 ? sn_payload_text(c->args[2]) : NULL;
     }
     return req;
 }
@@ -1107,13 +1108,14 @@ static int cmd_drain(const sn_cli_t *c)
         if (cluster_load(c, &cl) != 0)
             return SN_EXIT_FAILED;
         const sn_wire_stats_t *n = cluster_node(&cl, c->only_node);
-        if (n && node_alive(n))
+        bool alive = n && node_alive(n); /* (n points into cl.status: read before it is cleared) */
+        if (alive)
             snprintf(ep, sizeof ep, "%s", n->endpoint);
         else
             fprintf(stderr, "%s: %s: node %" PRIu32 " %s\n", progname, c->cmd, c->only_node,
                     n ? "is not up" : "is not a member of the cluster");
         sn_client_reply_clear(&cl.status);
-        if (!n || !node_alive(n))
+        if (!alive)
             return SN_EXIT_FAILED;
     }
     int ms = drain && c->timeout_ms >= 0 ? c->timeout_ms : DRAIN_MS;
