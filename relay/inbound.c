@@ -445,6 +445,7 @@ static uint64_t realtime_ns(void)
 }
 
 sn__relay_drop_fn sn__relay_test_drop;
+sn__relay_hops_fn sn__relay_test_hops;
 
 /* Whether batch f from member p may be taken, by its number. Batches
  * numbered for this run of this node come one after another on p's
@@ -563,6 +564,8 @@ static void sends_in(sn_relay_t *r, peer_t *p, sn_frame_t *f, const unsigned cha
     for (size_t i = 0; i < f->nsends; i++) {
         msgs += sn__relay_for_process(f->sends[i].kind);
         uint64_t waited_ns = (uint64_t)f->sends[i].waited_us * 1000u;
+        if (sn__relay_test_hops)
+            f->sends[i].hops += sn__relay_test_hops(r->node, f->node);
         sn__relay_inbound_send(r, p, &f->sends[i]);
         if (sent_ns && waited_ns) /* (clocks apart by more than the wait: counted as 0) */
             sn__hist_add(&r->delivery, now > sent_ns ? now - sent_ns + waited_ns - 1000u : waited_ns - 1000u);

@@ -137,5 +137,9 @@ const char *sn_relay_endpoint(sn_relay_t *relay);
  * (relay/inbound.c: in_order). Set it before the relays start. */
 typedef bool (*sn__relay_drop_fn)(uint32_t at, uint32_t from, uint64_t seq);
 extern sn__relay_drop_fn sn__relay_test_drop;
+/* For tests only: when set, node `at` counts each send from node `from`
+ * as having passed through that many more nodes (relay/inbound.c). */
+typedef uint32_t (*sn__relay_hops_fn)(uint32_t at, uint32_t from);
+extern sn__relay_hops_fn sn__relay_test_hops;
 
 #endif

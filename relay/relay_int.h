@@ -586,13 +586,14 @@ bool sn__relay_unwatch(sn_relay_t *r, sn_pid_t target, sn_pid_t watcher, uint64_
 /* Wakes the I/O thread (any thread). */
 void sn__relay_poke(sn_relay_t *r);
 /* While the I/O thread hands the scheduler a send from another node (s),
- * whatever the scheduler passes on from here is a forward of it (its hops,
- * its id): begin saves the state before (nested: a flush that ends
- * delivers what it held), end restores it. */
+ * whatever the scheduler passes on from here is a forward of it (its id;
+ * its hops, if it goes to s's target): begin saves the state before
+ * (nested: a flush that ends delivers what it held), end restores it. */
 typedef struct sn_passing {
     bool on;
     uint32_t hops;
     uint64_t id;
+    sn_pid_t to;
 } sn_passing_t;
 void sn__relay_pass_begin(const sn_wire_send_t *s, sn_passing_t *saved);
 void sn__relay_pass_end(const sn_passing_t *saved);

@@ -150,6 +150,7 @@ void sn__relay_enqueue(sn_relay_t *r, item_t *it)
  * forward (item_t.forwarded). Thread-local, so workers never see it set. */
 static _Thread_local bool passing_on;
 static _Thread_local uint32_t passing_hops; /* the hops of the send being passed on */
+static _Thread_local sn_pid_t passing_to;   /* and its target */
 /* The id of the send being passed on or returned (see error_repeat): what
  * the scheduler sends from here on its behalf (the send itself, or its
  * error back to its sender) keeps it; 0: a new send gets a new id. */
@@ -157,9 +158,10 @@ static _Thread_local uint64_t carry_id;
 
 void sn__relay_pass_begin(const sn_wire_send_t *s, sn_passing_t *saved)
 {
-    *saved = (sn_passing_t){passing_on, passing_hops, carry_id};
+    *saved = (sn_passing_t){passing_on, passing_hops, carry_id, passing_to};
     passing_on = true;
     passing_hops = s->hops;
+    passing_to = s->to;
     carry_id = s->id;
 }
 
@@ -167,6 +169,7 @@ void sn__relay_pass_end(const sn_passing_t *saved)
 {
     passing_on = saved->on;
     passing_hops = saved->hops;
+    passing_to = saved->to;
     carry_id = saved->id;
 }
 
@@ -204,7 +207,13 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
                         .tag = tag,
                         .kind = kind,
                         .error = error,
-                        .hops = passing_on ? passing_hops + 1 : 0,
+                        /* the send itself, on towards its target, counts
+                         * one more node; an answer to it (an error back,
+                         * a DOWN) starts a path of its own, so one that
+                         * came round too often (MAX_HOPS) does not take
+                         * its answer with it (test_relay_edges
+                         * looped_send_returns) */
+                        .hops = passing_on && sn_pid_eq(to, passing_to) ? passing_hops + 1 : 0,
                         .id = carry_id ? carry_id : new_send_id(r),
                         /* timed from here to the receiver's delivery (metrics): a
                          * process's own send, not one passing through */

@@ -15,6 +15,8 @@
  *                  the last one last of all:
  *                  their sends come back as dropped, no later ack frees
  *                  them unseen (relay/inbound.c, in_order)
+ *   looped_send_returns: node 2 takes node 1's sends as come round too
+ *                  many nodes: each one's error still reaches its sender
  *   backpressure:  node 2 is away while a sender streams to it: the
  *                  sender waits once the backlog is full (relay/peer.c,
  *                  backlog_changed), and all of it arrives in order once
@@ -327,6 +329,7 @@ static void reset(void)
     tn_limits.backlog_fails = 0;
     tn_limits.steal = 0;
     sn__relay_test_drop = NULL;
+    sn__relay_test_hops = NULL;
     atomic_store(&sources_stop, false);
     atomic_store(&sources_done, 0);
     atomic_store(&spin_on, 0);
@@ -494,6 +497,38 @@ static void test_dropped_frame(void **unused)
             fail_msg("send %u: error %s, delivered %d", seq, sn_strerror(seen.err_of[0][seq]), seen.got[0][seq]);
 }
 
+/* Node 2 counts each send from node 1 as come round MAX_HOPS nodes
+ * already (a path that loops): what it passes on goes no further, but an
+ * error it returns starts a path of its own (relay/route.c,
+ * sn__relay_return_error). */
+static uint32_t looped(uint32_t at, uint32_t from)
+{
+    return at == 2 && from == 1 ? 16 : 0;
+}
+
+static void test_looped_send_returns(void **unused)
+{
+    (void)unused;
+    reset();
+    sn__relay_test_hops = looped;
+    node_t n1, n2;
+    two_nodes(&n1, &n2, types, sizeof types / sizeof types[0]);
+    sn_pid_t sink;
+    assert_int_equal(sn_spawn(n2.sched, "esink", "run", NULL, NULL, NULL, &sink), 0);
+    sink.serial += 1000; /* (none has it: node 2 returns each send as noproc) */
+    const uint32_t count = 20;
+    spawn_src(&n1, sink, 0, count, 1);
+    bool done = settled(1, count);
+    node_stop(&n1);
+    node_stop(&n2);
+    sn__relay_test_hops = NULL;
+    if (!done)
+        fail_msg("%llu of %u sends came back: the error of a send that came round too often was lost",
+                 (unsigned long long)seen.returned[0], count);
+    for (uint32_t seq = 0; seq < count; seq++)
+        assert_int_equal(seen.err_of[0][seq], SN_ENOPROC);
+}
+
 static void backpressure(bool fails)
 {
     reset();
@@ -567,8 +602,8 @@ static void test_backlog_full_fails(void **unused)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_sizes), cmocka_unit_test(test_stolen_receiver),
-                                       cmocka_unit_test(test_dropped_frame), cmocka_unit_test(test_backpressure),
-                                       cmocka_unit_test(test_backlog_full_fails)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_sizes),         cmocka_unit_test(test_stolen_receiver),
+                                       cmocka_unit_test(test_dropped_frame), cmocka_unit_test(test_looped_send_returns),
+                                       cmocka_unit_test(test_backpressure),  cmocka_unit_test(test_backlog_full_fails)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
