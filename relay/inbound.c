@@ -155,7 +155,7 @@ static void inbound_send_(sn_relay_t *r, const peer_t *from, sn_wire_send_t *s)
         sn__add(&r->msgs_in, 1);
     if (from && (s->kind == SN_EV_MESSAGE || s->kind == SN_WIRE_FLUSH) && sn__steal_hold(r, from, s))
         return; /* for a process on its way here: in after its commit (steal.c) */
-    if (from && sn__loc_hold_passing(r, from->node, s))
+    if (from && sn__loc_hold_passing(r, from->node, s, false))
         return; /* for a process settling here: in after its arrival's flush (locate.c) */
     switch (s->kind) {
     case SN_EV_MESSAGE: /* for a process here, or one that moved on from here */

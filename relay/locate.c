@@ -321,6 +321,32 @@ static void held_less(sn_relay_t *r, const item_t *it)
     r->held_bytes = r->held_bytes > n ? r->held_bytes - n : 0;
 }
 
+/* The acknowledgement of the frame that brought a send to a process, come
+ * from member `from` (counted: its nheld counts it already, steal.c),
+ * waits while the send is held here (peer_t.nheld): a node killed while
+ * it holds the send has not confirmed it, and its sender hears nodedown
+ * (tests/chaos.sh: sinks that move on while their arrival's flush holds
+ * other nodes' sends). Markers and bookkeeping are not waited for. */
+static void ack_waits(sn_relay_t *r, item_t *it, uint32_t from, bool counted)
+{
+    peer_t *p = from ? sn__relay_find_peer(r, from) : NULL;
+    if (!p || (!counted && (!r->in_seq || !sn__relay_for_process(it->s.kind))))
+        return;
+    if (!counted && p->nheld++ == 0) /* (frames come in order: the first held is the oldest) */
+        p->held_cap = r->in_seq - 1;
+    it->ack_node = p->node;
+    it->ack_inc = p->incarnation;
+}
+
+/* A held send goes on: its frame's acknowledgement need not wait for it. */
+static void ack_free(sn_relay_t *r, item_t *it)
+{
+    peer_t *p = it->ack_node ? sn__relay_find_peer(r, it->ack_node) : NULL;
+    if (p && p->incarnation == it->ack_inc && p->nheld) /* (else reset since: sn__relay_reset_peer) */
+        p->nheld--;
+    it->ack_node = 0;
+}
+
 /* Ends a flush: the entry says `owner` and the held sends go, in order.
  * An entry for a process here is dropped (sends to it are local) and the
  * scheduler lets local senders deliver directly again. */
@@ -339,6 +365,7 @@ static void finish(sn_relay_t *r, loc_t *l, uint32_t owner)
     l->nheld = l->cap = 0;
     for (size_t i = 0; i < n; i++) {
         held_less(r, held[i]);
+        ack_free(r, held[i]);
         sn__relay_route(r, held[i]);
     }
     free(held);
@@ -575,10 +602,10 @@ static void stall_flush(void)
 #endif
 }
 
-/* Holds s, a send that came from another node, in l behind what l holds:
- * route() takes it here again when the flush ends (finish), past this
- * entry. Takes s's payload. False: no memory. */
-static bool hold_passing(sn_relay_t *r, loc_t *l, sn_wire_send_t *s)
+/* Holds s, a send that came from member `from` (0: none), in l behind
+ * what l holds: route() takes it here again when the flush ends (finish),
+ * past this entry. Takes s's payload. False: no memory. */
+static bool hold_passing(sn_relay_t *r, loc_t *l, sn_wire_send_t *s, uint32_t from, bool counted)
 {
     item_t **h = sn__grow(l->held, &l->cap, l->nheld, sizeof *h, 16, 0);
     if (!h)
@@ -593,6 +620,7 @@ static bool hold_passing(sn_relay_t *r, loc_t *l, sn_wire_send_t *s)
     it->forwarded = true;
     it->s = *s;
     s->payload = NULL; /* (taken) */
+    ack_waits(r, it, from, counted);
     l->held[l->nheld++] = it;
     held_more(r, it);
     return true;
@@ -611,7 +639,7 @@ static bool hold_passing(sn_relay_t *r, loc_t *l, sn_wire_send_t *s)
  * them: tests/chaos.sh, sinks that move on soon after they arrive); the
  * flush still ends, its marker following the process. Our own marker
  * never waits: it ends the flush. */
-bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s)
+bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s, bool counted)
 {
     if (r->locs->count == 0 || (s->kind != SN_EV_MESSAGE && s->kind != SN_WIRE_FLUSH) || s->from.node == r->node)
         return false;
@@ -620,7 +648,7 @@ bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s)
         return false;
     if (sn__migrate_here(r->sched, s->to) ? from_node == l->came_from || s->kind == SN_WIRE_FLUSH : l->nheld == 0)
         return false; /* (a marker ending here waits in sn__loc_flush) */
-    return hold_passing(r, l, s);
+    return hold_passing(r, l, s, from_node, counted);
 }
 
 /* A FLUSH marker s. Another node's marker that ends here, at a process
@@ -642,7 +670,7 @@ void sn__loc_flush(sn_relay_t *r, sn_wire_send_t *s)
     uint32_t next = sn__migrate_here(r->sched, pid) ? 0 : sn__migrate_forward_of(r->sched, pid);
     if (next == 0 || next == r->node) { /* the end of the path: it lives here (or nowhere) */
         loc_t *l = origin != r->node && next == 0 ? find(r->locs, pid) : NULL;
-        if (l && l->pending && sn__migrate_here(r->sched, pid) && hold_passing(r, l, s))
+        if (l && l->pending && sn__migrate_here(r->sched, pid) && hold_passing(r, l, s, 0, false))
             return;
         if (origin == r->node) {
             sn__loc_flushed(r, pid, r->node, s->id);

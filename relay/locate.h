@@ -36,8 +36,11 @@ void sn__loc_ended(sn_relay_t *r, sn_pid_t pid);
  * sends to it are held from now until sn__loc_arrived (see locate.c). */
 void sn__loc_hold(sn_relay_t *r, sn_pid_t pid, uint32_t victim);
 /* s, a send that came from node from_node, is for a process settling
- * here and waits for its arrival's flush: held (its payload taken). */
-bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s);
+ * here and waits for its arrival's flush: held (its payload taken), and
+ * the acknowledgement of its frame waits for it (counted: from_node's
+ * peer_t.nheld counts it already, steal.c; else it is counted if it came
+ * in a frame being handed in, relay_t.in_seq). */
+bool sn__loc_hold_passing(sn_relay_t *r, uint32_t from_node, sn_wire_send_t *s, bool counted);
 /* pid (from victim, its move number `moves`) was activated here with `settle`. */
 void sn__loc_arrived(sn_relay_t *r, sn_pid_t pid, uint32_t victim, uint32_t moves);
 /* A REDIRECT: pid lives on node now; moves > 0: its move number (from the

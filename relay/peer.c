@@ -654,8 +654,12 @@ void sn__relay_send_acks(sn_relay_t *r, uint64_t now)
             memmove(p->refusals, p->refusals + 1, --p->nrefusals * sizeof *p->refusals);
         if (p->nrefusals)
             continue;
-        uint64_t upto = sn__relay_ackable(p); /* (short of a frame with a message held: steal.c) */
-        if (upto <= p->acked_seq || (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns))
+        uint64_t upto = sn__relay_ackable(p); /* (short of a frame with a message held: steal.c, locate.c) */
+        if (upto <= p->acked_seq) {           /* held: looked at again in ACK_DELAY_NS, not every turn */
+            p->ack_retry_ns = now + ACK_DELAY_NS;
+            continue;
+        }
+        if (p->recv_seq - p->acked_seq < ACK_EVERY && now < p->ack_due_ns)
             continue;
         if (ack_out(r, p, upto, NULL, now)) {
             p->acked_seq = upto;

@@ -55,11 +55,17 @@ enum { ITEM_SEND, ITEM_REPLY, ITEM_MOVE };
 typedef struct item {
     sn__mpsc_node_t link;
     int kind;
-    uint32_t dest;    /* ITEM_SEND: the peer it goes to (home node, or where it moved) */
-    bool diverted;    /* ITEM_SEND: a sender here, a process settling here (sn__migrate_diverted) */
-    bool forwarded;   /* ITEM_SEND: passing through (a message or marker that came from
-                       * another node): it follows the forwarding table, never the
-                       * location cache (locate.c) */
+    uint32_t dest;  /* ITEM_SEND: the peer it goes to (home node, or where it moved) */
+    bool diverted;  /* ITEM_SEND: a sender here, a process settling here (sn__migrate_diverted) */
+    bool forwarded; /* ITEM_SEND: passing through (a message or marker that came from
+                     * another node): it follows the forwarding table, never the
+                     * location cache (locate.c) */
+    /* ITEM_SEND held by a location entry (locate.c: hold_passing): the
+     * member (node, run) whose frame brought it, whose acknowledgements
+     * stop short of that frame until it goes on (peer_t.nheld; node 0:
+     * none) */
+    uint32_t ack_node;
+    uint64_t ack_inc;
     sn_wire_send_t s; /* ITEM_SEND */
 } item_t;
 
@@ -195,7 +201,8 @@ typedef struct peer {
     size_t rx_len, rx_total;
     uint64_t rx_seq;
     /* its messages held for processes on their way here (steal.c:
-     * sn__steal_hold): while any, acknowledge no frame past held_cap */
+     * sn__steal_hold) or settling here (locate.c: hold_passing): while
+     * any, acknowledge no frame past held_cap */
     uint32_t nheld;
     uint64_t held_cap;
     sn__log_limit_t bad_log; /* its bad-frame log lines */
@@ -533,7 +540,10 @@ void sn__relay_enqueue(sn_relay_t *r, item_t *it);
  * items (reply_item_t, calloc) are bigger and rare. */
 static inline item_t *sn__relay_new_item(void)
 {
-    return sn__small_alloc(sizeof(item_t));
+    item_t *it = sn__small_alloc(sizeof(item_t));
+    if (it)
+        it->ack_node = 0;
+    return it;
 }
 /* A send item (ITEM_SEND) to the peer dest carrying s, its payload taken
  * from *msg (none if msg is NULL; s.payload is not read), diverted and

@@ -162,10 +162,12 @@ static void release_held(sn_relay_t *r, held_t *q, size_t n, bool free_only)
             continue;
         }
         peer_t *p = sn__relay_find_peer(r, q[i].node);
-        if (p && p->incarnation == q[i].incarnation && p->nheld) /* (else reset since: sn__relay_reset_peer) */
+        /* (else reset since: sn__relay_reset_peer) */
+        bool counted = p && p->incarnation == q[i].incarnation && p->nheld;
+        if (sn__loc_hold_passing(r, q[i].node, &q[i].s, counted))
+            continue; /* (behind its arrival's flush, its frame still not acknowledged: locate.c) */
+        if (counted)
             p->nheld--;
-        if (sn__loc_hold_passing(r, q[i].node, &q[i].s))
-            continue;                             /* (behind its arrival's flush: locate.c) */
         sn__relay_inbound_send(r, NULL, &q[i].s); /* (takes the payload) */
     }
     free(q);

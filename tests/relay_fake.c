@@ -204,7 +204,7 @@ static void inbound_send(fake_node_t *n, const peer_t *from, sn_wire_send_t *s)
     sn_relay_t *r = &n->r;
     if (from && (s->kind == SN_EV_MESSAGE || s->kind == SN_WIRE_FLUSH) && sn__steal_hold(r, from, s))
         return; /* (as relay.c's) */
-    if (from && sn__loc_hold_passing(r, from->node, s))
+    if (from && sn__loc_hold_passing(r, from->node, s, false))
         return; /* (as relay.c's) */
     switch (s->kind) {
     case SN_EV_MESSAGE: {

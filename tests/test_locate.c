@@ -555,8 +555,10 @@ static void test_back_where_its_sender_is(void **state)
     assert_true(fake_pass(u, t, SN_FRAME_STEAL_COMMIT, NULL));
     assert_null(t->before_drain); /* (it was sent) */
     assert_true(fake_here(fake_sched(t), pid));
-    assert_int_equal(home->nheld, 0); /* 11 went in: all acknowledged */
-    assert_int_equal(sn__relay_ackable(home), home->recv_seq);
+    /* 11 waits for the arrival's flush (it came from the home, not from
+     * node 3): its frame is still not acknowledged */
+    assert_int_equal(home->nheld, 1);
+    assert_int_equal(sn__relay_ackable(home), home->held_cap);
     send_u64(fake_sched(t), pid, 3);
     fake_drain(t);
     send_u64(fake_sched(h), pid, 12); /* (the home's route: node 2 still) */
@@ -575,6 +577,8 @@ static void test_back_where_its_sender_is(void **state)
     assert_int_equal(pass_in_order(c, 3, 2), 2); /* 1, the marker */
     fake_drain(t);
     assert_int_equal(fake_count(t, 3, 0), 0); /* (its own marker ended here) */
+    assert_int_equal(home->nheld, 0);         /* 11 went in: all acknowledged */
+    assert_int_equal(sn__relay_ackable(home), home->recv_seq);
     movers_release(2);
     assert_true(mover_wait_msgs(idx, 6));
     uint64_t want_local = 1, want_home = 10;
@@ -841,6 +845,10 @@ static void test_arrival_flushes_both_paths(void **state)
     fake_drain(h);
     sleep_ms(20);
     assert_int_equal(atomic_load(&g_mv.nmsgs[idx]), 0);
+    /* while 2 waits, the home does not acknowledge the frame it came in:
+     * killed meanwhile, it has not confirmed 2 */
+    peer_t *from4 = fake_peer(h, 4);
+    assert_int_equal(from4->nheld, 1);
 
     /* the path of the home's own senders, through node 3, answers */
     assert_true(pass_all(c, 1, 3) >= 1);
@@ -858,6 +866,7 @@ static void test_arrival_flushes_both_paths(void **state)
     assert_true(mover_wait_msgs(idx, 2));
     assert_int_equal(mover_msg(idx, 0), 1);
     assert_int_equal(mover_msg(idx, 1), 2);
+    assert_int_equal(from4->nheld, 0);
 }
 
 /* Our own monitor request, come back from another node: it goes on from
