@@ -767,7 +767,7 @@ void sn__loc_left_for_gone(sn_relay_t *r, sn_pid_t pid)
 /* The home's side: if the last place this node knows pid arrived at is
  * `from`, the move after it took pid to the run that ended (the new
  * owner's notice never came: a cut hid it), and pid was lost with it.
- * Else the news is old (a later arrival is known) and changes nothing.
+ * Else a later arrival is known, and a forward through `from` goes there.
  * Lost: the forwarding entry goes (sends to it are noproc here, rather
  * than sent to `from`, which would send them back here) and the record
  * stays, one move on, with no node: a notice of a later move (it had
@@ -776,8 +776,19 @@ void sn__loc_left_for_gone(sn_relay_t *r, sn_pid_t pid)
 void sn__loc_lost(sn_relay_t *r, sn_pid_t pid, uint32_t from)
 {
     loc_t *l = pid.node == r->node ? find(r->locs->home, pid) : NULL;
-    if (!l || l->node != from || sn__migrate_here(r->sched, pid))
+    if (!l || sn__migrate_here(r->sched, pid))
         return;
+    if (l->node != from) {
+        /* a later arrival is known: the path through `from` ended there
+         * (it has no forwarding entry now, and sends what reaches it
+         * here), so a forward from here that still leads there goes
+         * where the process arrived last instead (else the two would
+         * pass its sends back and forth until the hop bound:
+         * test_locate lost_path_repointed) */
+        if (l->node && sn__migrate_forward_of(r->sched, pid) == from)
+            sn__migrate_repoint(r->sched, pid, l->node);
+        return;
+    }
     SNLOG_INFO(
         r, "%" PRIu32 ".%" PRIu64 " left node %" PRIu32 " (where it was seen last) for a run that ended: lost with it",
         pid.node, pid.serial, from);

@@ -21,7 +21,9 @@
  * third node's marker), also when the home's cache and its forwarding
  * entry lead down different paths (it flushes both), and a third node's
  * messages that reach it meanwhile wait. A monitor that a node going down
- * never confirmed goes to the process's home again (relay/watch.c).
+ * never confirmed goes to the process's home again (relay/watch.c). A
+ * path that ended in a run that ended no longer leads back to it from the
+ * home.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -869,6 +871,27 @@ static void test_arrival_flushes_both_paths(void **state)
     assert_int_equal(from4->nheld, 0);
 }
 
+/* A process of the home (node 1) went 1 -> 3 -> 4 -> 2: the home's
+ * forwarding entry still leads to node 3 (its first move), its record to
+ * node 2 (the new owner's notice). Node 4's run ends: node 3 drops its
+ * entry and tells the home (a REDIRECT to nowhere, sn__loc_lost); the
+ * home's forward leads to node 2 then, not back to node 3, which sends
+ * what reaches it home (the two would pass it round until the hop
+ * bound). */
+static void test_lost_path_repointed(void **state)
+{
+    trio_t *c = *state;
+    fake_node_t *h = c->n[1];
+    sn_pid_t p = {1, 777};
+    assert_int_equal(sn__migrate_repoint(fake_sched(h), p, 3), 0);
+    sn__loc_redirect(&h->r, p, 2, 3); /* (the notice of move 3, to node 2) */
+    assert_int_equal(sn__loc_last_seen(&h->r, p), 2);
+    assert_int_equal(sn__migrate_forward_of(fake_sched(h), p), 3);
+    sn__loc_lost(&h->r, p, 3);
+    assert_int_equal(sn__migrate_forward_of(fake_sched(h), p), 2);
+    assert_int_equal(sn__loc_last_seen(&h->r, p), 2);
+}
+
 /* Our own monitor request, come back from another node: it goes on from
  * here only if its record is still here (taken then); with none it was
  * answered already (the request monitor_again sent home, come back after
@@ -900,6 +923,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_arrival_flushes_both_paths, setup4, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_request_returned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lost_path_repointed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
