@@ -95,9 +95,10 @@ static bool try_move(sn_relay_t *r, size_t i, uint64_t now)
         return true;
     if (rc != 0) {
         finish(r, i, rc == SN__MOVE_BUSY ? SN_ETIMEDOUT : rc,
-               rc == SN__MOVE_BUSY ? "it was never idle (waiting for messages) before the timeout"
-               : rc == SN_ENOPROC  ? "it is not on this node"
-                                   : why);
+               rc == SN__MOVE_BUSY
+                   ? "it was never idle (waiting for messages, its last arrival settled) before the timeout"
+               : rc == SN_ENOPROC ? "it is not on this node"
+                                  : why);
         return false;
     }
     const sn_type_t *type = sn_type_find(r->sched, mg.type);

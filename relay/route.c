@@ -226,16 +226,11 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
         sn__mpsc_push(&r->outq, &it->link);
     } else if (passing_on && sn__relay_on_io_thread(r)) {
         /* The I/O thread passes on a send it has in hand: one from
-         * another node, or one of ours a flush held and now lets go
-         * (locate.c: finish) for a process that has moved on since. It
-         * goes now, not to the back of the queue: whatever waits there is
-         * newer than it (the thread drained everything older before it
-         * took this in hand), and a send of the same sender there must
-         * not overtake it: a flush stuck behind a killed node lets its
-         * held sends go when that node's run ends, while their sender,
-         * woken by the nodedown of its earlier sends, may have queued the
-         * next one already (test_locate.c:
-         * test_released_after_it_moved_on). */
+         * another node, or one a flush held and now lets go (locate.c:
+         * finish) for a process that is not here. It goes now, not to the
+         * back of the queue: whatever waits there is newer than it (the
+         * thread drained everything older before it took this in hand),
+         * and a send of the same sender there must not overtake it. */
         sn__relay_route(r, it);
     } else if (held.n < HOLD_MAX && (!held.r || held.r == r) && sn__worker_running()) {
         held.r = r; /* relay_flush sends it when the run ends */

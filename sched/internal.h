@@ -156,11 +156,14 @@ struct sn_ctx {
     uint8_t awaited;     /* SN__AWAIT_*: how the parent gets our result */
     uint8_t wait_status; /* what it slept on (0: step must run) */
     uint8_t stepped;     /* had its first step (which gets no events) */
-    /* guarded by the shard lock: moved here, and messages that senders on
-     * this node sent it over the network may still be on their way; until
-     * the relay has flushed that path (sn__migrate_settled), messages from
-     * senders here go through the relay too, behind those */
-    uint8_t settling;
+    /* written under the shard lock: moved here, and messages that senders
+     * on this node sent it over the network may still be on their way;
+     * until the relay has flushed that path (sn__migrate_settled), messages
+     * from senders here go through the relay too, behind those. Read under
+     * the lock, and relaxed by a steal that passes it over (migrate.c:
+     * consider; 1 only goes to 0 while it is here, so a stale 1 only
+     * delays its move) */
+    _Atomic uint8_t settling;
     /* immutable after spawn: awaited, the node it was spawned on (its relay
      * keeps where it is) */
     uint32_t await_node;

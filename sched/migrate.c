@@ -51,6 +51,19 @@ static const char *unmovable(const sn__proc_t *p, bool (*accept)(void *, const s
     return NULL;
 }
 
+/* A process moves on only once its arrival here has settled (the flush
+ * of the paths its senders here used ended, relay/locate.c). Moved on
+ * before, the relay here would hold what other nodes sent it until that
+ * flush ends, while the flush's marker, following the process, waits at
+ * its next node for that node's own arrival flush, whose marker may have
+ * to pass here: a wait in a circle, broken only by the 15 s give-up,
+ * which may reorder (tests/chaos.sh: sinks stolen three times in 150 ms).
+ * Not a reason it cannot move: a move by PID waits for it. */
+static bool settling(const sn__proc_t *p)
+{
+    return atomic_load_explicit(&p->settling, memory_order_relaxed) != 0;
+}
+
 static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg)
 {
     return unmovable(p, accept, arg, false) == NULL;
@@ -78,8 +91,9 @@ static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, co
                      sn_migrant_t *m)
 {
     uint32_t expect = SN__READY;
-    if (!movable(p, accept, arg) || !atomic_compare_exchange_strong_explicit(
-                                        &p->state, &expect, SN__MIGRATING, memory_order_acq_rel, memory_order_acquire))
+    if (settling(p) || !movable(p, accept, arg) ||
+        !atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__MIGRATING, memory_order_acq_rel,
+                                                 memory_order_acquire))
         return false;
     sn_payload_t *state = NULL;
     if (p->type->marshal(p, p->user, &state) != 0 || !state) {
@@ -115,6 +129,10 @@ int sn__migrate_freeze(sn_sched_t *sched, sn_pid_t pid, sn_migrant_t *m, const c
         sn__shard_unlock(s);
         *why = "its type has no marshal and unmarshal";
         return SN_ENOTMOVABLE;
+    }
+    if (settling(p)) { /* (it settles within a round trip, or the 15 s give-up) */
+        sn__shard_unlock(s);
+        return SN__MOVE_BUSY;
     }
     uint32_t expect = SN__IDLE;
     /* acq_rel: we take it out of its sleep, seeing its last step's writes */

@@ -234,7 +234,8 @@ typedef struct sn_migrant {
  * and can move. Only an Idle process is taken: a Ready one is in a run
  * queue, which only a pop may take it from, and a Running one is mid-step.
  * Returns 0; SN_ENOPROC (not in this node's table); SN__MOVE_BUSY (Ready,
- * Running or frozen already: ask again soon); SN_ENOTMOVABLE with *why (a
+ * Running, frozen already, or its arrival here not settled: ask again
+ * soon); SN_ENOTMOVABLE with *why (a
  * static text) saying what keeps it here. Revert or commit as for take. */
 #define SN__MOVE_BUSY 1
 int sn__migrate_freeze(sn_sched_t *sched, sn_pid_t pid, sn_migrant_t *m, const char **why);

@@ -626,17 +626,16 @@ static void test_held_while_on_its_way_undone(void **state)
 }
 
 /* The messages of node 2's sender that P's arrival flush held at node 2,
- * with 2 and 3 of test_back_where_its_sender_is, and P moves on to node 3
- * before that flush ends (the marker is never answered). The sender sends
- * 4 (held too) and 5 (queued, not drained yet) to P there. 15 s on, the
- * flush gives up: 2, 3 and 4 are let go, delivered here, find P gone and
- * are passed on to node 3, and they must go out before 5: what the I/O
- * thread passes on goes out at once, not to the back of its outbound
- * queue behind 5 (route.c). */
-static void test_released_after_it_moved_on(void **state)
+ * with 2 and 3 of test_back_where_its_sender_is, while the flush's marker
+ * goes unanswered: a steal passes P over until its arrival settled
+ * (sched/migrate.c: settling; moved on, the relay here would hold other
+ * nodes' sends for it while its next node's flush may have to pass here:
+ * a wait in a circle). 15 s on, the flush gives up: 2 and 3 go in, after
+ * 1, and P has settled. */
+static void test_not_moved_while_settling(void **state)
 {
     trio_t *c = *state;
-    fake_node_t *h = c->n[1], *t = c->n[2], *u = c->n[3];
+    fake_node_t *t = c->n[2], *u = c->n[3];
     uint64_t idx;
     sn_pid_t pid = offered_back(c, &idx);
     send_u64(fake_sched(t), pid, 1);
@@ -652,33 +651,31 @@ static void test_released_after_it_moved_on(void **state)
     assert_true(fake_take_decoded(t, 3, SN_FRAME_SENDS, &f));
     assert_int_equal(f.sends[0].kind, SN_WIRE_FLUSH);
     sn_frame_clear(&f);
-    assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 0);
-    (void)h;
 
-    /* node 3 takes P (the oldest two of node 2's six Ready: Q, then P) */
+    /* node 3 steals from node 2's six Ready: not P */
     for (uint64_t i = 6; i < 10; i++)
         (void)mover_spawn(fake_sched(t), i);
     sn_pid_t moved[4];
     atomic_store(&u->r.want_work, 1);
-    assert_int_equal(steal(c, 2, 3, moved), 2);
-    assert_true(sn_pid_eq(moved[0], pid) || sn_pid_eq(moved[1], pid));
-    assert_int_equal(fake_forward_of(fake_sched(t), pid), 3);
-    send_u64(fake_sched(t), pid, 4);
-    fake_drain(t); /* held as well: the entry still waits for the flush */
-    assert_int_equal(fake_count(t, 3, SN_FRAME_SENDS), 0);
-    send_u64(fake_sched(t), pid, 5); /* queued, not drained */
+    size_t n = steal(c, 2, 3, moved);
+    assert_true(n >= 1);
+    for (size_t i = 0; i < n; i++)
+        assert_false(sn_pid_eq(moved[i], pid));
+    assert_true(fake_here(fake_sched(t), pid));
+    assert_true(pass_in_order(c, 3, 2) >= 1); /* 1, behind the commit: in at once */
 
     fake_clock_advance(DOWN_RELEASE_NS + FLUSH_RETRY_NS);
     sn__loc_tick(&t->r, fake_clock());
     fake_drain(t);
-    uint64_t want = 2;
-    while (fake_take_decoded(t, 3, SN_FRAME_SENDS, &f)) {
-        for (size_t i = 0; i < f.nsends; i++)
-            if (f.sends[i].kind == SN_EV_MESSAGE && sn_pid_eq(f.sends[i].to, pid))
-                assert_int_equal(u64_of(&f.sends[i]), want++);
-        sn_frame_clear(&f);
+    movers_release(2);
+    assert_true(mover_wait_msgs(idx, 4));
+    uint64_t want_local = 1;
+    for (int k = 0; k < 4; k++) { /* 10 from the home; 1, 2, 3 from here, in order */
+        uint64_t v = mover_msg(idx, k);
+        if (v != 10)
+            assert_int_equal(v, want_local++);
     }
-    assert_int_equal(want, 6); /* 2, 3, 4, 5, in that order */
+    assert_int_equal(want_local, 4);
 }
 
 /* P, a mover of home node 1, moves 1 -> 2 -> 3 (node 3's news for the
@@ -918,7 +915,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_home_follows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_back_where_its_sender_is, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_while_on_its_way_undone, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_released_after_it_moved_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_moved_while_settling, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_waits_for_the_arrival_here, setup4, teardown),
         cmocka_unit_test_setup_teardown(test_arrival_flushes_both_paths, setup4, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_monitor_goes_home, setup, teardown),
