@@ -33,8 +33,8 @@
  * an earlier run names no process of this one: a message to it gets
  * noproc from the new run, unless that process had moved to another node
  * before the run ended (its holder announces it to the new run, which
- * passes the message on: locate.c, sn__loc_home_restarted); other sends
- * get noproc from the sender's relay already when it knows the new run.
+ * passes it on: locate.c, sn__loc_home_restarted). So does any other send
+ * for a process (a DOWN, a monitor, a result).
  */
 #include <inttypes.h>
 #include <limits.h>

@@ -200,8 +200,6 @@ int sn__relay_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int k
     bool message = kind == SN_EV_MESSAGE;
     if (p && !message && atomic_load_explicit(&p->down, memory_order_acquire))
         return SN_ENODEDOWN;
-    if (p && !message && !via && to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed))
-        return SN_ENOPROC; /* a process of an earlier run of that node */
     sn_wire_send_t s = {.to = to,
                         .from = from,
                         .tag = tag,
@@ -501,17 +499,15 @@ void sn__relay_route(sn_relay_t *r, item_t *it)
     peer_t *p = sn__relay_find_peer(r, it->dest);
     if (p && atomic_load_explicit(&p->down, memory_order_relaxed) && monitor_via_home(r, it))
         p = sn__relay_find_peer(r, it->dest);
-    /* A message for a PID of an earlier run of its home goes to the home
-     * all the same: the process may have moved away before that run ended
-     * and live on, and the home's new run leads it there once the holder
-     * announced it (locate.c, sn__loc_home_restarted), or answers noproc;
-     * and so does that announcement (a REDIRECT, to the node) */
-    int err = !p                                                     ? SN_EUNREACHABLE
-              : atomic_load_explicit(&p->down, memory_order_relaxed) ? SN_ENODEDOWN
-              : it->dest == it->s.to.node && it->s.kind != SN_EV_MESSAGE && sn__relay_for_process(it->s.kind) &&
-                      it->s.to.serial < atomic_load_explicit(&p->first_serial, memory_order_relaxed)
-                  ? SN_ENOPROC
-                  : 0;
+    /* A send for a PID of an earlier run of its home (a message, a DOWN, a
+     * monitor, a result) goes to the home all the same: the process may
+     * have moved away before that run ended and live on, and the home's
+     * new run leads it there once the holder announced it (locate.c,
+     * sn__loc_home_restarted), or answers noproc; and so does that
+     * announcement (a REDIRECT, to the node). tests/chaos.sh upgrade: the
+     * watcher, moved off its home before the home's upgrade, gets every
+     * sink's DOWN. */
+    int err = !p ? SN_EUNREACHABLE : atomic_load_explicit(&p->down, memory_order_relaxed) ? SN_ENODEDOWN : 0;
     if (err) {
         if (it->s.kind == SN_RELAY_MONITOR && it->s.from.node == r->node) /* the watcher learns at once */
             sn__send_down(r->sched, it->s.from, it->s.to, it->s.tag, err, NULL);

@@ -315,6 +315,7 @@ void sn__dispatch(sn__worker_t *w, sn__proc_t *p, sn_step_out_t *out)
             do_terminate(sched, p, y);
             break;
         case SN__CMD_MONITOR:
+            p->watches = 1;
             sn__monitor(sched, y->target, p->pid, y->tag);
             break;
         case SN__CMD_DEMONITOR:

@@ -155,7 +155,13 @@ struct sn_ctx {
     uint32_t pending;    /* counted yields not yet completed */
     uint8_t awaited;     /* SN__AWAIT_*: how the parent gets our result */
     uint8_t wait_status; /* what it slept on (0: step must run) */
-    uint8_t stepped;     /* had its first step (which gets no events) */
+    uint8_t stepped : 1; /* had its first step (which gets no events) */
+    /* it monitored another process (dispatch.c, by the worker that ran
+     * the step, as stepped: one writer for the byte): never cleared. The
+     * relay of this node keeps what its remote monitors need
+     * (relay/watch.c), and a DOWN reaches it only where that is: it does
+     * not move (migrate.c: unmovable) */
+    uint8_t watches : 1;
     /* written under the shard lock: moved here, and messages that senders
      * on this node sent it over the network may still be on their way;
      * until the relay has flushed that path (sn__migrate_settled), messages

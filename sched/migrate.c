@@ -28,7 +28,8 @@
 #include "internal.h"
 
 /* Why p cannot move, or NULL if it can: its type can marshal, nothing it
- * yielded is pending, no C callback is tied to this node, no monitor
+ * yielded is pending, no C callback is tied to this node, it never
+ * monitored another process (tests/chaos.sh upgrade: the watcher), no monitor
  * (unless monitors_go: a move by PID, whose commit passes each monitor on
  * to the new node, sn__migrate_commit; a named process moves so: its
  * name's owner monitors it, tests/names.sh), and the caller takes its
@@ -44,6 +45,8 @@ static const char *unmovable(const sn__proc_t *p, bool (*accept)(void *, const s
         return "a C callback on this node awaits its result";
     if (p->monitors && !monitors_go)
         return "it is monitored";
+    if (p->watches)
+        return "it monitors other processes (their DOWNs would not follow it)";
     if (atomic_load_explicit(&p->killed, memory_order_relaxed) & SN__KILL_BITS)
         return "it is being killed";
     if (accept && !accept(arg, p->type))

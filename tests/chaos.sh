@@ -68,6 +68,19 @@
 # to ./chaos-logs-SEED anyway), SN_CHAOS_CUTS=0 (no namespaces, no link
 # cuts). TSan builds skip it (77) unless
 # SN_CHAOS_TSAN=1: four nodes under TSan are too slow for the fault timing.
+#
+# SN_CHAOS_MODE=upgrade (CTest: upgrade): a rolling upgrade instead of
+# faults. 32 sinks; the watcher monitors every sink from the start, from
+# a fifth node (a process that monitors others does not move), where 3 of
+# the sources run too (their streams go on through every upgrade); then,
+# SN_CHAOS_ROUNDS times (default 2), each of nodes 1-4 in turn is drained
+# (`schednode drain --then-stop`: its movable processes go to the others
+# with their state), stops, and starts again (a new run, as after an
+# upgrade of its binary), while the sources stream. The checker is the
+# same, and more must hold: every sink lives to the end (none lost with a
+# node, none replaced), every drain exits 0 or 5 (something could not
+# move: a source sleeping between its sends) and its node exits 0, and no
+# sink gets a DOWN before its stop.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -504,13 +517,19 @@ DURATION=${SN_CHAOS_SECONDS:-60}
 RATE=${SN_CHAOS_RATE:-250}
 WORK=${SN_CHAOS_WORK:-200 100 20000}
 BIG=${SN_CHAOS_BIG:-10} BIG_MIN=$((64 << 10)) BIG_MAX=$((4 << 20))
-NODES=4 NSINKS=16
+MODE=${SN_CHAOS_MODE:-chaos} ROUNDS=${SN_CHAOS_ROUNDS:-2}
+NODES=4 NSINKS=16 WNODE=2 # (the watcher's node)
+# a rolling upgrade: nodes 1-4 are upgraded; the watcher runs on a fifth
+# that is not (a process that monitors others does not move)
+[ "$MODE" = upgrade ] && NODES=5 NSINKS=32 WNODE=5
 declare -A port npid ninc faulted
 for n in $(seq $NODES); do port[$n]=$(free_port); ninc[$n]=0; faulted[$n]=0; done
 # the namespaces, if they can be made here (else the run goes on without
 # cuts, and says why)
 cuts=0 nocuts="SN_CHAOS_CUTS=0" C=("$here/../deploy/netns-cluster.sh") cdir=$dir/netns
-if [ "${SN_CHAOS_CUTS:-1}" = 1 ]; then
+if [ "${SN_CHAOS_CUTS:-1}" = 1 ] && [ "$MODE" = upgrade ]; then
+  nocuts="a rolling upgrade cuts no links"
+elif [ "${SN_CHAOS_CUTS:-1}" = 1 ]; then
   if ! netns_ok; then
     nocuts=$netns_why
   else
@@ -526,12 +545,17 @@ declare -A addr
 if [ $cuts = 1 ]; then for n in $(seq $NODES); do addr[$n]=$("${C[@]}" addr "$n" --dir "$cdir"); done; fi
 seed=${SN_CHAOS_SEED:-$(( ($(date +%s%N) / 1000) % 1000000 ))}
 RANDOM=$seed
-echo "chaos: seed $seed (SN_CHAOS_SEED=$seed reproduces the faults and the sizes), ${DURATION} s of chaos, $RATE msgs/s per source, $BIG in 1000 of $((BIG_MIN >> 10)) KiB-$((BIG_MAX >> 20)) MiB"
+if [ "$MODE" = upgrade ]; then
+  echo "chaos: seed $seed, a rolling upgrade of nodes 1-4 (node 5 watches), $ROUNDS rounds, $RATE msgs/s per source, $BIG in 1000 of $((BIG_MIN >> 10)) KiB-$((BIG_MAX >> 20)) MiB"
+else
+  echo "chaos: seed $seed (SN_CHAOS_SEED=$seed reproduces the faults and the sizes), ${DURATION} s of chaos, $RATE msgs/s per source, $BIG in 1000 of $((BIG_MIN >> 10)) KiB-$((BIG_MAX >> 20)) MiB"
+fi
 [ $cuts = 1 ] && echo "chaos: nodes in network namespaces (${addr[1]} ...), link cuts on" ||
   echo "chaos: nodes on 127.0.0.1, no link cuts: $nocuts"
 log=$dir/log meta=$dir/log/chaos.meta
 mkdir -p "$log"
 export SN_CHAOS_LOG=$log
+[ "$MODE" = upgrade ] && export SN_CHAOS_MOVABLE=1 # (the sources and the watcher move in a drain)
 echo "SEED $seed" >"$meta"
 # The shortest freeze that can get a node declared down, for the checker
 # (a nodedown for a live sink is allowed from there on): the suspicion
@@ -637,17 +661,20 @@ done
 srcs=() srchome=()
 for k in 1 2 3 4 5 6; do
   h=$(( (k - 1) / 3 + 1 ))
+  [ "$MODE" = upgrade ] && [ "$h" = 2 ] && h=$WNODE # (streams that run through every upgrade)
   # (each source's sizes from the seed and its number: a seed replays them)
   s=$(call spawn --connect "$(ep "$h")" csource send "$RATE 0 $BIG $((seed * 16 + k)) $BIG_MIN $BIG_MAX ${sinks[*]}") ||
     { problem "spawn csource: $s"; break; }
   srcs+=("$s") srchome+=("$h"); echo "SOURCE $s" >>"$meta"
 done
-watcher=$(call spawn --connect "$(ep 2)" cwatch watch "$((DURATION * 500)) ${sinks[*]}") || problem "spawn cwatch: $watcher"
+delay_ms=$((DURATION * 500))
+[ "$MODE" = upgrade ] && delay_ms=0
+watcher=$(call spawn --connect "$(ep $WNODE)" cwatch watch "$delay_ms ${sinks[*]}") || problem "spawn cwatch: $watcher"
 echo "WATCHER $watcher" >>"$meta"
 if [ "$failed" = 1 ] || [ ${#sinks[@]} != $NSINKS ] || [ ${#srcs[@]} != 6 ]; then
   echo "chaos: FAIL (set-up)"; exit 1
 fi
-note "16 sinks on node 1, 6 sources on nodes 1 and 2, watcher ${watcher} on node 2 (monitoring from $((DURATION / 2)) s on)"
+note "$NSINKS sinks on node 1, 6 sources on nodes 1 and ${srchome[5]}, watcher ${watcher} on node $WNODE (monitoring from $((delay_ms / 1000)) s on)"
 
 # Sinks with a delivery in the last 8 s, from the tails of the live nodes' logs
 recent_sinks() {
@@ -671,7 +698,7 @@ replace_lost() {
     n=$(call spawn --connect "$(ep 1)" csink collect "$WORK") || { note "no new sink: $n"; continue; }
     sinks+=("$n"); echo "SINK $n" >>"$meta"; live_since[$n]=$SECONDS; replaced=$((replaced + 1))
     for k in "${!srcs[@]}"; do call send --connect "$(ep "${srchome[$k]}")" "${srcs[$k]}" "add $n" >/dev/null 2>&1; done
-    call send --connect "$(ep 2)" "$watcher" "add $n" >/dev/null 2>&1 || note "the watcher did not take add $n"
+    call send --connect "$(ep $WNODE)" "$watcher" "add $n" >/dev/null 2>&1 || note "the watcher did not take add $n"
     note "sink $s took nothing for 8 s: new sink $n"
   done
 }
@@ -679,7 +706,36 @@ replace_lost() {
 # ---- chaos
 declare -A nfaults
 fault() { nfaults[$1]=$((${nfaults[$1]:-0} + 1)); faulted[$2]=1; echo "FAULT $1 $2 ${3:-0} $(date +%s%6N) ${4:-}" >>"$meta"; }
+
+# Upgrades node I: drains it (its movable processes go to the others),
+# lets it stop, and starts its next run once the others see it gone.
+upgrade_node() {
+  local i=$1 p=${npid[$1]} out rc
+  fault upgrade "$i"
+  out=$(call drain --connect "$(ep "$i")" --timeout 2000 --then-stop 2>&1)
+  rc=$?
+  note "upgrade node $i: drain exit $rc: $(grep -m1 -iE "moved|left" <<<"$out" | tr -s ' ')"
+  [ $rc = 0 ] || [ $rc = 5 ] || problem "the drain of node $i failed (exit $rc): $out"
+  wait_for 200 eval "! kill -0 $p 2>/dev/null" || { problem "node $i still runs 20 s after its drain --then-stop"; kill -9 "$p"; }
+  wait "$p" 2>/dev/null
+  rc=$?
+  [ $rc = 0 ] || problem "node $i exited with status $rc after its drain --then-stop"
+  echo "DEAD $p $i upgrade" >>"$meta"
+  npid[$i]=
+  start_node "$i" || problem "node $i did not come up after its upgrade"
+  # shellcheck disable=SC2046 # (the node ids)
+  wait_for 300 all_up $(seq $NODES) || problem "the view did not converge in 30 s after the upgrade of node $i"
+}
+
 t_end=$((SECONDS + DURATION))
+[ "$MODE" = upgrade ] && t_end=0
+for round in $(seq "$([ "$MODE" = upgrade ] && echo "$ROUNDS" || echo 0)"); do
+  for i in 1 2 3 4; do
+    upgrade_node "$i"
+    sleep 2
+  done
+  note "upgrade round $round done"
+done
 while [ $SECONDS -lt $t_end ]; do
   supervise
   replace_lost
@@ -723,7 +779,7 @@ for i in $(seq $NODES); do [ -n "${npid[$i]:-}" ] && kill -CONT "${npid[$i]}" 2>
 sleep 1
 supervise
 # shellcheck disable=SC2046 # (the node ids)
-wait_for 300 all_up $(seq $NODES) && note "every node sees 1-4 up" || problem "the view did not converge in 30 s"
+wait_for 300 all_up $(seq $NODES) && note "every node sees 1-$NODES up" || problem "the view did not converge in 30 s"
 supervise
 for k in "${!srcs[@]}"; do
   call send --connect "$(ep "${srchome[$k]}")" "${srcs[$k]}" stop >/dev/null 2>&1 ||
@@ -779,6 +835,11 @@ f=$(cat "$dir"/node*.log | grep -c "no flush answer")
 # ---- check
 check "$log" | sed 's/^chaos-check/chaos/' | tee "$dir/check.out"
 [ "${PIPESTATUS[0]}" = 0 ] || failed=1
+if [ "$MODE" = upgrade ]; then # every sink lived through every upgrade
+  grep -q "sinks $NSINKS: $NSINKS ended by stop," "$dir/check.out" ||
+    problem "not every one of the $NSINKS sinks lived to its stop: $(grep -m1 'chaos: sinks' "$dir/check.out")"
+  [ "$replaced" = 0 ] || problem "$replaced sinks went quiet for 8 s and were replaced"
+fi
 [ "$failed" = 0 ] || story "$log" <"$dir/check.out"
 if [ "$failed" = 0 ]; then
   echo "chaos: seed $seed"

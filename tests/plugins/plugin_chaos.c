@@ -54,6 +54,8 @@
  *                                  errors of sends still on their way)
  *                                  until "end"; "add PID" adds a sink
  *                                  (seq from 1)
+ * With SN_CHAOS_MOVABLE=1 (chaos.sh's rolling upgrade) csource and cwatch
+ * are movable too (marshal/unmarshal: their state is flat).
  *   cwatch watch "DELAY_MS PID..." not movable: after DELAY_MS monitors
  *                                  every PID; "add PID" one more (at once
  *                                  if the delay is over); "end" ends it.
@@ -534,7 +536,23 @@ static void csource_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, s
     }
 }
 
+static int csource_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(csource_t));
+    return *out ? 0 : SN_ENOMEM;
+}
+
+static int csource_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    if (in->len != sizeof(csource_t))
+        return SN_EINVAL;
+    memcpy(state, in->data, sizeof(csource_t));
+    return 0;
+}
+
 static const sn_type_t csource_type = {"csource", 1, sizeof(csource_t), csource_init, csource_step, NULL, NULL, NULL};
+static const sn_type_t csource_movable = {"csource",    1,    sizeof(csource_t), csource_init,
+                                          csource_step, NULL, csource_marshal,   csource_unmarshal};
 
 /* ----------------------------------------------------------------- cwatch */
 typedef struct cwatch {
@@ -604,7 +622,23 @@ static void cwatch_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn
     }
 }
 
+static int cwatch_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(cwatch_t));
+    return *out ? 0 : SN_ENOMEM;
+}
+
+static int cwatch_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    if (in->len != sizeof(cwatch_t))
+        return SN_EINVAL;
+    memcpy(state, in->data, sizeof(cwatch_t));
+    return 0;
+}
+
 static const sn_type_t cwatch_type = {"cwatch", 1, sizeof(cwatch_t), cwatch_init, cwatch_step, NULL, NULL, NULL};
+static const sn_type_t cwatch_movable = {"cwatch",    1,    sizeof(cwatch_t), cwatch_init,
+                                         cwatch_step, NULL, cwatch_marshal,   cwatch_unmarshal};
 
 static int init(sn_sched_t *sched)
 {
@@ -617,9 +651,12 @@ static int init(sn_sched_t *sched)
             return SN_EPLUGIN;
         logfd = fd; /* kept open for the life of the node */
     }
+    const char *movable = getenv("SN_CHAOS_MOVABLE"); /* (a rolling upgrade drains every node) */
+    bool all = movable && !strcmp(movable, "1");
     int rc;
-    if ((rc = sn_type_register(sched, &csink_type)) || (rc = sn_type_register(sched, &csource_type)) ||
-        (rc = sn_type_register(sched, &cwatch_type)))
+    if ((rc = sn_type_register(sched, &csink_type)) ||
+        (rc = sn_type_register(sched, all ? &csource_movable : &csource_type)) ||
+        (rc = sn_type_register(sched, all ? &cwatch_movable : &cwatch_type)))
         return rc;
     return 0;
 }
