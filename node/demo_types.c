@@ -165,9 +165,13 @@ static void ring_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_s
 
 static const sn_type_t ring_type = {"ring", 1, sizeof(ring_t), ring_init, ring_step, NULL, NULL, NULL};
 
-/* ---- sleeper: sleeps, then reports how long it slept */
+/* ---- sleeper: sleeps, then reports how long it slept. "nap" (binary
+ * u64 ms, for `demo`) returns the ms as a u64; "doze MS" (text) returns
+ * "slept X ms, woke on node N". Movable mid-sleep (its sleep moves with
+ * the time it has left: migrate.sh): its state carries the time slept so
+ * far, not a clock reading, since nodes' clocks differ. */
 typedef struct sleeper {
-    uint64_t ms, start;
+    uint64_t ms, start, doze;
 } sleeper_t;
 
 static uint64_t now_ms(void)
@@ -180,6 +184,12 @@ static uint64_t now_ms(void)
 static int sleeper_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
     sleeper_t *s = state;
+    char text[32];
+    if (strcmp(method, "doze") == 0) {
+        s->doze = 1;
+        s->ms = strtoull(arg_text(*input, text, sizeof text), NULL, 10);
+        return 0;
+    }
     if (strcmp(method, "nap") != 0)
         return SN_ENOMETHOD;
     return sn_payload_get_u64(*input, &s->ms) == 0 ? 0 : SN_EINVAL;
@@ -194,11 +204,34 @@ static void sleeper_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, s
         out->status = SN_WAIT;
         return;
     }
-    sn_payload_t *res = sn_payload_u64(now_ms() - s->start);
+    sn_payload_t *res = s->doze ? sn_payload_printf(SN_CT_TEXT, "slept %" PRIu64 " ms, woke on node %" PRIu32,
+                                                    now_ms() - s->start, sn_sched_node_id(sn_ctx_sched(ctx)))
+                                : sn_payload_u64(now_ms() - s->start);
     sn_out_done(out, &res);
 }
 
-static const sn_type_t sleeper_type = {"sleeper", 1, sizeof(sleeper_t), sleeper_init, sleeper_step, NULL, NULL, NULL};
+/* Its state as the time slept so far; unmarshal turns it back into a
+ * start on this node's clock. */
+static int sleeper_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    sleeper_t s = *(sleeper_t *)state;
+    s.start = now_ms() - s.start;
+    *out = sn_payload_new(SN_CT_BYTES, &s, sizeof s);
+    return *out ? 0 : SN_ENOMEM;
+}
+
+static int sleeper_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    sleeper_t *s = state;
+    if (in->len != sizeof *s)
+        return SN_EINVAL;
+    memcpy(s, in->data, sizeof *s);
+    s->start = now_ms() - s->start;
+    return 0;
+}
+
+static const sn_type_t sleeper_type = {"sleeper",    1,    sizeof(sleeper_t), sleeper_init,
+                                       sleeper_step, NULL, sleeper_marshal,   sleeper_unmarshal};
 
 /* ---- oops: yields a command nobody registered and reports the error */
 static int oops_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)

@@ -205,10 +205,8 @@ static void look(sn_relay_t *r, struct sn_drain *d, size_t i, uint64_t now)
         e->retry_ns = now + RETRY_NS;
         return;
     }
-    if (row.state == SN_PS_WAITING) {
-        later(d, e, now, "a yield it waits on cannot follow it");
-        return;
-    }
+    /* (a process waiting for its yields moves if they are all sleeps:
+     * the move says why if not) */
     peer_t *t = type ? pick_target(r, d, type) : NULL;
     move_arg_t *a = t ? malloc(sizeof *a) : NULL;
     count_t *c = t ? sent_to(d, t->node, true) : NULL;

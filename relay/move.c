@@ -3,8 +3,9 @@
  * stealing (steal.c: offer, accept, commit), unasked by the target. I/O
  * thread only.
  *
- * A move waits for its process to be Idle (sn__migrate_freeze takes no
- * other: a Ready one is in a run queue, a Running one mid-step), looking
+ * A move waits for its process to be Idle or Blocked (waiting for
+ * messages, or for its yields: sn__migrate_freeze takes no other: a Ready
+ * one is in a run queue, a Running one mid-step), looking
  * again at each tick (every MOVE_RETRY_NS) until its deadline; then it is
  * offered, its id marked SN__PUSH_ID so that the target takes it unasked
  * and the outcome comes back here (sn__move_decided). Its done callback
@@ -96,7 +97,8 @@ static bool try_move(sn_relay_t *r, size_t i, uint64_t now)
     if (rc != 0) {
         finish(r, i, rc == SN__MOVE_BUSY ? SN_ETIMEDOUT : rc,
                rc == SN__MOVE_BUSY
-                   ? "it was never idle (waiting for messages, its last arrival settled) before the timeout"
+                   ? "it was never idle (waiting for messages or sleeps, its last arrival settled) before the "
+                     "timeout"
                : rc == SN_ENOPROC ? "it is not on this node"
                                   : why);
         return false;

@@ -12,7 +12,9 @@
  *
  * The handover, for each process:
  *   T -> V  StealRequest(id, max)
- *   V -> T  StealOffer(id, migrants)   V froze them (Ready, nothing pending)
+ *   V -> T  StealOffer(id, migrants)   V froze them (Ready, nothing pending
+ *                                       but sleeps, which they carry with the
+ *                                       time each has left, out of V's timer)
  *                                       and marshalled their state
  *   T -> V  StealAccept(id, pids)      T built frozen copies, unreachable
  *   V -> T  StealCommit(id, pids, queued events)
@@ -76,7 +78,48 @@ typedef struct install {
      * last, which activates it: on_commit) */
     sn_event_t *ev;
     size_t nev, capev;
+    /* its pending sleeps, due on this node's clock: armed when it
+     * activates (sn__migrate_activate) */
+    size_t nsleeps;
+    sn_migrant_sleep_t sleeps[SN_MIGRANT_SLEEPS];
 } install_t;
+
+_Static_assert(SN_WIRE_SLEEPS == SN_MIGRANT_SLEEPS, "a migrant's sleeps fit its wire record");
+
+/* Migrant m as an offer carries it: its sleeps as the time each has left
+ * at `now` (this node's clock; the taker adds its own: wire_sleeps). */
+static void to_wire(const sn_migrant_t *m, sn_wire_migrant_t *w, uint64_t now)
+{
+    *w = (sn_wire_migrant_t){.pid = m->pid,
+                             .parent = m->parent,
+                             .awaited = m->awaited,
+                             .fresh = m->fresh,
+                             .idle = m->idle,
+                             .blocked = m->blocked,
+                             .await_tag = m->await_tag,
+                             .await_node = m->await_node,
+                             .type_version = m->type_version,
+                             .state = m->state,
+                             .moves = m->moves,
+                             .nsleeps = m->nsleeps};
+    for (size_t k = 0; k < m->nsleeps; k++) {
+        w->sleep_tag[k] = m->sleeps[k].tag;
+        w->sleep_left_us[k] = m->sleeps[k].deadline_ns > now ? (m->sleeps[k].deadline_ns - now) / 1000u : 0;
+    }
+    snprintf(w->type, sizeof w->type, "%s", m->type);
+}
+
+/* The sleeps of offered migrant w, due on this node's clock (`now` plus
+ * the time each had left): into sleeps[], how many. */
+static size_t wire_sleeps(const sn_wire_migrant_t *w, sn_migrant_sleep_t *sleeps, uint64_t now)
+{
+    size_t n = w->nsleeps < SN_MIGRANT_SLEEPS ? w->nsleeps : SN_MIGRANT_SLEEPS;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t left = w->sleep_left_us[k] < UINT64_MAX / 4000u ? w->sleep_left_us[k] * 1000u : UINT64_MAX / 4;
+        sleeps[k] = (sn_migrant_sleep_t){w->sleep_tag[k], now + left};
+    }
+    return n;
+}
 
 /* One of them, and the run of the node it came from (whose
  * acknowledgements wait while it is held: peer_t.nheld) */
@@ -372,19 +415,9 @@ static void on_request(sn_relay_t *r, peer_t *t, sn_frame_t *f)
         m = NULL;
         got = 0;
     }
-    for (size_t i = 0; i < got; i++) {
-        w[i] = (sn_wire_migrant_t){.pid = m[i].pid,
-                                   .parent = m[i].parent,
-                                   .awaited = m[i].awaited,
-                                   .fresh = m[i].fresh,
-                                   .idle = m[i].idle,
-                                   .await_tag = m[i].await_tag,
-                                   .await_node = m[i].await_node,
-                                   .type_version = m[i].type_version,
-                                   .state = m[i].state,
-                                   .moves = m[i].moves};
-        snprintf(w[i].type, sizeof w[i].type, "%s", m[i].type);
-    }
+    uint64_t now = sn__relay_now_ns();
+    for (size_t i = 0; i < got; i++)
+        to_wire(&m[i], &w[i], now);
     void *buf;
     size_t len;
     if (sn_codec_encode_steal_offer(r->node, r->incarnation, f->steal_id, w, got, &buf, &len) == 0) {
@@ -540,12 +573,14 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
                           .awaited = (uint8_t)w->awaited,
                           .fresh = (uint8_t)w->fresh,
                           .idle = (uint8_t)w->idle,
+                          .blocked = (uint8_t)w->blocked,
                           .await_tag = w->await_tag,
                           .await_node = w->await_node,
                           .type = w->type,
                           .type_version = w->type_version,
                           .state = w->state,
                           .moves = w->moves};
+        m.nsleeps = (uint8_t)wire_sleeps(w, m.sleeps, sn__relay_now_ns());
         if (m.awaited && sn__await_fired(r, m.pid)) {
             m.awaited = 0; /* back on its parent's node, which had nodedown for it: its end reports nothing */
             SNLOG_DEBUG(r, "child %" PRIu32 ".%" PRIu64 " came back after its parent had nodedown: unawaited now",
@@ -558,7 +593,9 @@ static void on_offer(sn_relay_t *r, peer_t *v, sn_frame_t *f)
         s->inst = in;
         if (sn__migrate_install(r->sched, &m, &handle) != 0)
             continue; /* refused: it stays with the victim */
-        s->inst[s->ninst++] = (install_t){f->steal_id, v->node, w->pid, handle, w->moves, NULL, 0, 0, NULL, 0, 0};
+        in = &s->inst[s->ninst++];
+        *in = (install_t){f->steal_id, v->node, w->pid, handle, w->moves, NULL, 0, 0, NULL, 0, 0, m.nsleeps, {{0}}};
+        memcpy(in->sleeps, m.sleeps, m.nsleeps * sizeof *m.sleeps);
         ok[nok++] = w->pid;
     }
     /* What this node passed on to them before they were installed here
@@ -660,7 +697,8 @@ static void on_commit(sn_relay_t *r, peer_t *v, sn_frame_t *f)
             sn_event_t *ev = commit_events(in, f, &nev);
             /* settling (no arrived list: no memory) until sn__loc_arrived below */
             sn__await_arrived(r, in->pid); /* (before it can run: its end is local to its parent now) */
-            if (ev && sn__migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL) == 0) {
+            if (ev && sn__migrate_activate(r->sched, in->handle, ev, nev, v->node, arrived != NULL, in->sleeps,
+                                           in->nsleeps) == 0) {
                 if (arrived) {
                     sn__loc_hold(r, in->pid, v->node); /* (before the drain below: see locate.c) */
                     arrived[activated] = *in;
@@ -945,17 +983,8 @@ int sn__steal_push(sn_relay_t *r, peer_t *t, sn_migrant_t *m, uint64_t id)
         return SN_ENOMEM;
     }
     s->offers = o;
-    sn_wire_migrant_t w = {.pid = m->pid,
-                           .parent = m->parent,
-                           .awaited = m->awaited,
-                           .fresh = m->fresh,
-                           .idle = m->idle,
-                           .await_tag = m->await_tag,
-                           .await_node = m->await_node,
-                           .type_version = m->type_version,
-                           .state = m->state,
-                           .moves = m->moves};
-    snprintf(w.type, sizeof w.type, "%s", m->type);
+    sn_wire_migrant_t w;
+    to_wire(m, &w, sn__relay_now_ns());
     void *buf;
     size_t len;
     if (sn_codec_encode_steal_offer(r->node, r->incarnation, id, &w, 1, &buf, &len) != 0) {

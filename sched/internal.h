@@ -381,6 +381,7 @@ typedef struct sn__timer {
     pthread_cond_t cv;
     sn__timer_entry_t *heap;
     size_t n, cap;
+    sn_pid_t firing; /* the entry the timer thread popped and delivers (timer.c) */
     bool stop;
     bool running;
     bool inited;
@@ -618,6 +619,15 @@ void sn__timer_stop(sn_sched_t *sched);
 /* Frees the timer (after sn__timer_stop). */
 void sn__timer_fini(sn_sched_t *sched);
 int sn__timer_add(sn_sched_t *sched, uint64_t ms, sn_pid_t pid, uint64_t tag);
+/* The same, due at `deadline` (sn__now_ns's clock). */
+int sn__timer_add_at(sn_sched_t *sched, uint64_t deadline, sn_pid_t pid, uint64_t tag);
+/* Takes pid's sleeps out of the heap into out[], if it has exactly `want`
+ * of them (its pending yields) and at most max: 0. SN__MOVE_BUSY if one is
+ * being delivered; SN_ENOTMOVABLE with *why otherwise (nothing taken).
+ * The caller holds pid frozen (SN__MIGRATING); timer.c says who owns a
+ * sleep when. */
+int sn__timer_take(sn_sched_t *sched, sn_pid_t pid, uint32_t want, sn_migrant_sleep_t *out, size_t max,
+                   const char **why);
 uint64_t sn__now_ns(void);
 
 /* Process memory (scheduler.c). */

@@ -19,6 +19,15 @@
  *   sn__migrate_activate queues the commit's events first, then enters the
  *   table and makes it Ready. Between the two nodes the process is
  *   runnable in at most one place at any instant.
+ *
+ * A process whose only pending yields are sleeps moves with them: the
+ * holder of the frozen process takes their timer entries out of this
+ * node's heap (sn__timer_take, under the timer's lock, refused while the
+ * timer thread delivers one of them: timer.c says who owns a sleep when)
+ * into the migrant, with their deadlines; a revert arms them again here,
+ * due when they were; the new owner arms them in activate, after the
+ * process entered its table, so that each completes once, there, when
+ * due (the wire carries the time left). test_migrate sleeping_moves.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -27,20 +36,19 @@
 
 #include "internal.h"
 
-/* Why p cannot move, or NULL if it can: its type can marshal, nothing it
- * yielded is pending, no C callback is tied to this node, it never
- * monitored another process (tests/chaos.sh upgrade: the watcher), no monitor
+/* Why p cannot move, or NULL if it can: its type can marshal, no C
+ * callback is tied to this node, it never monitored another process
+ * (tests/chaos.sh upgrade: the watcher), no monitor
  * (unless monitors_go: a move by PID, whose commit passes each monitor on
  * to the new node, sn__migrate_commit; a named process moves so: its
  * name's owner monitors it, tests/names.sh), and the caller takes its
- * type. */
+ * type. Its pending yields are looked at once it is frozen (take_sleeps):
+ * sleeps move, nothing else does. */
 static const char *unmovable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg,
                              bool monitors_go)
 {
     if (!p->type->marshal || !p->type->unmarshal)
         return "its type has no marshal and unmarshal";
-    if (p->pending != 0)
-        return "a yield it waits on cannot follow it";
     if (p->awaited == SN__AWAIT_NONE && p->cb)
         return "a C callback on this node awaits its result";
     if (p->monitors && !monitors_go)
@@ -72,13 +80,53 @@ static bool movable(const sn__proc_t *p, bool (*accept)(void *, const sn_type_t 
     return unmovable(p, accept, arg, false) == NULL;
 }
 
+/* The sleeps of p, frozen by the caller, into m (m->nsleeps of them, out
+ * of this node's timer): 0 (none pending is 0 too, with no look at the
+ * timer: the cost of a move without sleeps is unchanged), SN__MOVE_BUSY,
+ * or SN_ENOTMOVABLE with *why (sn__timer_take). */
+static int take_sleeps(sn_sched_t *sched, const sn__proc_t *p, sn_migrant_t *m, const char **why)
+{
+    m->nsleeps = 0;
+    if (p->pending == 0)
+        return 0;
+    int rc = sn__timer_take(sched, p->pid, p->pending, m->sleeps, SN_MIGRANT_SLEEPS, why);
+    if (rc == 0)
+        m->nsleeps = (uint8_t)p->pending;
+    return rc;
+}
+
+/* Arms sleeps for p (its pending yields): each completes at its deadline,
+ * or, if this node's timer cannot take it (shutting down, out of memory),
+ * at once with that error, as a sleep yield that failed does. Caller holds
+ * p's shard lock and p is in the table, unreachable or frozen. */
+static void arm_sleeps(sn_sched_t *sched, sn__proc_t *p, const sn_migrant_sleep_t *sleeps, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = sn__timer_add_at(sched, sleeps[i].deadline_ns, p->pid, sleeps[i].tag);
+        if (rc == 0)
+            continue;
+        sn__evnode_t *e;
+        while (!(e = sn__evnode_make(SN_EV_YIELD_COMPLETE, rc, sleeps[i].tag, SN_PID_NONE, NULL, true)))
+            sched_yield(); /* (dropping it would leave the process waiting for ever) */
+        atomic_fetch_add_explicit(&p->wakeups, 1, memory_order_relaxed);
+        SN__STAT_ADD(p->pushed, 1);
+        sn__mpsc_push(&p->q, &e->link);
+    }
+}
+
 static void migrant_of(sn__proc_t *p, sn_payload_t *state, sn_migrant_t *m)
 {
+    /* (m's sleeps are take_sleeps', kept) */
+    sn_migrant_sleep_t sleeps[SN_MIGRANT_SLEEPS];
+    uint8_t nsleeps = m->nsleeps;
+    memcpy(sleeps, m->sleeps, nsleeps * sizeof *sleeps);
     *m = (sn_migrant_t){.pid = p->pid,
                         .parent = p->parent,
                         .awaited = p->awaited,
                         .fresh = !p->stepped,
                         .idle = p->wait_status == SN__IDLE,
+                        .blocked = p->wait_status == SN__BLOCKED,
+                        .nsleeps = nsleeps,
                         .await_tag = p->awaited != SN__AWAIT_NONE ? p->await_tag : 0,
                         .await_node = p->await_node,
                         .type = p->type->name,
@@ -86,38 +134,70 @@ static void migrant_of(sn__proc_t *p, sn_payload_t *state, sn_migrant_t *m)
                         .state = state,
                         .handle = p,
                         .moves = p->moves + 1};
+    memcpy(m->sleeps, sleeps, nsleeps * sizeof *sleeps);
+}
+
+/* p, frozen, is Ready again, with m's sleeps armed again here, due when
+ * they were; the caller queues it. */
+static void unfreeze(sn_sched_t *sched, sn__proc_t *p, sn_migrant_t *m)
+{
+    if (m->nsleeps) {
+        sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
+        sn__shard_lock(s);
+        arm_sleeps(sched, p, m->sleeps, m->nsleeps);
+        sn__shard_unlock(s);
+        m->nsleeps = 0;
+    }
+    /* release: the worker that runs it again sees it as we left it */
+    atomic_store_explicit(&p->state, SN__READY, memory_order_release);
 }
 
 /* One candidate popped from a run queue: freeze and marshal it into *m
- * (true), or leave it for the caller to put back (false). */
+ * (true), or leave it for the caller to put back (false). A process with
+ * pending yields costs a look through the timer's heap (take_sleeps):
+ * *looks bounds how many a take makes; past it they are passed over.
+ * Ready, it may have a sleep's completion queued or coming: one the timer
+ * still holds is refused (busy), one it delivered is counted in pending
+ * and in no heap entry, so the counts differ and it stays here too. */
 static bool consider(sn_sched_t *sched, sn__proc_t *p, bool (*accept)(void *, const sn_type_t *), void *arg,
-                     sn_migrant_t *m)
+                     sn_migrant_t *m, int *looks)
 {
     uint32_t expect = SN__READY;
-    if (settling(p) || !movable(p, accept, arg) ||
+    if (settling(p) || !movable(p, accept, arg) || (p->pending && *looks <= 0) ||
         !atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__MIGRATING, memory_order_acq_rel,
                                                  memory_order_acquire))
         return false;
+    const char *why;
+    *looks -= p->pending != 0;
+    if (take_sleeps(sched, p, m, &why) != 0) {
+        atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+        return false;
+    }
     sn_payload_t *state = NULL;
     if (p->type->marshal(p, p->user, &state) != 0 || !state) {
         sn_payload_destroy(&state);
-        atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+        unfreeze(sched, p, m); /* (queued again by our caller) */
         return false;
     }
     migrant_of(p, state, m);
     return true;
 }
 
-/* An Idle process is in no run queue and no worker holds it, so the CAS
- * Idle -> Migrating (under the shard lock, so it cannot end meanwhile)
- * makes the caller its only holder, as a pop does for a Ready one;
- * producers that push after it see Migrating and wake nobody (sn__wake),
- * their events wait in its queue and ride along with the commit. What
- * movable() reads is the last step's, which the acquire CAS makes
- * visible. A process that cannot move after all is reverted: Ready and
- * queued with wait_status Idle, so a worker steps it only if an event
- * came meanwhile, else it sleeps again (worker.c, sn__run). Guarded by
- * test_migrate freeze_idle and migrate.sh. */
+/* An Idle or Blocked process is in no run queue and no worker holds it,
+ * so the CAS Idle or Blocked -> Migrating (under the shard lock, so it
+ * cannot end meanwhile) makes the caller its only holder, as a pop does
+ * for a Ready one; producers that push after it see Migrating and wake
+ * nobody (sn__wake), their events wait in its queue and ride along with
+ * the commit. What movable() reads is the last step's, which the acquire
+ * CAS makes visible. Its sleeps are taken under the same shard lock: a
+ * completion the timer delivered (took the lock, pushed, let go) before
+ * that lock was ours woke it, and the CAS failed; one it delivers after
+ * is one it still holds (refused: busy), so the pending count matches the
+ * heap's entries unless a yield other than a sleep is pending. A process
+ * that cannot move after all is reverted: Ready and queued with its
+ * wait_status, so a worker steps it only if an event came meanwhile,
+ * else it sleeps again (worker.c, sn__run). Guarded by test_migrate
+ * freeze_idle, sleeping_moves and migrate.sh. */
 int sn__migrate_freeze(sn_sched_t *sched, sn_pid_t pid, sn_migrant_t *m, const char **why)
 {
     sn__shard_t *s = sn__ptable_shard(&sched->table, pid.serial);
@@ -137,22 +217,26 @@ int sn__migrate_freeze(sn_sched_t *sched, sn_pid_t pid, sn_migrant_t *m, const c
         sn__shard_unlock(s);
         return SN__MOVE_BUSY;
     }
-    uint32_t expect = SN__IDLE;
+    uint32_t expect = atomic_load_explicit(&p->state, memory_order_relaxed) == SN__BLOCKED ? SN__BLOCKED : SN__IDLE;
     /* acq_rel: we take it out of its sleep, seeing its last step's writes */
     bool took = atomic_compare_exchange_strong_explicit(&p->state, &expect, SN__MIGRATING, memory_order_acq_rel,
                                                         memory_order_relaxed);
+    if (took && expect == SN__BLOCKED) /* (counted again when it blocks again: a revert) */
+        atomic_fetch_sub_explicit(&sched->nblocked, 1, memory_order_relaxed);
+    m->nsleeps = 0;
     *why = took ? unmovable(p, NULL, NULL, true) : NULL;
+    int rc = took && !*why ? take_sleeps(sched, p, m, why) : 0;
     sn__shard_unlock(s);
     if (!took)
         return SN__MOVE_BUSY;
     sn_payload_t *state = NULL;
-    if (!*why && (p->type->marshal(p, p->user, &state) != 0 || !state))
+    if (rc == 0 && !*why && (p->type->marshal(p, p->user, &state) != 0 || !state))
         *why = "its marshal failed";
-    if (*why) {
+    if (rc != 0 || *why) {
         sn_payload_destroy(&state);
-        sn_migrant_t back = {.handle = p};
-        sn__migrate_revert(sched, &back);
-        return SN_ENOTMOVABLE;
+        m->handle = p;
+        sn__migrate_revert(sched, m);
+        return rc == SN__MOVE_BUSY ? SN__MOVE_BUSY : SN_ENOTMOVABLE;
     }
     migrant_of(p, state, m);
     return 0;
@@ -165,15 +249,16 @@ size_t sn__migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg,
     /* What we popped and cannot take goes back after the search, not
      * during it (we would find it again). A bounded look: the global queue
      * as long as it was, then one steal from each deque. */
-    enum { LOOK = 256 };
+    enum { LOOK = 256, SLEEP_LOOKS = 8 };
     void *back[LOOK + SN__STEAL_MAX];
     size_t nback = 0;
+    int looks = SLEEP_LOOKS; /* processes with pending yields looked at (consider) */
     /* oldest work first: the global queue, then the top of every deque */
     for (size_t left = sn__gqueue_size(&sched->global); left > 0 && n < max && nback < LOOK; left--) {
         void *item;
         if (sn__gqueue_pop(&sched->global, &item, 1) == 0)
             break;
-        if (consider(sched, item, accept, arg, &out[n]))
+        if (consider(sched, item, accept, arg, &out[n], &looks))
             n++;
         else
             back[nback++] = item;
@@ -184,7 +269,7 @@ size_t sn__migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg,
         size_t want = max - n;
         sn__deque_steal_half(&sched->workers[i].deque, items, want < SN__STEAL_MAX ? (int)want : SN__STEAL_MAX, &got);
         for (int k = 0; k < got; k++)
-            if (n < max && consider(sched, items[k], accept, arg, &out[n]))
+            if (n < max && consider(sched, items[k], accept, arg, &out[n], &looks))
                 n++;
             else
                 back[nback++] = items[k];
@@ -198,8 +283,7 @@ void sn__migrate_revert(sn_sched_t *sched, sn_migrant_t *m)
 {
     sn__proc_t *p = m->handle;
     sn_payload_destroy(&m->state);
-    /* release: the worker that runs it again sees it as we left it */
-    atomic_store_explicit(&p->state, SN__READY, memory_order_release);
+    unfreeze(sched, p, m);
     sn__schedule(sched, p, false);
 }
 
@@ -412,6 +496,8 @@ int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     const sn_type_t *t = sn__type_find(sched, m->type);
     if (!t || t->version != m->type_version || !t->unmarshal)
         return SN_ENOTYPE;
+    if (m->nsleeps > SN_MIGRANT_SLEEPS || (m->blocked && (m->idle || m->nsleeps == 0)))
+        return SN_EINVAL; /* (Blocked on nothing would never wake) */
     sn__proc_t *p = sn__proc_alloc(sn__self_worker(sched), sn__proc_size(t));
     if (!p)
         return SN_ENOMEM;
@@ -421,8 +507,10 @@ int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
     p->sched = sched;
     p->awaited = m->awaited;
     p->stepped = !m->fresh;
-    p->wait_status = m->idle ? SN__IDLE : 0; /* (an Idle one is stepped only for an event: sn__run) */
-    if (p->awaited != SN__AWAIT_NONE)        /* (else the union holds cb: NULL) */
+    /* (an Idle one is stepped only for an event, a Blocked one for a
+     * sleep's end: sn__run) */
+    p->wait_status = m->idle ? SN__IDLE : m->blocked ? SN__BLOCKED : 0;
+    if (p->awaited != SN__AWAIT_NONE) /* (else the union holds cb: NULL) */
         p->await_tag = m->await_tag;
     p->await_node = m->await_node;
     p->moves = m->moves;
@@ -525,7 +613,8 @@ void sn__migrate_discard(sn_sched_t *sched, void *handle)
     sn__proc_free(sn__self_worker(sched), p, sn__proc_size(p->type));
 }
 
-int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle)
+int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle,
+                         const sn_migrant_sleep_t *sleeps, size_t nsleeps)
 {
     sn__proc_t *p = handle;
     sn__shard_t *s = sn__ptable_shard(&sched->table, p->pid.serial);
@@ -551,6 +640,10 @@ int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, si
     p->settling = settle; /* before it is reachable: under the lock, with the insert */
     p->came_from = from;
     sn__shard_insert(s, p);
+    /* in the table (a completion finds it), still frozen (it wakes
+     * nobody): each sleep completes here, once, when due */
+    p->pending = (uint32_t)nsleeps;
+    arm_sleeps(sched, p, sleeps, nsleeps);
     sn__shard_unlock(s);
     atomic_fetch_add_explicit(&sched->migrated_in, 1, memory_order_relaxed);
     /* release: the worker that runs it sees it built */

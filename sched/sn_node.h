@@ -213,6 +213,14 @@ int sn__sched_kill(sn_sched_t *sched, sn_pid_t pid, bool force, sn_payload_t **r
 /* ------------------------------------------------------------ migration
  * The scheduler's half of moving processes between nodes (migrate.c says
  * why it is exactly-once). The relay runs the protocol around it. */
+/* A pending sleep (sn_out_sleep) that moves with its process: its tag and
+ * when it is due, on CLOCK_MONOTONIC of the node holding the migrant (on
+ * the wire: the time left, since nodes' clocks differ). */
+typedef struct sn_migrant_sleep {
+    uint64_t tag;
+    uint64_t deadline_ns;
+} sn_migrant_sleep_t;
+#define SN_MIGRANT_SLEEPS 8 /* sleeps a move carries at most: a process with more stays */
 typedef struct sn_migrant {
     sn_pid_t pid, parent;
     uint8_t awaited; /* how the parent awaits its result (with await_tag): 0 not, 1 as the
@@ -227,27 +235,32 @@ typedef struct sn_migrant {
     uint32_t moves;      /* how many times it has moved, this move included */
     uint8_t fresh;       /* it has not had its first step yet (that step gets no events) */
     uint8_t idle;        /* it waits for any event (SN_IDLE): the new owner steps it only for one */
+    uint8_t blocked;     /* it waits for its sleeps (SN_WAIT): the new owner steps it only for one's end */
+    uint8_t nsleeps;     /* its pending yields, all sleeps: each armed again by the new owner */
+    sn_migrant_sleep_t sleeps[SN_MIGRANT_SLEEPS];
 } sn_migrant_t;
 
 /* Old owner, for a move asked by PID (migrate, drain): freezes process
  * pid and marshals it into *m, as sn__migrate_take does, if it is Idle
- * and can move. Only an Idle process is taken: a Ready one is in a run
- * queue, which only a pop may take it from, and a Running one is mid-step.
- * Returns 0; SN_ENOPROC (not in this node's table); SN__MOVE_BUSY (Ready,
- * Running, frozen already, or its arrival here not settled: ask again
- * soon); SN_ENOTMOVABLE with *why (a
- * static text) saying what keeps it here. Revert or commit as for take. */
+ * or Blocked (waiting for its yields) and can move. Only those are taken:
+ * a Ready one is in a run queue, which only a pop may take it from, and a
+ * Running one is mid-step. Returns 0; SN_ENOPROC (not in this node's
+ * table); SN__MOVE_BUSY (Ready, Running, frozen already, a sleep of it
+ * being delivered, or its arrival here not settled: ask again soon);
+ * SN_ENOTMOVABLE with *why (a static text) saying what keeps it here.
+ * Revert or commit as for take. */
 #define SN__MOVE_BUSY 1
 int sn__migrate_freeze(sn_sched_t *sched, sn_pid_t pid, sn_migrant_t *m, const char **why);
 
 /* Old owner. Takes up to max Ready processes that can move (marshal and
- * unmarshal in their type, no yield pending, no C result callback or
+ * unmarshal in their type, no yield pending but sleeps, no C result callback or
  * monitor tied here, accept(arg, type) true), oldest first (the global
  * queue, then the top of each worker's deque), freezes and marshals each
  * into out[]. Returns how many. */
 size_t sn__migrate_take(sn_sched_t *sched, size_t max, bool (*accept)(void *arg, const sn_type_t *type), void *arg,
                         sn_migrant_t *out);
-/* Old owner: the handover failed; the process runs here again. */
+/* Old owner: the handover failed; the process runs here again (its
+ * sleeps armed again, due when they were). */
 void sn__migrate_revert(sn_sched_t *sched, sn_migrant_t *m);
 /* Old owner: the handover is decided. The process leaves the PID table, a
  * forwarding entry to `node` takes its place, the events it had queued go
@@ -255,9 +268,12 @@ void sn__migrate_revert(sn_sched_t *sched, sn_migrant_t *m);
  * the new owner, and the process is freed here. Returns 0, or SN_ENOMEM
  * with nothing changed (revert it). */
 int sn__migrate_commit(sn_sched_t *sched, sn_migrant_t *m, uint32_t node, sn_event_t **events, size_t *n);
-/* New owner: builds the process frozen, outside the PID table. Returns 0,
- * SN_ENOTYPE (type not registered here, another version, no unmarshal), or
- * the unmarshal error. m->state is read, not taken. */
+/* New owner: builds the process frozen, outside the PID table (its
+ * sleeps are armed by activate). Returns 0, SN_ENOTYPE (type not
+ * registered here, another version, no unmarshal), SN_EINVAL (a migrant
+ * that contradicts itself: Blocked on no sleep, more sleeps than
+ * SN_MIGRANT_SLEEPS), or the unmarshal error. m->state is read, not
+ * taken. */
 int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle);
 /* New owner: the commit came. Queues events (their data taken; on
  * SN_EEXIST, a PID already here, they stay the caller's) ahead of
@@ -265,8 +281,12 @@ int sn__migrate_install(sn_sched_t *sched, const sn_migrant_t *m, void **handle)
  * messages from senders on this node go to the relay hook (via = this
  * node) instead of straight to the process, until sn__migrate_settled: the
  * relay first flushes the network path those senders used before, so what
- * they sent earlier arrives first. */
-int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle);
+ * they sent earlier arrives first. Its sleeps (the migrant's, nsleeps of
+ * them, deadlines on this node's clock: its pending yields) are armed once
+ * it is in the table: each completes here, at its deadline (at once if
+ * past). */
+int sn__migrate_activate(sn_sched_t *sched, void *handle, sn_event_t *events, size_t n, uint32_t from, bool settle,
+                         const sn_migrant_sleep_t *sleeps, size_t nsleeps);
 /* A process that came here from node `from` (activate) ends: the
  * scheduler tells the relay hook (kind SN_RELAY_GONE, via = from), so that
  * node drops its forwarding entry. There, this drops the entry for pid if

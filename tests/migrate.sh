@@ -6,14 +6,16 @@
 # numbered messages and fails on a gap, a repeat or a reorder) round the
 # cluster and back twice while a source on another node streams to it:
 # every move says where it is, `ps` finds it there, and the source gets
-# the sink's ack of every message, once and in order. A process whose
-# type has no marshal says so; a PID nobody has exits 4. Stealing is off
+# the sink's ack of every message, once and in order. A sleeping process
+# moves mid-sleep and wakes on its new node when its sleep is over. A
+# process whose type has no marshal says so; a PID nobody has exits 4.
+# Stealing is off
 # (--no-steal), so only the moves asked for move anything.
 #
 # usage: migrate.sh PATH/TO/schednode
 set -u
 SN=$1
-DEMO=$(dirname "$SN")/schednode-demo.so # msink, xsink, xsource: the demo plugin
+DEMO=$(dirname "$SN")/schednode-demo.so # msink, xsink, xsource, sleeper: the demo plugin
 . "$(dirname "$0")/lib.sh"
 
 declare -A port
@@ -75,6 +77,24 @@ wait $src; rc=$?
   bad "the stream: rc=$rc $(cat "$dir/source.out")"
 moved=$(cl ps --json | jq -r --arg p "$sink" '.processes[] | select(.pid == $p) | .moves')
 [ -z "$moved" ] && ok "the sink ended after its last message" || bad "the sink is still there (moves $moved)"
+
+# --- a sleeping process moves mid-sleep, its timer with it: a sleeper
+# dozing 3000 ms on node 2, moved to node 3 after about 1.5 s, is on node 3
+# until its sleep ends, and ends there then: not before 3 s from its
+# start, and before a whole sleep again after the move (4.5 s)
+ms() { echo $(($(date +%s%N) / 1000000)); }
+t0=$(ms)
+z=$(cl spawn sleeper doze 3000 --on 2)
+[ "$(where "$z")" = 2 ] || bad "sleeper $z is not on node 2"
+sleep 1.5
+out=$(cl migrate "$z" --to 3 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$out" = "$z on node 3" ] && [ "$(where "$z")" = 3 ] &&
+  ok "a sleeping process moves mid-sleep (migrate --to 3)" || bad "migrate sleeping $z --to 3: rc=$rc '$out'"
+while [ "$(where "$z")" = 3 ] && [ $(($(ms) - t0)) -lt 10000 ]; do sleep 0.05; done
+gone=$(($(ms) - t0)) at=$(where "$z")
+[ -z "$at" ] && [ $gone -ge 3000 ] && [ $gone -lt 4500 ] &&
+  ok "it stayed on node 3 and ended there when its sleep was over (${gone} ms from its start)" ||
+  bad "the moved sleeper: ended after ${gone} ms, now on node '$at'"
 
 # --- what cannot move says why
 x=$(cl spawn xsink collect 5 --on 2)

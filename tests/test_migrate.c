@@ -4,13 +4,17 @@
  * the rest, send them messages while they are frozen, commit them to node
  * 2 (with the events they had queued) or revert them, and check that every
  * process finishes exactly once, on one node, with every message it was
- * sent. Also: what cannot move is never taken (no marshal, pending yields,
- * monitors), a PID's node is part of its identity in the table, and a
+ * sent. Also: what cannot move is never taken (no marshal, pending yields
+ * other than sleeps, monitors), a PID's node is part of its identity in
+ * the table, and a
  * child spawned with SN_YIELD_MONITOR that moves before its first step
  * still gets a first step with no events there, and its DOWN reaches the
  * parent on the node it left. An Idle process is frozen by PID
  * (sn__migrate_freeze, for migrate and drain), moves with what was sent
- * to it meanwhile, and is not stepped there until an event comes.
+ * to it meanwhile, and is not stepped there until an event comes. A
+ * sleeping process moves with the time its sleep has left: it wakes once,
+ * on the new node, when due, never on the old one (also with its timer
+ * due while it is frozen), and its monitors get one DOWN each.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +23,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +167,7 @@ static void move_to_node2(sn_migrant_t *m)
     size_t nev;
     assert_int_equal(sn__migrate_commit(g_node[1], m, 2, &events, &nev), 0);
     assert_true(nev >= MSGS); /* at least the test's messages, in order */
-    assert_int_equal(sn__migrate_activate(g_node[2], handle, events, nev, 1, false), 0);
+    assert_int_equal(sn__migrate_activate(g_node[2], handle, events, nev, 1, false, m->sleeps, m->nsleeps), 0);
     for (size_t k = 0; k < nev; k++)
         assert_null(events[k].data); /* taken */
     free(events);
@@ -275,7 +280,7 @@ static void test_pid_node_is_identity(void **unused)
         sn_event_t *ev;
         size_t nev;
         assert_int_equal(sn__migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
-        assert_int_equal(sn__migrate_activate(g_node[2], handle, ev, nev, 1, false), 0);
+        assert_int_equal(sn__migrate_activate(g_node[2], handle, ev, nev, 1, false, m.sleeps, m.nsleeps), 0);
         free(ev);
         /* same serial, other node: not the moved process */
         sn_payload_t *msg = sn_payload_u64(1);
@@ -334,7 +339,7 @@ static void away_and_back(sn_sched_t *sched, uint32_t to, uint32_t from)
     sn_event_t *ev;
     size_t nev;
     assert_int_equal(sn__migrate_commit(sched, &m, to, &ev, &nev), 0);
-    assert_int_equal(sn__migrate_activate(sched, copy, ev, nev, from, false), 0);
+    assert_int_equal(sn__migrate_activate(sched, copy, ev, nev, from, false, m.sleeps, m.nsleeps), 0);
     free(ev);
 }
 
@@ -514,7 +519,7 @@ static void test_monitored_child_moves(void **unused)
     size_t nev;
     assert_int_equal(sn__migrate_commit(g_node[1], &m, 2, &events, &nev), 0);
     assert_int_equal(nev, 1);
-    assert_int_equal(sn__migrate_activate(g_node[2], handle, events, nev, 1, false), 0);
+    assert_int_equal(sn__migrate_activate(g_node[2], handle, events, nev, 1, false, m.sleeps, m.nsleeps), 0);
     free(events);
     atomic_store(&g_hold, 0); /* the parent can run again */
     assert_true(collector_wait(&c, WAIT_MS));
@@ -531,23 +536,33 @@ static void test_monitored_child_moves(void **unused)
 
 /* ------------------------------------------------------ freeze by PID */
 /* "counter": counts messages (SN_IDLE between them), finishes on a 0;
- * with method "sleepy" it first yields a long sleep (a pending yield) */
+ * with method "sleepy" it first yields a long sleep, with "hangs" the
+ * command "hang" (which completes when the test says), with "both" both:
+ * pending yields */
 typedef struct counter {
-    uint64_t msgs, steps;
+    uint64_t msgs, steps, mode; /* mode: bit 0 sleepy, bit 1 hangs */
 } counter_t;
 static int counter_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
 {
-    (void)ctx, (void)state, (void)input;
-    return strcmp(method, "count") == 0 || strcmp(method, "sleepy") == 0 ? 0 : SN_ENOMETHOD;
+    (void)ctx, (void)input;
+    static const char *const modes[] = {"count", "sleepy", "hangs", "both"};
+    for (uint64_t i = 0; i < 4; i++)
+        if (strcmp(method, modes[i]) == 0) {
+            ((counter_t *)state)->mode = i;
+            return 0;
+        }
+    return SN_ENOMETHOD;
 }
-static atomic_int g_sleepy, g_counted = -1;
+static atomic_int g_counted = -1;
 static void counter_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
 {
     counter_t *c = state;
     c->steps++;
     out->status = SN_IDLE;
-    if (n == 0 && atomic_load(&g_sleepy))
+    if (n == 0 && (c->mode & 1))
         sn_out_sleep(out, 1, 60000);
+    if (n == 0 && (c->mode & 2))
+        sn_out_yield(out, 0, "hang", 2);
     for (size_t i = 0; i < n; i++) {
         uint64_t v = 1;
         if (ev[i].type == SN_EV_MESSAGE && sn_payload_get_u64(ev[i].data, &v) == 0 && v == 0) {
@@ -575,6 +590,23 @@ static const sn_type_t counter = {.name = "counter",
                                   .step = counter_step,
                                   .marshal = counter_marshal,
                                   .unmarshal = counter_unmarshal};
+
+/* "hang": a command that completes only when the test says
+ * (sn_complete_yield) */
+static void hang(sn_sched_t *sched, sn_request_t *req, void *arg)
+{
+    (void)sched, (void)arg;
+    sn_payload_destroy(&req->data);
+}
+
+/* Sleeps armed in sched's timer. */
+static size_t timers_of(sn_sched_t *sched)
+{
+    pthread_mutex_lock(&sched->timer.mu);
+    size_t n = sched->timer.n;
+    pthread_mutex_unlock(&sched->timer.mu);
+    return n;
+}
 
 /* Waits (bounded) for pid on sched to be Idle with `steps` steps run. */
 static void wait_idle(sn_sched_t *sched, sn_pid_t pid, uint64_t steps)
@@ -616,7 +648,7 @@ static void test_freeze_idle(void **unused)
     assert_int_equal(sn__migrate_install(g_node[2], &m, &h), 0);
     assert_int_equal(sn__migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
     assert_int_equal(nev, 1);
-    assert_int_equal(sn__migrate_activate(g_node[2], h, ev, nev, 1, false), 0);
+    assert_int_equal(sn__migrate_activate(g_node[2], h, ev, nev, 1, false, m.sleeps, m.nsleeps), 0);
     free(ev);
     wait_idle(g_node[2], pid, 1); /* stepped there once, for the message that followed it */
     /* and back, with nothing queued: not stepped until a message comes */
@@ -624,7 +656,7 @@ static void test_freeze_idle(void **unused)
     assert_int_equal(sn__migrate_install(g_node[1], &m, &h), 0);
     assert_int_equal(sn__migrate_commit(g_node[2], &m, 1, &ev, &nev), 0);
     assert_int_equal(nev, 0);
-    assert_int_equal(sn__migrate_activate(g_node[1], h, ev, nev, 2, false), 0);
+    assert_int_equal(sn__migrate_activate(g_node[1], h, ev, nev, 2, false, m.sleeps, m.nsleeps), 0);
     free(ev);
     sleep_ms(50);
     sn_proc_row_t row;
@@ -641,12 +673,34 @@ static void test_freeze_idle(void **unused)
     assert_int_equal(sn_spawn(g_node[1], "pinned", "x", &in, NULL, NULL, &pinned_pid), 0);
     assert_int_equal(sn__migrate_freeze(g_node[1], pinned_pid, &m, &why), SN_ENOTMOVABLE);
     assert_non_null(strstr(why, "no marshal"));
-    atomic_store(&g_sleepy, 1);
+    /* a pending sleep moves with it (sleeping_moves); a revert arms it
+     * here again, due when it was */
     assert_int_equal(sn_spawn(g_node[1], "counter", "sleepy", NULL, NULL, NULL, &sleepy_pid), 0);
     wait_idle(g_node[1], sleepy_pid, 1);
-    assert_int_equal(sn__migrate_freeze(g_node[1], sleepy_pid, &m, &why), SN_ENOTMOVABLE);
-    assert_non_null(strstr(why, "yield"));
-    atomic_store(&g_sleepy, 0);
+    assert_int_equal(sn__migrate_freeze(g_node[1], sleepy_pid, &m, &why), 0);
+    assert_int_equal(m.nsleeps, 1);
+    assert_int_equal(m.sleeps[0].tag, 1);
+    assert_int_equal(timers_of(g_node[1]), 0);
+    uint64_t due = m.sleeps[0].deadline_ns;
+    sn__migrate_revert(g_node[1], &m);
+    assert_int_equal(timers_of(g_node[1]), 1);
+    wait_idle(g_node[1], sleepy_pid, 1);
+    assert_int_equal(sn__migrate_freeze(g_node[1], sleepy_pid, &m, &why), 0);
+    assert_int_equal(m.sleeps[0].deadline_ns, due);
+    sn__migrate_revert(g_node[1], &m);
+    /* a yield that is no sleep (a command here) keeps it here, and says so */
+    assert_true(sn_command_register(g_node[1], "hang", hang, NULL) > 0);
+    sn_pid_t hung[2];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(sn_spawn(g_node[1], "counter", k ? "both" : "hangs", NULL, NULL, NULL, &hung[k]), 0);
+        wait_idle(g_node[1], hung[k], 1);
+        assert_int_equal(sn__migrate_freeze(g_node[1], hung[k], &m, &why), SN_ENOTMOVABLE);
+        assert_non_null(strstr(why, "no sleep"));
+        assert_non_null(strstr(why, "a command"));
+        assert_int_equal(timers_of(g_node[1]), 1 + k); /* its sleep stays armed here */
+    }
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(sn_complete_yield(g_node[1], hung[k], 2, 0, NULL), 0);
     sn_sched_destroy(&g_node[1]);
     sn_sched_destroy(&g_node[2]);
 }
@@ -723,7 +777,7 @@ static void test_freeze_monitored(void **unused)
     size_t nev;
     assert_int_equal(sn__migrate_install(g_node[2], &m, &h), 0);
     assert_int_equal(sn__migrate_commit(g_node[1], &m, 2, &ev, &nev), 0);
-    assert_int_equal(sn__migrate_activate(g_node[2], h, ev, nev, 1, false), 0);
+    assert_int_equal(sn__migrate_activate(g_node[2], h, ev, nev, 1, false, m.sleeps, m.nsleeps), 0);
     free(ev);
     assert_int_equal(g_mon.n, 1); /* passed on, to the new node */
     assert_int_equal(g_mon.node, 2);
@@ -741,6 +795,312 @@ static void test_freeze_monitored(void **unused)
     sn_sched_destroy(&g_node[2]);
 }
 
+/* ------------------------------------------------ a sleeping process moves */
+/* "napper" (input: index, ms): sleeps ms (SN_WAIT: Blocked), then records
+ * the node it woke on and when, and finishes. Movable. */
+#define NAPPERS 64
+typedef struct napper {
+    uint64_t index, ms, start_ns;
+} napper_t;
+static struct {
+    atomic_int woke[NAPPERS];     /* per napper: how many times it woke */
+    atomic_int woke_on[3];        /* per node */
+    _Atomic uint64_t at[NAPPERS]; /* when it woke (now_ns) */
+    _Atomic uint64_t slept[NAPPERS];
+} g_nap;
+
+static int napper_init(sn_ctx_t *ctx, void *state, const char *method, sn_payload_t **input)
+{
+    napper_t *z = state;
+    if (!*input || (*input)->len != 16)
+        return SN_EINVAL;
+    memcpy(z, (*input)->data, 16);
+    return z->index < NAPPERS ? 0 : SN_EINVAL;
+}
+
+static void napper_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    napper_t *z = state;
+    if (n == 0) {
+        z->start_ns = now_ns();
+        sn_out_sleep(out, 9, z->ms);
+        out->status = SN_WAIT;
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type != SN_EV_YIELD_COMPLETE || ev[i].tag != 9 || ev[i].error != 0) {
+            sn_out_fail(out, SN_EPROTO, "unexpected event %d tag %llu", (int)ev[i].type, (unsigned long long)ev[i].tag);
+            return;
+        }
+    uint64_t t = now_ns();
+    atomic_store(&g_nap.at[z->index], t);
+    atomic_store(&g_nap.slept[z->index], t - z->start_ns);
+    atomic_fetch_add(&g_nap.woke_on[sn_ctx_sched(ctx) == g_node[1] ? 1 : 2], 1);
+    atomic_fetch_add(&g_nap.woke[z->index], 1);
+    sn_out_done(out, NULL);
+}
+
+static int napper_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(napper_t));
+    return *out ? 0 : SN_ENOMEM;
+}
+static int napper_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    memcpy(state, in->data, sizeof(napper_t));
+    return 0;
+}
+static const sn_type_t napper = {.name = "napper",
+                                 .version = 1,
+                                 .state_size = sizeof(napper_t),
+                                 .init = napper_init,
+                                 .step = napper_step,
+                                 .marshal = napper_marshal,
+                                 .unmarshal = napper_unmarshal};
+
+static sn_pid_t spawn_napper(sn_sched_t *sched, uint64_t index, uint64_t ms)
+{
+    uint64_t arg[2] = {index, ms};
+    sn_payload_t *in = sn_payload_new(SN_CT_BYTES, arg, sizeof arg);
+    sn_pid_t pid;
+    assert_int_equal(sn_spawn(sched, "napper", "nap", &in, NULL, NULL, &pid), 0);
+    return pid;
+}
+
+/* Waits (bounded) for pid on sched to wait for its yields (Blocked). */
+static void wait_blocked(sn_sched_t *sched, sn_pid_t pid)
+{
+    uint64_t end = deadline_ns(WAIT_MS);
+    sn_proc_row_t row = {0};
+    while (now_ns() < end && (sn__sched_proc(sched, pid, &row) != 0 || row.state != SN_PS_WAITING))
+        sleep_ms(1);
+    assert_int_equal(row.state, SN_PS_WAITING);
+}
+
+/* Freezes pid on `from` (asking again while busy) and moves it to `to`
+ * with its sleeps: 0, or the freeze's error (nothing moved). */
+static int move_pid(uint32_t from, uint32_t to, sn_pid_t pid, sn_migrant_t *m)
+{
+    const char *why;
+    int rc;
+    uint64_t end = deadline_ns(WAIT_MS);
+    while ((rc = sn__migrate_freeze(g_node[from], pid, m, &why)) == SN__MOVE_BUSY && now_ns() < end)
+        sched_yield();
+    if (rc != 0)
+        return rc;
+    void *h;
+    sn_event_t *ev;
+    size_t nev;
+    assert_int_equal(sn__migrate_install(g_node[to], m, &h), 0);
+    assert_int_equal(sn__migrate_commit(g_node[from], m, to, &ev, &nev), 0);
+    assert_int_equal(sn__migrate_activate(g_node[to], h, ev, nev, from, false, m->sleeps, m->nsleeps), 0);
+    free(ev);
+    return 0;
+}
+
+static void two_nodes(const sn_relay_hooks_t *hooks)
+{
+    for (uint32_t k = 1; k <= 2; k++) {
+        g_node[k] = mk(k, 1);
+        assert_int_equal(sn_type_register(g_node[k], &napper), 0);
+        assert_int_equal(sn_type_register(g_node[k], &counter), 0);
+        assert_int_equal(sn_type_register(g_node[k], &watcher), 0);
+        if (hooks)
+            sn__sched_set_relay(g_node[k], hooks);
+    }
+}
+
+/* A process with about 300 ms of a 1000 ms sleep left moves: the move
+ * carries the sleep's tag and deadline (the time left), node 1's timer
+ * lets go of it, and it wakes once, on node 2, when the sleep it began
+ * ends (not before, and not a whole sleep after the move), never on node
+ * 1. */
+static void test_sleeping_moves(void **unused)
+{
+    memset(&g_nap, 0, sizeof g_nap);
+    two_nodes(NULL);
+    uint64_t t0 = now_ns();
+    sn_pid_t pid = spawn_napper(g_node[1], 0, 1000);
+    wait_blocked(g_node[1], pid);
+    sleep_ms(700);
+    sn_migrant_t m;
+    uint64_t moved = now_ns();
+    assert_int_equal(move_pid(1, 2, pid, &m), 0);
+    assert_true(m.blocked);
+    assert_int_equal(m.nsleeps, 1);
+    assert_int_equal(m.sleeps[0].tag, 9);
+    assert_true(m.sleeps[0].deadline_ns >= t0 + 1000000000u);   /* due when it was */
+    assert_true(m.sleeps[0].deadline_ns <= moved + 300000000u); /* about 300 ms left */
+    assert_int_equal(timers_of(g_node[1]), 0);
+    assert_true(wait_count(&g_nap.woke[0], 1, WAIT_MS));
+    sleep_ms(100);
+    assert_int_equal(atomic_load(&g_nap.woke[0]), 1);
+    assert_int_equal(atomic_load(&g_nap.woke_on[2]), 1);
+    assert_int_equal(atomic_load(&g_nap.woke_on[1]), 0);
+    uint64_t at = atomic_load(&g_nap.at[0]);
+    assert_true(at >= t0 + 1000000000u);   /* not before its time */
+    assert_true(at < moved + 2000000000u); /* and not long after (a whole sleep again would be 1 s) */
+    assert_true(at < t0 + 1650000000u);    /* the time left, not the whole sleep again */
+    print_message("slept %llu ms, moved after %llu ms\n", (unsigned long long)(at - t0) / 1000000,
+                  (unsigned long long)(moved - t0) / 1000000);
+    sn_sched_destroy(&g_node[1]);
+    sn_sched_destroy(&g_node[2]);
+}
+
+/* Sleepers moved back and forth between two nodes while their timers come
+ * due, each freeze racing its timer's delivery: each wakes exactly once,
+ * not before its time, on the node it is on. */
+static void test_sleepers_move_while_due(void **unused)
+{
+    memset(&g_nap, 0, sizeof g_nap);
+    two_nodes(NULL);
+    sn_pid_t pids[NAPPERS];
+    uint32_t on[NAPPERS];
+    for (uint64_t i = 0; i < NAPPERS; i++) {
+        pids[i] = spawn_napper(g_node[1], i, 5 + i % 40);
+        on[i] = 1;
+    }
+    int moves = 0, left = NAPPERS;
+    uint64_t end = deadline_ns(WAIT_MS);
+    while (left > 0 && now_ns() < end) {
+        left = 0;
+        for (int i = 0; i < NAPPERS; i++) {
+            if (atomic_load(&g_nap.woke[i]))
+                continue;
+            left++;
+            sn_migrant_t m;
+            uint32_t to = 3 - on[i];
+            int rc = move_pid(on[i], to, pids[i], &m);
+            assert_true(rc == 0 || rc == SN_ENOPROC); /* (woke and ended meanwhile) */
+            if (rc == 0)
+                on[i] = to, moves++;
+        }
+    }
+    for (int i = 0; i < NAPPERS; i++)
+        assert_true(wait_count(&g_nap.woke[i], 1, WAIT_MS));
+    sleep_ms(100);
+    for (int i = 0; i < NAPPERS; i++) {
+        assert_int_equal(atomic_load(&g_nap.woke[i]), 1);
+        assert_true(atomic_load(&g_nap.slept[i]) >= (5 + (uint64_t)i % 40) * 1000000u);
+    }
+    assert_int_equal(atomic_load(&g_nap.woke_on[1]) + atomic_load(&g_nap.woke_on[2]), NAPPERS);
+    assert_int_equal(timers_of(g_node[1]) + timers_of(g_node[2]), 0);
+    assert_true(moves > 0);
+    print_message("%d moves\n", moves);
+    sn_sched_destroy(&g_node[1]);
+    sn_sched_destroy(&g_node[2]);
+}
+
+/* "watchnap" (input: a PID, or none): monitors it (tag 5) and sleeps 300
+ * ms (tag 9) waiting for messages meanwhile (SN_IDLE); finishes once it
+ * has woken and had the DOWN (with none: once it has woken), counting
+ * both. */
+static atomic_int g_wn_downs, g_wn_woke, g_wn_woke_on;
+typedef struct watchnap {
+    sn_pid_t target;
+    uint64_t woke, downs;
+} watchnap_t;
+static void watchnap_step(sn_ctx_t *ctx, void *state, sn_event_t *ev, size_t n, sn_step_out_t *out)
+{
+    watchnap_t *w = state;
+    out->status = SN_IDLE;
+    if (n == 0) {
+        if (!sn_pid_is_none(w->target))
+            sn_out_monitor(out, w->target, 5);
+        sn_out_sleep(out, 9, 300);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SN_EV_DOWN && ev[i].tag == 5 && sn_pid_eq(ev[i].from, w->target)) {
+            w->downs++;
+            atomic_fetch_add(&g_wn_downs, 1);
+        } else if (ev[i].type == SN_EV_YIELD_COMPLETE && ev[i].tag == 9 && ev[i].error == 0) {
+            w->woke++;
+            atomic_fetch_add(&g_wn_woke, 1);
+            atomic_store(&g_wn_woke_on, sn_ctx_sched(ctx) == g_node[1] ? 1 : 2);
+        }
+    }
+    if (w->woke && (w->downs || sn_pid_is_none(w->target)))
+        sn_out_done(out, NULL);
+}
+static int watchnap_marshal(sn_ctx_t *ctx, void *state, sn_payload_t **out)
+{
+    *out = sn_payload_new(SN_CT_BYTES, state, sizeof(watchnap_t));
+    return *out ? 0 : SN_ENOMEM;
+}
+static int watchnap_unmarshal(sn_ctx_t *ctx, void *state, const sn_payload_t *in)
+{
+    memcpy(state, in->data, sizeof(watchnap_t));
+    return 0;
+}
+static const sn_type_t watchnap = {.name = "watchnap",
+                                   .version = 1,
+                                   .state_size = sizeof(watchnap_t),
+                                   .init = watcher_init,
+                                   .step = watchnap_step,
+                                   .marshal = watchnap_marshal,
+                                   .unmarshal = watchnap_unmarshal};
+
+/* The test's relay: delivers to the node a send goes through (via), else
+ * to the PID's home; monitor requests wait for the test (mon_deliver). */
+static int via_deliver(void *arg, sn_pid_t to, sn_pid_t from, uint64_t tag, int kind, int error, uint32_t via,
+                       sn_payload_t **msg)
+{
+    if (kind == SN_RELAY_MONITOR || !via)
+        return mon_deliver(arg, to, from, tag, kind, error, via, msg);
+    if (via > 2 || (kind != SN_EV_MESSAGE && kind != SN_EV_DOWN))
+        return kind == SN_EV_MESSAGE || kind == SN_EV_DOWN ? SN_EUNREACHABLE : 0;
+    return sn__deliver_inbound(g_node[via], to, from, tag, kind, error, msg);
+}
+
+/* A process that is monitored, sleeping, moves: it wakes once, on the new
+ * node, and its watcher gets exactly one DOWN when it ends there. One that
+ * monitors another does not move (the records its DOWNs need stay on its
+ * node: migrate.c, unmovable). */
+static void test_sleeping_monitored_moves(void **unused)
+{
+    sn_relay_hooks_t hooks = {.deliver = via_deliver};
+    memset(&g_mon, 0, sizeof g_mon);
+    atomic_store(&g_downs, 0);
+    atomic_store(&g_down_error, 1);
+    two_nodes(&hooks);
+    assert_int_equal(sn_type_register(g_node[1], &watchnap), 0);
+    assert_int_equal(sn_type_register(g_node[2], &watchnap), 0);
+    sn_pid_t x, a, b, w;
+    assert_int_equal(sn_spawn(g_node[1], "watchnap", "run", &(sn_payload_t *){sn_payload_pid(SN_PID_NONE)}, NULL,
+                              NULL, &b),
+                     0);
+    wait_idle(g_node[1], b, 1);
+    assert_int_equal(sn_spawn(g_node[1], "watcher", "run", &(sn_payload_t *){sn_payload_pid(b)}, NULL, NULL, &w), 0);
+    wait_idle(g_node[1], w, 1);
+    sn_migrant_t m;
+    assert_int_equal(move_pid(1, 2, b, &m), 0);
+    assert_int_equal(m.nsleeps, 1);
+    assert_true(m.idle);
+    assert_int_equal(g_mon.n, 1); /* its watcher's monitor, passed on to node 2 */
+    sn__monitor(g_node[2], g_mon.to, g_mon.from, g_mon.tag);
+    assert_true(wait_count(&g_wn_woke, 1, WAIT_MS));
+    assert_true(wait_count(&g_downs, 1, WAIT_MS));
+    sleep_ms(100);
+    assert_int_equal(atomic_load(&g_wn_woke), 1);
+    assert_int_equal(atomic_load(&g_wn_woke_on), 2);
+    assert_int_equal(atomic_load(&g_downs), 1); /* its watcher's, once */
+    assert_int_equal(atomic_load(&g_down_error), 0);
+    assert_int_equal(timers_of(g_node[1]), 0);
+
+    /* one that monitors another stays */
+    assert_int_equal(sn_spawn(g_node[1], "counter", "count", NULL, NULL, NULL, &x), 0);
+    wait_idle(g_node[1], x, 1);
+    assert_int_equal(sn_spawn(g_node[1], "watchnap", "run", &(sn_payload_t *){sn_payload_pid(x)}, NULL, NULL, &a), 0);
+    wait_idle(g_node[1], a, 1);
+    assert_int_equal(move_pid(1, 2, a, &m), SN_ENOTMOVABLE);
+    assert_true(wait_count(&g_wn_woke, 2, WAIT_MS)); /* on node 1 */
+    assert_int_equal(atomic_load(&g_wn_woke_on), 1);
+    send_u64(g_node[1], x, 0); /* what it monitors ends: its DOWN, there */
+    assert_true(wait_count(&g_wn_downs, 1, WAIT_MS));
+    sn_sched_destroy(&g_node[1]);
+    sn_sched_destroy(&g_node[2]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -751,6 +1111,9 @@ int main(void)
         cmocka_unit_test_setup(test_monitored_child_moves, reset),
         cmocka_unit_test_setup(test_freeze_idle, reset),
         cmocka_unit_test_setup(test_freeze_monitored, reset),
+        cmocka_unit_test_setup(test_sleeping_moves, reset),
+        cmocka_unit_test_setup(test_sleepers_move_while_due, reset),
+        cmocka_unit_test_setup(test_sleeping_monitored_moves, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -780,6 +780,10 @@ int sn_codec_encode_steal_offer(uint32_t node, uint64_t incarnation, uint64_t id
         o->mg.await_tag = m[i].await_tag;
         o->mg.await_node = m[i].await_node;
         o->mg.moves = m[i].moves;
+        o->mg.blocked = m[i].blocked != 0;
+        o->mg.n_sleep_tags = o->mg.n_sleep_left_us = m[i].nsleeps < SN_WIRE_SLEEPS ? m[i].nsleeps : SN_WIRE_SLEEPS;
+        o->mg.sleep_tags = (uint64_t *)m[i].sleep_tag; /* (read only by the packer) */
+        o->mg.sleep_left_us = (uint64_t *)m[i].sleep_left_us;
         ptrs[i] = &o->mg;
     }
     Schednode__StealOffer offer;
@@ -1198,6 +1202,14 @@ static int decode_steal(const Schednode__Envelope *env, sn_frame_t *out)
             w->await_node = m->await_node;
             w->type_version = m->type_version;
             w->moves = m->moves;
+            w->blocked = m->blocked;
+            if (m->n_sleep_tags != m->n_sleep_left_us || m->n_sleep_tags > SN_WIRE_SLEEPS)
+                return SN_EPROTO;
+            w->nsleeps = m->n_sleep_tags;
+            for (size_t k = 0; k < w->nsleeps; k++) {
+                w->sleep_tag[k] = m->sleep_tags[k];
+                w->sleep_left_us[k] = m->sleep_left_us[k];
+            }
             w->state = sn_payload_new(m->state->ctype, m->state->data.data, m->state->data.len);
             if (!w->state)
                 return SN_ENOMEM;

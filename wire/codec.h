@@ -156,6 +156,7 @@ typedef struct sn_wire_probe {
 } sn_wire_probe_t;
 
 /* A process on the move (StealOffer). */
+#define SN_WIRE_SLEEPS 8 /* pending sleeps a migrant carries at most (more: refused) */
 typedef struct sn_wire_migrant {
     sn_pid_t pid, parent;
     int awaited; /* sn_migrant_t's: 0, 1 (the completion), 2 (a DOWN) */
@@ -167,6 +168,9 @@ typedef struct sn_wire_migrant {
     uint32_t type_version;
     sn_payload_t *state; /* decoding: owned by the frame; encoding: borrowed */
     uint32_t moves;      /* this move included */
+    int blocked;         /* waits for its sleeps (sn_migrant_t's) */
+    size_t nsleeps;      /* its pending sleeps: each one's tag and time left (us) */
+    uint64_t sleep_tag[SN_WIRE_SLEEPS], sleep_left_us[SN_WIRE_SLEEPS];
 } sn_wire_migrant_t;
 
 /* A node's counters and load, as heartbeats carry them and `status` shows

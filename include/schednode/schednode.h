@@ -346,7 +346,8 @@ int sn_out_send_many(sn_step_out_t *out, sn_pid_t to, uint64_t tag, sn_payload_t
  * SN_YIELD_AWAIT with SN_YIELD_MONITOR. */
 int sn_out_spawn(sn_step_out_t *out, uint64_t tag, const char *type, const char *method, sn_payload_t **input,
                  uint32_t flags);
-/* Completes with `tag` after `ms` milliseconds. */
+/* Completes with `tag` after `ms` milliseconds, on the node the process is
+ * on then: a sleep moves with its process, with the time it has left. */
 int sn_out_sleep(sn_step_out_t *out, uint64_t tag, uint64_t ms);
 /* Sends SN_EV_CANCEL to `pid`; completes at once (or with SN_ENOPROC). */
 int sn_out_terminate(sn_step_out_t *out, uint64_t tag, sn_pid_t pid);
@@ -513,14 +514,16 @@ int sn_cancel(sn_sched_t *sched, sn_pid_t pid);
 /* Moves the process pid, which lives on this node, to node `node` of the
  * cluster, with its state, its place in every sender's order and the
  * messages queued for it (the handover of cross-node stealing). Only a
- * process waiting for messages (SN_IDLE) is taken, never one mid-step: a
- * busy one is tried again until timeout_ms (< 0: 5000) has passed. Blocks
+ * process waiting for messages (SN_IDLE) or for its yields (SN_WAIT) is
+ * taken, never one mid-step: a busy one is tried again until timeout_ms
+ * (< 0: 5000) has passed. Its pending sleeps move with it, each with the
+ * time it has left, and complete there. Blocks
  * the calling (non-worker) thread until the move is decided, at most
  * timeout_ms and the handover's own bound (3 s without an answer from
  * `node`). Returns 0 (it lives on `node` now, or lived there already),
  * SN_ENOPROC (not on this node), SN_ENOTMOVABLE (its type has no
- * marshal, a yield it waits on cannot follow it, a C callback or monitor
- * here is tied to it), SN_EREFUSED (`node` refused it: type missing or of
+ * marshal, a yield it waits on that is no sleep cannot follow it, a C
+ * callback here is tied to it), SN_EREFUSED (`node` refused it: type missing or of
  * another version there, draining, shutting down), SN_EUNREACHABLE (no
  * relay, or `node` is not an up member), SN_ETIMEDOUT (never idle), or
  * SN_ENODEDOWN (`node` went down during the handover: the process stays
