@@ -1066,9 +1066,8 @@ static void test_sleeping_monitored_moves(void **unused)
     assert_int_equal(sn_type_register(g_node[1], &watchnap), 0);
     assert_int_equal(sn_type_register(g_node[2], &watchnap), 0);
     sn_pid_t x, a, b, w;
-    assert_int_equal(sn_spawn(g_node[1], "watchnap", "run", &(sn_payload_t *){sn_payload_pid(SN_PID_NONE)}, NULL,
-                              NULL, &b),
-                     0);
+    assert_int_equal(
+        sn_spawn(g_node[1], "watchnap", "run", &(sn_payload_t *){sn_payload_pid(SN_PID_NONE)}, NULL, NULL, &b), 0);
     wait_idle(g_node[1], b, 1);
     assert_int_equal(sn_spawn(g_node[1], "watcher", "run", &(sn_payload_t *){sn_payload_pid(b)}, NULL, NULL, &w), 0);
     wait_idle(g_node[1], w, 1);
