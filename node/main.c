@@ -294,6 +294,9 @@ typedef struct options {
     uint32_t to_node;      /* migrate: --to */
     int cancel_on_timeout; /* call: --[no-]cancel-on-timeout */
     int then_stop;         /* drain: --then-stop */
+    const char *restart;   /* service add: --restart */
+    int max_restarts;      /* service add: --max-restarts, -1 if not given */
+    int within_ms;         /* service add: --within, -1 if not given */
     const char *connect, *key_name, *key_endpoint;
     const char *metrics, *dashboard; /* HTTP endpoints (http.c), or NULL */
     const char *cmd;                 /* the command, or NULL: run a node */
@@ -338,7 +341,10 @@ enum {
     OPT_NO_CANCEL_ON_TIMEOUT,
     OPT_THEN_STOP,
     OPT_METRICS,
-    OPT_DASHBOARD
+    OPT_DASHBOARD,
+    OPT_RESTART,
+    OPT_MAX_RESTARTS,
+    OPT_WITHIN
 };
 static const struct option long_opts[] = {{"workers", required_argument, NULL, 'w'},
                                           {"load", required_argument, NULL, 'l'},
@@ -379,6 +385,9 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"cancel-on-timeout", no_argument, NULL, OPT_CANCEL_ON_TIMEOUT},
                                           {"no-cancel-on-timeout", no_argument, NULL, OPT_NO_CANCEL_ON_TIMEOUT},
                                           {"then-stop", no_argument, NULL, OPT_THEN_STOP},
+                                          {"restart", required_argument, NULL, OPT_RESTART},
+                                          {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+                                          {"within", required_argument, NULL, OPT_WITHIN},
                                           {"help", no_argument, NULL, 'h'},
                                           {"version", no_argument, NULL, 'V'},
                                           {0, 0, 0, 0}};
@@ -392,6 +401,8 @@ static void options_init(options_t *o, int argc, char **argv)
                      .join_timeout_ms = 10000,
                      .log_level = SN__LOG_INFO,
                      .cancel_on_timeout = 1,
+                     .max_restarts = -1,
+                     .within_ms = -1,
                      .argc = argc,
                      .argv = argv};
     o->plugins = calloc((size_t)argc, sizeof *o->plugins);
@@ -567,6 +578,17 @@ static int client_flag(options_t *o, int c, char *arg)
         return 1;
     case OPT_THEN_STOP:
         o->then_stop = 1;
+        return 1;
+    case OPT_RESTART:
+        if (strcmp(arg, "always") != 0 && strcmp(arg, "on-failure") != 0)
+            die_usage("--restart: '%s' is not always or on-failure", arg);
+        o->restart = arg;
+        return 1;
+    case OPT_MAX_RESTARTS:
+        o->max_restarts = (int)parse_num("--max-restarts", arg, 0, 1000000);
+        return 1;
+    case OPT_WITHIN:
+        o->within_ms = (int)parse_num("--within", arg, 1, INT32_MAX);
         return 1;
     case OPT_REASON:
         if (!*arg || strlen(arg) > 1000)
@@ -762,6 +784,10 @@ static int parse_options(options_t *o, int argc, char **argv)
     }
     if (o->key_endpoint && (!o->cmd || strcmp(o->cmd, "keygen") != 0))
         die_usage("--endpoint belongs to keygen");
+    if ((o->restart || o->max_restarts >= 0 || o->within_ms >= 0) && (!o->cmd || strcmp(o->cmd, "service") != 0))
+        die_usage("%s belongs to service add", o->restart             ? "--restart"
+                                               : o->max_restarts >= 0 ? "--max-restarts"
+                                                                      : "--within");
     if (o->key_name && (!o->cmd || (strcmp(o->cmd, "keygen") != 0 && strcmp(o->cmd, "spawn") != 0)))
         die_usage("--name belongs to keygen and spawn");
     if (o->insecure && o->relay.security.cert)
@@ -1274,7 +1300,10 @@ static int client(const options_t *o)
                   .to_node = o->to_node,
                   .cancel_on_timeout = o->cancel_on_timeout,
                   .then_stop = o->then_stop,
-                  .name = o->key_name};
+                  .name = o->key_name,
+                  .restart = o->restart,
+                  .max_restarts = o->max_restarts,
+                  .within_ms = o->within_ms};
     return sn_cli_run(&c);
 }
 
