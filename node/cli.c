@@ -801,11 +801,11 @@ static void print_services(svc_row_t *rows, size_t n, int json)
     qsort(rows, n, sizeof *rows, cmp_svc);
     json_object *arr = json ? json_object_new_array() : NULL;
     if (!json)
-        printf("%-24s %-14s %-6s %-8s %s\n", "NAME", "PID", "NODE", "RESTARTS", "STATE");
+        printf("%-24s %-24s %-6s %-8s %s\n", "NAME", "PID", "NODE", "RESTARTS", "STATE");
     for (size_t i = 0; i < n; i++) {
         svc_row_t *r = &rows[i];
         if (!arr) {
-            printf("%-24s %-14s %-6s %-8s %s\n", r->name, r->pid, r->node, r->restarts, r->state);
+            printf("%-24s %-24s %-6s %-8s %s\n", r->name, r->pid, r->node, r->restarts, r->state);
             continue;
         }
         json_object *o = json_object_new_object();

@@ -28,6 +28,7 @@
 #include "relay.h"
 #include "schednode/schednode.h"
 #include "suggest.h"
+#include "svcrule.h"
 
 #define EXIT_USAGE SN_EXIT_USAGE
 #define EXIT_OUT SN_EXIT_OUT /* this run was put out of its cluster (sn_relay_out) */
@@ -279,6 +280,8 @@ typedef struct options {
     sn_relay_config_t relay; /* peers and seeds point at the arrays below once it starts */
     sn_peer_config_t *peers; /* relay.npeers of them */
     const char **seeds;      /* relay.nseeds of them */
+    const char **services;   /* the file's cluster/service lines, nservices of them */
+    size_t nservices;
     const char **plugins;
     int nplugins;
     int node_id_given;                      /* -n or node/id; else choose_node_id picks one */
@@ -464,6 +467,8 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
     o->dashboard = f->dashboard;
     if (f->join_timeout_ms)
         o->join_timeout_ms = f->join_timeout_ms;
+    o->services = f->services;
+    o->nservices = f->nservices;
     if (f->nseeds)
         append(&o->seeds, o->argc, &o->relay.nseeds, f->seeds, f->nseeds);
     if (f->nplugins) {
@@ -1106,6 +1111,41 @@ static int start_http(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, 
     return 0;
 }
 
+static void service_added(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
+                          void *arg)
+{
+    (void)sched, (void)pid;
+    if (status != SN_DONE)
+        logf_(SN__LOG_WARN, "service %s (config): %s%s%s", (const char *)arg, sn_strerror(error), *result ? ": " : "",
+              *result ? (const char *)(*result)->data : "");
+}
+
+/* The config's services (cluster/service = "NAME TYPE METHOD [ARG]"),
+ * each added as `service add` does (relay/services.c): a service the
+ * cluster has already with the same spec is left as it is. */
+static void add_services(const options_t *o, sn_sched_t *sched)
+{
+    for (size_t i = 0; i < o->nservices; i++) {
+        char w[3][256] = {"", "", ""};
+        const char *arg = o->services[i];
+        int k = 0;
+        for (; k < 3; k++) { /* (config.c checked the words: NAME TYPE METHOD) */
+            arg += strspn(arg, " ");
+            size_t len = strcspn(arg, " ");
+            if (!len || len > 255)
+                break;
+            snprintf(w[k], sizeof w[k], "%.*s", (int)len, arg);
+            arg += len;
+        }
+        arg += strspn(arg, " ");
+        sn_payload_t *in = sn_payload_printf(SN_CT_TEXT, "%s\n%s\n%s\non-failure\n%d\n%d%s%s", w[0], w[1], w[2],
+                                             SN_SVC_MAX_RESTARTS, SN_SVC_WITHIN_MS, *arg ? "\n" : "", arg);
+        if (k != 3 || sn_spawn(sched, "sn.services", "add", &in, service_added, (void *)o->services[i], NULL) != 0)
+            logf_(SN__LOG_WARN, "service %s (config): cannot add it", o->services[i]);
+        sn_payload_destroy(&in);
+    }
+}
+
 /* No command: the node runs until SIGINT or SIGTERM (raise_term's, when
  * this run was put out of its cluster: then EXIT_OUT). */
 static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, const sigset_t *sigs)
@@ -1113,6 +1153,7 @@ static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *re
     int exit_code = 0;
     int workers = sn_sched_workers(sched);
     logf_(SN__LOG_INFO, "up: %d worker%s; stop with SIGINT or SIGTERM", workers, workers == 1 ? "" : "s");
+    add_services(o, sched);
     int sig = 0;
     sigwait(sigs, &sig);
     char why[1024];

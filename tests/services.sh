@@ -47,6 +47,10 @@ out=$(at 1 service ls --restart always 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q -- "--restart" <<<"$out" && ok "--restart on ls: exit 2" || bad "--restart on ls: $rc $out"
 out=$(at 1 spawn msink collect 5 --within 10 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q -- "--within" <<<"$out" && ok "--within on spawn: exit 2" || bad "--within on spawn: $rc $out"
+printf 'cluster\n    service = "onlyname"\n' >"$dir/bad.cfg"
+out=$("$SN" --config "$dir/bad.cfg" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "cluster/service" <<<"$out" && ok "a bad service line in a config: exit 2 naming it" ||
+  bad "a bad service line: $rc $out"
 out=$(at 1 service frob 2>&1); rc=$?
 [ $rc -eq 2 ] && ok "service frob: exit 2" || bad "service frob: $rc $out"
 
