@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "codec.h"
+#include "svcrule.h"
 
 #define REQUEST_MS 10000     /* one request's wait, unless --timeout says (not call's: it waits for a process) */
 #define KILL_GRACE_MS 5000   /* kill: time from CANCEL to the force, unless --timeout says */
@@ -47,8 +48,8 @@ static void usage_error(const char *fmt, ...)
     sn_cli_vusage(fmt, ap);
 }
 
-const char *const sn_cli_commands[] = {"spawn", "send",    "call",  "status",  "ps",    "kill", "migrate",
-                                       "drain", "undrain", "types", "whereis", "names", NULL};
+const char *const sn_cli_commands[] = {"spawn", "send",    "call",  "status",  "ps",    "kill",    "migrate",
+                                       "drain", "undrain", "types", "whereis", "names", "service", NULL};
 
 int sn_cli_is_command(const char *cmd)
 {
@@ -758,6 +759,148 @@ static int cmd_names(const sn_cli_t *c)
     return 0;
 }
 
+/* ------------------------------------------------------------ services */
+
+/* Asks the node at --connect to run the services helper `method` (add,
+ * rm, ls: relay/services.c): 0 and its result in *res, an error said
+ * (exit 1), or -1 (no answer, said). */
+static int service_ask(const sn_cli_t *c, const char *method, sn_payload_t *arg, sn_payload_t **res)
+{
+    sn_wire_request_t req = {.op = SN_OP_CALL, .type = "sn.services", .method = (char *)method, .arg = arg};
+    char err[512];
+    sn_wire_reply_t rep;
+    int rc = ask(c, c->connect, &req, request_ms(c), &rep, err, sizeof err);
+    sn_payload_destroy(&req.arg);
+    if (rc != 0) {
+        fprintf(stderr, "%s: service %s: %s\n", progname, method, err);
+        return -1;
+    }
+    rc = rep.error;
+    if (rc) {
+        const char *why = rep.result ? (const char *)rep.result->data : rep.reason ? rep.reason : "";
+        fprintf(stderr, "%s: service %s: %s%s%s\n", progname, method, sn_strerror(rc), *why ? ": " : "", why);
+    } else {
+        *res = sn_take(&rep.result);
+    }
+    sn_client_reply_clear(&rep);
+    return rc;
+}
+
+typedef struct svc_row {
+    char *name, *pid, *restarts, *state, *policy, *type, *method;
+    const char *node;
+} svc_row_t;
+
+static int cmp_svc(const void *a, const void *b)
+{
+    return strcmp(((const svc_row_t *)a)->name, ((const svc_row_t *)b)->name);
+}
+
+static void print_services(svc_row_t *rows, size_t n, int json)
+{
+    qsort(rows, n, sizeof *rows, cmp_svc);
+    json_object *arr = json ? json_object_new_array() : NULL;
+    if (!json)
+        printf("%-24s %-24s %-6s %-8s %s\n", "NAME", "PID", "NODE", "RESTARTS", "STATE");
+    for (size_t i = 0; i < n; i++) {
+        svc_row_t *r = &rows[i];
+        if (!arr) {
+            printf("%-24s %-24s %-6s %-8s %s\n", r->name, r->pid, r->node, r->restarts, r->state);
+            continue;
+        }
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", json_object_new_string(r->name));
+        json_object_object_add(o, "pid", strcmp(r->pid, "-") ? json_object_new_string(r->pid) : NULL);
+        json_object_object_add(o, "node", strcmp(r->node, "-") ? json_object_new_int64(atoll(r->node)) : NULL);
+        json_object_object_add(o, "restarts", json_object_new_int64(atoll(r->restarts)));
+        json_object_object_add(o, "state", json_object_new_string(r->state));
+        json_object_object_add(o, "restart", json_object_new_string(r->policy));
+        json_object_object_add(o, "type", json_object_new_string(r->type));
+        json_object_object_add(o, "method", json_object_new_string(r->method));
+        json_object_array_add(arr, o);
+    }
+    if (arr) {
+        json_object *top = json_object_new_object();
+        json_object_object_add(top, "services", arr);
+        printf("%s\n", json_object_to_json_string_ext(top, JSON_C_TO_STRING_PLAIN));
+        json_object_put(top);
+    }
+}
+
+/* service ls: every node's records ("S NAME PID RESTARTS STATE POLICY TYPE
+ * METHOD") and instances ("H PID NODE"), a row per service. */
+static int service_ls(const sn_cli_t *c)
+{
+    sn_payload_t *res = NULL;
+    int rc = service_ask(c, "ls", NULL, &res);
+    if (rc)
+        return SN_EXIT_FAILED;
+    char *text = res ? strndup((const char *)res->data, res->len) : strdup(""), *save = NULL;
+    sn_payload_destroy(&res);
+    svc_row_t *rows = NULL;
+    char *host[1024][2];
+    size_t n = 0, cap = 0, nhost = 0;
+    for (char *l = text ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        char *f[8], *s2 = NULL;
+        int k = 0;
+        for (char *w = strtok_r(l, " ", &s2); w && k < 8; w = strtok_r(NULL, " ", &s2))
+            f[k++] = w;
+        if (k == 3 && !strcmp(f[0], "H") && nhost < 1024) {
+            host[nhost][0] = f[1];
+            host[nhost++][1] = f[2];
+        } else if (k == 8 && !strcmp(f[0], "S")) {
+            svc_row_t *more = n == cap ? realloc(rows, (cap = cap ? cap * 2 : 16) * sizeof *rows) : rows;
+            if (!more)
+                break;
+            rows = more;
+            rows[n++] = (svc_row_t){f[1], f[2], f[3], f[4], f[5], f[6], f[7], "-"};
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t h = 0; h < nhost; h++)
+            if (!strcmp(rows[i].pid, host[h][0]))
+                rows[i].node = host[h][1];
+    print_services(rows, n, c->json);
+    free(rows);
+    free(text);
+    return 0;
+}
+
+/* service add NAME TYPE METHOD [ARG] [--restart P] [--max-restarts N
+ * --within MS], service rm NAME, service ls [--json] (services.sh). */
+static int cmd_service(const sn_cli_t *c)
+{
+    const char *sub = c->nargs > 0 ? c->args[0] : "";
+    bool add = !strcmp(sub, "add");
+    if ((c->restart || c->max_restarts >= 0 || c->within_ms >= 0) && !add)
+        usage_error("--restart, --max-restarts and --within belong to service add");
+    if (c->json && strcmp(sub, "ls") != 0)
+        usage_error("--json belongs to service ls");
+    if (!strcmp(sub, "ls") && c->nargs == 1)
+        return service_ls(c);
+    sn_payload_t *res = NULL, *arg = NULL;
+    if (add && (c->nargs == 4 || c->nargs == 5)) {
+        for (int i = 1; i < 4; i++)
+            if (!*c->args[i] || strchr(c->args[i], '\n') || strchr(c->args[i], ' ') || strlen(c->args[i]) > 63)
+                usage_error("service add: NAME, TYPE and METHOD are words without spaces (NAME up to 255 bytes)");
+        arg = sn_payload_printf(SN_CT_TEXT, "%s\n%s\n%s\n%s\n%d\n%d%s%s", c->args[1], c->args[2], c->args[3],
+                                c->restart ? c->restart : "on-failure",
+                                c->max_restarts >= 0 ? c->max_restarts : SN_SVC_MAX_RESTARTS,
+                                c->within_ms >= 0 ? c->within_ms : SN_SVC_WITHIN_MS, c->nargs == 5 ? "\n" : "",
+                                c->nargs == 5 ? c->args[4] : "");
+    } else if (!strcmp(sub, "rm") && c->nargs == 2) {
+        arg = sn_payload_text(c->args[1]);
+    } else {
+        usage_error("usage: service add NAME TYPE METHOD [ARG] [--restart always|on-failure] [--max-restarts N "
+                    "--within MS] | service rm NAME | service ls [--json], with --connect ENDPOINT");
+    }
+    int rc = service_ask(c, sub, arg, &res);
+    sn_payload_destroy(&res);
+    if (rc == 0)
+        printf("%s %s\n", add ? "added" : "removed", c->args[1]);
+    return rc == 0 ? 0 : rc == SN_ENOPROC && !add ? SN_EXIT_NOPROC : SN_EXIT_FAILED;
+}
+
 /* ---------------------------------------------------------------- send */
 
 /* send PID DATA: the node that holds the process is found (as kill finds
@@ -1172,6 +1315,8 @@ static int cli_run(const sn_cli_t *c)
         return cmd_whereis(c);
     if (!strcmp(c->cmd, "names"))
         return cmd_names(c);
+    if (!strcmp(c->cmd, "service"))
+        return cmd_service(c);
     return cmd_simple(c);
 }
 

@@ -1,6 +1,6 @@
 /* cli.h - the client commands of the schednode program (spawn, send, call,
- * status, ps, kill, migrate, drain, undrain, types, whereis, names): one request to a node or one to each node of
- * its cluster, and what the user sees (text, or JSON built with json-c).
+ * status, ps, kill, migrate, drain, undrain, types, whereis, names, service): one request to a node or one to each node
+ * of its cluster, and what the user sees (text, or JSON built with json-c).
  */
 #ifndef SN_CLI_H
 #define SN_CLI_H
@@ -37,6 +37,9 @@ typedef struct sn_cli {
     int cancel_on_timeout; /* call: cancel the process when --timeout expires (default 1) */
     int then_stop;         /* drain: --then-stop */
     const char *name;      /* spawn: --name (NULL: none) */
+    const char *restart;   /* service add: --restart (NULL: on-failure) */
+    int max_restarts;      /* service add: --max-restarts (-1: the default) */
+    int within_ms;         /* service add: --within (-1: the default) */
 } sn_cli_t;
 
 /* A member state's name ("up", "suspect", "down", "left", "joining"). */

@@ -513,6 +513,21 @@ static int node_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *
     return 0;
 }
 
+/* A service line: NAME TYPE METHOD [ARG], words split by spaces (ARG: the
+ * rest of the line); 0 or -1. */
+static int service_line(const char *v)
+{
+    size_t len[3];
+    for (int i = 0; i < 3; i++) {
+        v += strspn(v, " ");
+        len[i] = strcspn(v, " ");
+        if (!len[i] || len[i] > (i ? 63u : 255u))
+            return -1;
+        v += len[i];
+    }
+    return 0;
+}
+
 static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const char *path, int nth, const char *v)
 {
     long long n = 0;
@@ -524,6 +539,11 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
         if (endpoint(c, path, nth, v, 0))
             return -1;
         if (push(&o->seeds, &o->nseeds, v))
+            return fail(c, path, nth, "out of memory");
+    } else if (!strcmp(key, "service")) {
+        if (service_line(v) != 0)
+            return fail(c, path, nth, "'%s' is not NAME TYPE METHOD [ARG] (words of at most 63 bytes; NAME 255)", v);
+        if (push(&o->services, &o->nservices, v))
             return fail(c, path, nth, "out of memory");
     } else if (!strcmp(key, "heartbeat-ms")) {
         if (number(c, path, nth, v, 10, 60000, &n))
@@ -566,7 +586,7 @@ static int cluster_key(ctx_t *c, sn_node_config_t *o, const char *key, const cha
         o->max_backlog = n;
     } else {
         return fail(c, path, nth,
-                    "unknown key (cluster takes name, seed, heartbeat-ms, down-after-ms, forget-after-ms, "
+                    "unknown key (cluster takes name, seed, service, heartbeat-ms, down-after-ms, forget-after-ms, "
                     "join-timeout-ms, max-frame, max-message, max-backlog, backlog-full, steal, steal-batch)");
     }
     return 0;
@@ -640,7 +660,8 @@ int sn_config_load(const char *file, sn_node_config_t *o, char *err, size_t errl
                 return fail(&c, path, nth, "a key takes a value, not keys under it");
             /* single-valued keys may appear once in the file, also when a
              * second section of the same name gives them again */
-            if (strcmp(zconfig_name(k), "seed") && strcmp(zconfig_name(k), "plugin") && nth > 0)
+            if (strcmp(zconfig_name(k), "seed") && strcmp(zconfig_name(k), "plugin") &&
+                strcmp(zconfig_name(k), "service") && nth > 0)
                 return fail(&c, path, nth, "given twice (first at line %d)", line_of(c.text, c.len, path, 0));
             const char *v = zconfig_value(k) ? zconfig_value(k) : "";
             if (handler(&c, o, zconfig_name(k), path, nth, v) != 0)
@@ -675,6 +696,7 @@ void sn_config_free(sn_node_config_t *c)
         free(own);
     }
     free(c->seeds);
+    free(c->services);
     free(c->plugins);
     memset(c, 0, sizeof *c);
 }

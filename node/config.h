@@ -27,6 +27,8 @@ typedef struct sn_node_config {
     int steal_batch;          /* 0: not set */
     const char **seeds;
     size_t nseeds;
+    const char **services; /* "NAME TYPE METHOD [ARG]": added when the node is up (services.c) */
+    size_t nservices;
     const char **plugins; /* absolute, like cert */
     size_t nplugins;
     void *own; /* what the strings live in */

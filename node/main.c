@@ -28,6 +28,7 @@
 #include "relay.h"
 #include "schednode/schednode.h"
 #include "suggest.h"
+#include "svcrule.h"
 
 #define EXIT_USAGE SN_EXIT_USAGE
 #define EXIT_OUT SN_EXIT_OUT /* this run was put out of its cluster (sn_relay_out) */
@@ -61,6 +62,11 @@ static void usage_commands(FILE *f)
             "                          a NAME (any text that is not a PID) is looked up first\n"
             "  whereis NAME            print the PID registered under NAME (exit 1 if none)\n"
             "  names [--json]          every registered name and its PID, sorted by name\n"
+            "  service add NAME TYPE METHOD [ARG] [--restart always|on-failure] [--max-restarts N\n"
+            "          --within MS]    keep one instance running under NAME, started again elsewhere\n"
+            "                          when it fails or its node dies (back off past N failures in MS)\n"
+            "  service rm NAME         stop the instance (CANCEL) and forget the service (4 if none)\n"
+            "  service ls [--json]     each service: name, PID, node, restarts, state\n"
             "  call TYPE METHOD [ARG] [--on N]\n"
             "                          spawn, wait (forever, or --timeout MS), print the result; exit 1\n"
             "                          with the error if it fails, 5 if it timed out (the process is\n"
@@ -279,6 +285,8 @@ typedef struct options {
     sn_relay_config_t relay; /* peers and seeds point at the arrays below once it starts */
     sn_peer_config_t *peers; /* relay.npeers of them */
     const char **seeds;      /* relay.nseeds of them */
+    const char **services;   /* the file's cluster/service lines, nservices of them */
+    size_t nservices;
     const char **plugins;
     int nplugins;
     int node_id_given;                      /* -n or node/id; else choose_node_id picks one */
@@ -294,6 +302,9 @@ typedef struct options {
     uint32_t to_node;      /* migrate: --to */
     int cancel_on_timeout; /* call: --[no-]cancel-on-timeout */
     int then_stop;         /* drain: --then-stop */
+    const char *restart;   /* service add: --restart */
+    int max_restarts;      /* service add: --max-restarts, -1 if not given */
+    int within_ms;         /* service add: --within, -1 if not given */
     const char *connect, *key_name, *key_endpoint;
     const char *metrics, *dashboard; /* HTTP endpoints (http.c), or NULL */
     const char *cmd;                 /* the command, or NULL: run a node */
@@ -338,7 +349,10 @@ enum {
     OPT_NO_CANCEL_ON_TIMEOUT,
     OPT_THEN_STOP,
     OPT_METRICS,
-    OPT_DASHBOARD
+    OPT_DASHBOARD,
+    OPT_RESTART,
+    OPT_MAX_RESTARTS,
+    OPT_WITHIN
 };
 static const struct option long_opts[] = {{"workers", required_argument, NULL, 'w'},
                                           {"load", required_argument, NULL, 'l'},
@@ -379,6 +393,9 @@ static const struct option long_opts[] = {{"workers", required_argument, NULL, '
                                           {"cancel-on-timeout", no_argument, NULL, OPT_CANCEL_ON_TIMEOUT},
                                           {"no-cancel-on-timeout", no_argument, NULL, OPT_NO_CANCEL_ON_TIMEOUT},
                                           {"then-stop", no_argument, NULL, OPT_THEN_STOP},
+                                          {"restart", required_argument, NULL, OPT_RESTART},
+                                          {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+                                          {"within", required_argument, NULL, OPT_WITHIN},
                                           {"help", no_argument, NULL, 'h'},
                                           {"version", no_argument, NULL, 'V'},
                                           {0, 0, 0, 0}};
@@ -392,6 +409,8 @@ static void options_init(options_t *o, int argc, char **argv)
                      .join_timeout_ms = 10000,
                      .log_level = SN__LOG_INFO,
                      .cancel_on_timeout = 1,
+                     .max_restarts = -1,
+                     .within_ms = -1,
                      .argc = argc,
                      .argv = argv};
     o->plugins = calloc((size_t)argc, sizeof *o->plugins);
@@ -453,6 +472,8 @@ static void apply_config_file(options_t *o, const sn_node_config_t *f)
     o->dashboard = f->dashboard;
     if (f->join_timeout_ms)
         o->join_timeout_ms = f->join_timeout_ms;
+    o->services = f->services;
+    o->nservices = f->nservices;
     if (f->nseeds)
         append(&o->seeds, o->argc, &o->relay.nseeds, f->seeds, f->nseeds);
     if (f->nplugins) {
@@ -567,6 +588,17 @@ static int client_flag(options_t *o, int c, char *arg)
         return 1;
     case OPT_THEN_STOP:
         o->then_stop = 1;
+        return 1;
+    case OPT_RESTART:
+        if (strcmp(arg, "always") != 0 && strcmp(arg, "on-failure") != 0)
+            die_usage("--restart: '%s' is not always or on-failure", arg);
+        o->restart = arg;
+        return 1;
+    case OPT_MAX_RESTARTS:
+        o->max_restarts = (int)parse_num("--max-restarts", arg, 0, 1000000);
+        return 1;
+    case OPT_WITHIN:
+        o->within_ms = (int)parse_num("--within", arg, 1, INT32_MAX);
         return 1;
     case OPT_REASON:
         if (!*arg || strlen(arg) > 1000)
@@ -762,6 +794,10 @@ static int parse_options(options_t *o, int argc, char **argv)
     }
     if (o->key_endpoint && (!o->cmd || strcmp(o->cmd, "keygen") != 0))
         die_usage("--endpoint belongs to keygen");
+    if ((o->restart || o->max_restarts >= 0 || o->within_ms >= 0) && (!o->cmd || strcmp(o->cmd, "service") != 0))
+        die_usage("%s belongs to service add", o->restart             ? "--restart"
+                                               : o->max_restarts >= 0 ? "--max-restarts"
+                                                                      : "--within");
     if (o->key_name && (!o->cmd || (strcmp(o->cmd, "keygen") != 0 && strcmp(o->cmd, "spawn") != 0)))
         die_usage("--name belongs to keygen and spawn");
     if (o->insecure && o->relay.security.cert)
@@ -1080,6 +1116,41 @@ static int start_http(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, 
     return 0;
 }
 
+static void service_added(sn_sched_t *sched, sn_pid_t pid, sn_status_t status, int error, sn_payload_t **result,
+                          void *arg)
+{
+    (void)sched, (void)pid;
+    if (status != SN_DONE)
+        logf_(SN__LOG_WARN, "service %s (config): %s%s%s", (const char *)arg, sn_strerror(error), *result ? ": " : "",
+              *result ? (const char *)(*result)->data : "");
+}
+
+/* The config's services (cluster/service = "NAME TYPE METHOD [ARG]"),
+ * each added as `service add` does (relay/services.c): a service the
+ * cluster has already with the same spec is left as it is. */
+static void add_services(const options_t *o, sn_sched_t *sched)
+{
+    for (size_t i = 0; i < o->nservices; i++) {
+        char w[3][256] = {"", "", ""};
+        const char *arg = o->services[i];
+        int k = 0;
+        for (; k < 3; k++) { /* (config.c checked the words: NAME TYPE METHOD) */
+            arg += strspn(arg, " ");
+            size_t len = strcspn(arg, " ");
+            if (!len || len > 255)
+                break;
+            snprintf(w[k], sizeof w[k], "%.*s", (int)len, arg);
+            arg += len;
+        }
+        arg += strspn(arg, " ");
+        sn_payload_t *in = sn_payload_printf(SN_CT_TEXT, "%s\n%s\n%s\non-failure\n%d\n%d%s%s", w[0], w[1], w[2],
+                                             SN_SVC_MAX_RESTARTS, SN_SVC_WITHIN_MS, *arg ? "\n" : "", arg);
+        if (k != 3 || sn_spawn(sched, "sn.services", "add", &in, service_added, (void *)o->services[i], NULL) != 0)
+            logf_(SN__LOG_WARN, "service %s (config): cannot add it", o->services[i]);
+        sn_payload_destroy(&in);
+    }
+}
+
 /* No command: the node runs until SIGINT or SIGTERM (raise_term's, when
  * this run was put out of its cluster: then EXIT_OUT). */
 static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *relay, const sigset_t *sigs)
@@ -1087,6 +1158,7 @@ static int wait_for_signal(const options_t *o, sn_sched_t *sched, sn_relay_t *re
     int exit_code = 0;
     int workers = sn_sched_workers(sched);
     logf_(SN__LOG_INFO, "up: %d worker%s; stop with SIGINT or SIGTERM", workers, workers == 1 ? "" : "s");
+    add_services(o, sched);
     int sig = 0;
     sigwait(sigs, &sig);
     char why[1024];
@@ -1274,7 +1346,10 @@ static int client(const options_t *o)
                   .to_node = o->to_node,
                   .cancel_on_timeout = o->cancel_on_timeout,
                   .then_stop = o->then_stop,
-                  .name = o->key_name};
+                  .name = o->key_name,
+                  .restart = o->restart,
+                  .max_restarts = o->max_restarts,
+                  .within_ms = o->within_ms};
     return sn_cli_run(&c);
 }
 

@@ -235,8 +235,8 @@ static int by_pid(const void *a, const void *b)
 /* Adds this node's processes that the drain does not have yet (all of
  * them at its start; those that started here since, later). Only while no
  * move is in flight: it sorts the entries, whose indexes moves hold.
- * The names registry and its helpers (type sn.names) are not the node's
- * work: a drain leaves them. Returns how many it added. */
+ * The names registry, the services supervisor and their helpers (types
+ * sn.names, sn.services) are not the node's work: a drain leaves them. Returns how many it added. */
 static size_t rescan(sn_relay_t *r, struct sn_drain *d, uint64_t now)
 {
     size_t total = sn__sched_snapshot(r->sched, NULL, 0, NULL), added = 0, had = d->n;
@@ -254,8 +254,9 @@ static size_t rescan(sn_relay_t *r, struct sn_drain *d, uint64_t now)
     }
     for (size_t k = 0; k < got; k++) {
         entry_t key = {.pid = rows[k].pid};
-        if ((had && bsearch(&key, d->v, had, sizeof key, by_pid)) || !strcmp(rows[k].type, "sn.names"))
-            continue; /* (the node's names registry stays: the copies on other nodes take over, names.c) */
+        if ((had && bsearch(&key, d->v, had, sizeof key, by_pid)) || !strcmp(rows[k].type, "sn.names") ||
+            !strcmp(rows[k].type, "sn.services"))
+            continue; /* (the node's names registry and supervisor stay: the copies on other nodes take over) */
         d->v[d->n++] = (entry_t){rows[k].pid, now, 0, name_of(d, rows[k].type), 0, E_WAIT};
         d->nwait++;
         added++;
@@ -471,6 +472,7 @@ void sn__drain_start(sn_relay_t *r, const sn_wire_request_t *q, const unsigned c
     memcpy(d->ident, ident, ident_len);
     r->drain = d;
     r->draining = true;
+    atomic_store_explicit(&r->draining_seen, true, memory_order_relaxed);
     sn__members_announce(r);
     rescan(r, d, now);
     SNLOG_INFO(r, "draining: %zu processes to move, up to %" PRIu64 " ms%s", d->n, ms,
@@ -485,6 +487,7 @@ void sn__drain_end(sn_relay_t *r, sn_wire_reply_t *rep)
     if (r->draining)
         SNLOG_INFO(r, "undrain: taking work again");
     r->draining = false;
+    atomic_store_explicit(&r->draining_seen, false, memory_order_relaxed);
     sn__members_announce(r);
     if (d && !d->stop_ns) { /* (a stop under way stays: the node has answered that it stops) */
         d->ending = true;

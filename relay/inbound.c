@@ -22,6 +22,7 @@
 #include "awaited.h"
 #include "locate.h"
 #include "names.h"
+#include "services.h"
 
 #define INBOUND_BUDGET 64 /* frames (each up to BATCH_MAX sends) per socket per loop turn */
 #define GUEST_SENDS 16    /* a batch of at most this many sends may wake a process run here (sends_in) */
@@ -64,12 +65,14 @@ static void watched_at(sn_relay_t *r, const peer_t *from, const sn_wire_send_t *
 }
 
 /* A message to this node's registry (its PID to other nodes is (node,
- * SN_NAMES_SERIAL): names.c) goes to the registry process. */
+ * SN_NAMES_SERIAL): names.c) goes to the registry process; one to its
+ * supervisor ((node, SN_SERVICES_SERIAL): services.c) to that process. */
 static void names_here(sn_relay_t *r, sn_wire_send_t *s)
 {
-    if (s->kind != SN_EV_MESSAGE || s->to.serial != SN_NAMES_SERIAL || s->to.node != r->node)
+    if (s->kind != SN_EV_MESSAGE || s->to.node != r->node ||
+        (s->to.serial != SN_NAMES_SERIAL && s->to.serial != SN_SERVICES_SERIAL))
         return;
-    sn_pid_t reg = sn__names_registry(r);
+    sn_pid_t reg = s->to.serial == SN_NAMES_SERIAL ? sn__names_registry(r) : sn__services_process(r);
     if (!sn_pid_is_none(reg))
         s->to = reg;
 }

@@ -18,6 +18,7 @@
 #include "manage.h"
 #include "members.h"
 #include "names.h"
+#include "services.h"
 #include "steal.h"
 #include "awaited.h"
 #include "locate.h"
@@ -242,8 +243,9 @@ sn_relay_t *sn__relay_create(sn_sched_t *sched, const sn_relay_config_t *cfg, ch
     zsys_set_linger(0);
     if (sn__members_init(r) != 0 || (cfg->security.cert && secure(r, cfg, err, errlen) != 0) ||
         open_router(r, cfg, err, errlen) != 0 || sn__udp_open(r) != 0 || static_peers(r, cfg, err, errlen) != 0 ||
-        dial_seeds(r, cfg, err, errlen) != 0 || sn__names_init(r) != 0 || take_types(r) != 0 ||
-        sn__steal_init(r, cfg) != 0 || sn__move_init(r) != 0 || sn__loc_init(r) != 0 || sn__manage_init(r) != 0)
+        dial_seeds(r, cfg, err, errlen) != 0 || sn__names_init(r) != 0 || sn__services_init(r) != 0 ||
+        take_types(r) != 0 || sn__steal_init(r, cfg) != 0 || sn__move_init(r) != 0 || sn__loc_init(r) != 0 ||
+        sn__manage_init(r) != 0)
         goto fail;
     if (!r->cert) /* (the rule it waives: a key proves who speaks, DESIGN.md) */
         SNLOG_WARN(r,
@@ -341,6 +343,7 @@ void sn_relay_destroy(sn_relay_t **self_p)
     sn_keys_cache_destroy(&r->keys);
     zcert_destroy(&r->cert);
     sn__names_fini(r);
+    sn__services_fini(r);
     sn__drain_fini(r);
     sn__move_fini(r);
     sn__steal_fini(r);

@@ -303,6 +303,7 @@ struct sn_relay {
      * work and no push, and says so in its status row. I/O thread only:
      * written by drain.c, read by inbound.c, steal.c and members.c */
     bool draining;
+    _Atomic bool draining_seen; /* draining, for other threads (services.c; relaxed: it orders nothing) */
     void (*on_stop)(void *arg); /* the config's: drain --then-stop (drain.c) */
     void *on_stop_arg;
     struct sn_locs *locs;     /* locate.c's state (I/O thread) */
