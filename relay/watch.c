@@ -80,16 +80,16 @@ static bool monitor_again(sn_relay_t *r, const peer_t *p, const watch_t *w)
     if (!home || atomic_load_explicit(&home->down, memory_order_relaxed) ||
         w->target.serial < atomic_load_explicit(&home->first_serial, memory_order_relaxed))
         return false;
-    item_t *it = sn__relay_new_item();
+    item_t *it = sn__relay_send_item(
+        home->node, false, false,
+        (sn_wire_send_t){.to = w->target,
+                         .from = w->watcher,
+                         .tag = w->tag,
+                         .kind = SN_RELAY_MONITOR,
+                         .id = atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)},
+        NULL);
     if (!it)
         return false;
-    it->kind = ITEM_SEND;
-    it->dest = home->node;
-    it->s = (sn_wire_send_t){.to = w->target,
-                             .from = w->watcher,
-                             .tag = w->tag,
-                             .kind = SN_RELAY_MONITOR,
-                             .id = atomic_fetch_add_explicit(&r->next_send_id, 1, memory_order_relaxed)};
     if (!sn__watch(home, w->target, w->watcher, w->tag, true)) {
         sn__relay_free_item(it);
         return false;
