@@ -2,7 +2,7 @@
  * Each case prints what it measured and ends with one line
  *   RESULT <name> <value> <unit>
  * Cases: skynet, pingpong, pairs, spawn, memory, deque, idle, xnode-send, xnode-big,
- * xnode-rtt, steal-imbalance, steal-join, the Savina cases of savina.c
+ * xnode-rtt, steal-imbalance, steal-join, drain, names (names.c), the Savina cases of savina.c
  * (threadring, chameneos, big, fjthrput, count, fjcreate, pipeline, or
  * savina for all seven), all.
  */
@@ -18,6 +18,7 @@
 #include "deque.h"
 #include "sn_node.h"
 #include "savina.h"
+#include "names.h"
 #include "xnode.h"
 #include "schednode/schednode.h"
 
@@ -616,16 +617,29 @@ static int bench_drain(void)
     return sn_bench_drain(drain_procs);
 }
 
+static int bench_names(void)
+{
+    return sn_bench_names(1);
+}
+
 static const struct {
     const char *name;
     int (*fn)(void);
-} cases[] = {{"skynet", bench_skynet},         {"pingpong", bench_pingpong},
-             {"pairs", bench_pairs},           {"step-timing", bench_step_timing},
-             {"spawn", bench_spawn},           {"memory", bench_memory},
-             {"deque", bench_deque},           {"idle", bench_idle},
-             {"xnode-send", bench_xnode_send}, {"xnode-big", bench_xnode_big},
-             {"xnode-rtt", bench_xnode_rtt},   {"steal-imbalance", bench_steal_imbalance},
-             {"steal-join", bench_steal_join}, {"drain", bench_drain}};
+} cases[] = {{"skynet", bench_skynet},
+             {"pingpong", bench_pingpong},
+             {"pairs", bench_pairs},
+             {"step-timing", bench_step_timing},
+             {"spawn", bench_spawn},
+             {"memory", bench_memory},
+             {"deque", bench_deque},
+             {"idle", bench_idle},
+             {"xnode-send", bench_xnode_send},
+             {"xnode-big", bench_xnode_big},
+             {"xnode-rtt", bench_xnode_rtt},
+             {"steal-imbalance", bench_steal_imbalance},
+             {"steal-join", bench_steal_join},
+             {"drain", bench_drain},
+             {"names", bench_names}};
 
 static void usage(FILE *f)
 {

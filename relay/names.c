@@ -41,6 +41,7 @@
 #include "names.h"
 #include "relay_int.h"
 #include "rendezvous.h"
+#include "sn_node.h"
 
 #define NAME_MAX_LEN 255
 #define TICK_MS 100
@@ -83,16 +84,21 @@ enum {
     Q_ACK,      /* copy kept (owner) */
     Q_REPLY,    /* the answer to rid (asker) */
     Q_INVAL,    /* the cached name no longer names holder (cacher) */
+    Q_MON,      /* aux watches the name; text: its tag (owner) */
+    Q_DEMON,    /* aux (rid its tag) no longer watches it (owner) */
+    Q_NDOWN,    /* the name's DOWN for aux (rid its tag): holder, err (watcher's node) */
     L_REG = 32, /* from a command on this node: rid is the yield's tag, aux the yielder */
     L_GIVE,
     L_UNREG,
     L_WHERE,
-    L_LIST
+    L_LIST,
+    L_MON,
+    L_DEMON
 };
 
 typedef struct hdr {
     uint8_t op;
-    uint8_t flags; /* REG: F_RESERVE */
+    uint8_t flags; /* REG: F_RESERVE; MON: F_AGAIN */
     uint16_t namelen;
     int32_t err;
     uint32_t origin; /* the asking node */
@@ -121,7 +127,7 @@ static bool msg_read(const sn_payload_t *p, hdr_t *h, char *name, const char **t
         return false;
     memcpy(h, p->data, sizeof *h);
     if (h->namelen > NAME_MAX_LEN || h->namelen > p->len - sizeof *h || h->op < Q_REG ||
-        (h->op > Q_INVAL && (h->op < L_REG || h->op > L_LIST)))
+        (h->op > Q_NDOWN && (h->op < L_REG || h->op > L_DEMON)))
         return false;
     memcpy(name, p->data + sizeof *h, h->namelen);
     name[h->namelen] = 0;
@@ -140,11 +146,24 @@ static bool msg_read(const sn_payload_t *p, hdr_t *h, char *name, const char **t
  * holds the name, not the helper (tests/names.sh: race). */
 #define F_RESERVE 1
 
+/* MON sent again by the watcher's node because the owner it asked went
+ * down: no answer is awaited, a name nobody holds gives the DOWN. */
+#define F_AGAIN 2
+
 typedef struct parked {
     uint32_t origin;
     uint64_t rid;
     sn_pid_t holder;
 } parked_t;
+
+/* A process that watches a name (sn_out_name_monitor), as the owner
+ * keeps it: ADOPT carries these as they are (one build per cluster). */
+typedef struct watcher {
+    sn_pid_t pid;
+    uint64_t tag;
+    uint32_t origin; /* its node's registry keeps the monitor and gives the DOWN */
+    uint32_t pad;
+} watcher_t;
 
 typedef struct rec {
     sn_pid_t holder;
@@ -154,12 +173,22 @@ typedef struct rec {
     size_t ncachers, capcachers;
     parked_t *parked; /* REGs waiting for the reservation's end */
     size_t nparked, capparked;
+    watcher_t *watchers; /* each gets the name's DOWN (fire) */
+    size_t nwatchers, capwatchers;
 } rec_t;
 
 typedef struct cent {
     sn_pid_t pid;
     uint64_t mtag;
 } cent_t;
+
+typedef struct mon { /* a name monitor of a process here, as its node keeps it */
+    sn_pid_t watcher;
+    uint64_t tag;   /* the watcher's */
+    uint64_t wtag;  /* our monitor of the watcher: its end drops this */
+    uint32_t owner; /* the node asked to watch; down: ask the new one */
+    char name[NAME_MAX_LEN + 1];
+} mon_t;
 
 typedef struct pend { /* a request of a process here, waiting for its answer */
     uint64_t rid, tag, since_ns;
@@ -187,6 +216,8 @@ typedef struct registry {
     size_t npend, cappend;
     oack_t *oack;
     size_t noack, capoack;
+    mon_t *mons;
+    size_t nmons, capmons;
     uint32_t *members; /* the up members as last seen, sorted */
     size_t nmembers, capmembers;
     uint64_t next_id;
@@ -207,6 +238,7 @@ static void rec_free(void **item)
     if (rec) {
         free(rec->cachers);
         free(rec->parked);
+        free(rec->watchers);
         free(rec);
         *item = NULL;
     }
@@ -302,6 +334,7 @@ static void demonitor(registry_t *g, sn_pid_t pid, uint64_t *mtag)
 /* ------------------------------------------------------------ answers */
 
 static void l_answer(registry_t *g, uint64_t rid, int err, sn_pid_t holder, const char *text, size_t textlen);
+static void complete(registry_t *g, sn_pid_t pid, uint64_t tag, int err, sn_payload_t *res);
 
 /* The answer to node origin's request orid: sent, or taken here. */
 static void reply(registry_t *g, uint32_t origin, uint64_t orid, int err, sn_pid_t holder, const char *text,
@@ -429,6 +462,174 @@ static void unpark(registry_t *g, rec_t *rec)
     rec->nparked = 0;
 }
 
+/* ------------------------------------------------------------ name monitors */
+
+/* A name monitor lives in two places: the watcher's node keeps it (a
+ * mon_t: the DOWN is given there, once, and the monitor goes with it) and
+ * the name's owner keeps the watcher on the record (watcher_t), since it
+ * monitors the holder already. When the record moves to a new owner that
+ * came up, ADOPT takes its watchers along; when the owner goes down, the
+ * watcher's node asks the new owner again (F_AGAIN), which keeps the copy:
+ * a name that ended meanwhile gives noproc. Asked twice, an owner keeps a
+ * watcher once; a DOWN that finds no monitor at the watcher's node is
+ * dropped, so each monitor gives exactly one DOWN. */
+
+static void mon_down(registry_t *g, const hdr_t *h, const char *name);
+
+/* The name's DOWN for each watcher, through its node's registry. */
+static void fire(registry_t *g, const char *name, const watcher_t *w, size_t n, sn_pid_t holder, int err)
+{
+    hdr_t h = {.op = Q_NDOWN, .namelen = (uint16_t)strlen(name), .err = err, .origin = g->self, .holder = holder};
+    for (size_t i = 0; i < n; i++) {
+        h.rid = w[i].tag;
+        h.aux = w[i].pid;
+        if (w[i].origin == g->self)
+            mon_down(g, &h, name);
+        else
+            send_to(g, w[i].origin, 0, &h, name, NULL, 0);
+    }
+}
+
+static bool watcher_add(rec_t *rec, const watcher_t *w)
+{
+    for (size_t i = 0; i < rec->nwatchers; i++)
+        if (sn_pid_eq(rec->watchers[i].pid, w->pid) && rec->watchers[i].tag == w->tag &&
+            rec->watchers[i].origin == w->origin)
+            return true; /* (asked again, or came with the record by ADOPT) */
+    watcher_t *v = sn__grow(rec->watchers, &rec->capwatchers, rec->nwatchers, sizeof *v, 4, 0);
+    if (!v)
+        return false;
+    rec->watchers = v;
+    rec->watchers[rec->nwatchers++] = *w;
+    return true;
+}
+
+/* MON and DEMON at the owner (or the copy holder, for a watcher whose
+ * node sees another membership: the copy keeps it until it is the record). */
+static void owner_watch(registry_t *g, const hdr_t *h, const char *name, const char *text, size_t textlen)
+{
+    rec_t *rec = zhashx_lookup(g->recs, name);
+    if (h->op == Q_DEMON) {
+        for (size_t i = 0; rec && i < rec->nwatchers; i++)
+            if (sn_pid_eq(rec->watchers[i].pid, h->aux) && rec->watchers[i].tag == h->rid &&
+                rec->watchers[i].origin == h->origin) {
+                rec->watchers[i] = rec->watchers[--rec->nwatchers];
+                break;
+            }
+        return;
+    }
+    watcher_t w = {.pid = h->aux, .origin = h->origin};
+    if (textlen != sizeof w.tag)
+        return; /* (not ours: no tag) */
+    memcpy(&w.tag, text, sizeof w.tag);
+    bool ok = rec && watcher_add(rec, &w);
+    if (!(h->flags & F_AGAIN))
+        reply(g, h->origin, h->rid, ok ? 0 : rec ? SN_ENOMEM : SN_ENOPROC, ok ? rec->holder : SN_PID_NONE, NULL, 0);
+    else if (!rec)
+        fire(g, name, &w, 1, SN_PID_NONE, SN_ENOPROC);
+}
+
+static mon_t *mon_find(registry_t *g, const char *name, sn_pid_t watcher, uint64_t tag, size_t *at)
+{
+    for (size_t i = 0; i < g->nmons; i++)
+        if (g->mons[i].tag == tag && sn_pid_eq(g->mons[i].watcher, watcher) && !strcmp(g->mons[i].name, name)) {
+            *at = i;
+            return &g->mons[i];
+        }
+    return NULL;
+}
+
+static void mon_drop(registry_t *g, size_t i)
+{
+    demonitor(g, g->mons[i].watcher, &g->mons[i].wtag);
+    g->mons[i] = g->mons[--g->nmons];
+}
+
+/* The monitor stands at the owner: kept here until its DOWN. */
+static bool mon_add(registry_t *g, const char *name, sn_pid_t watcher, uint64_t tag)
+{
+    mon_t *v = sn__grow(g->mons, &g->capmons, g->nmons, sizeof *v, 16, 0);
+    if (!v)
+        return false;
+    g->mons = v;
+    mon_t *m = &g->mons[g->nmons++];
+    *m = (mon_t){.watcher = watcher, .tag = tag};
+    snprintf(m->name, sizeof m->name, "%s", name);
+    uint32_t second;
+    rank(g, name, &m->owner, &second);
+    monitor(g, "w", name, watcher, &m->wtag);
+    return true;
+}
+
+/* NDOWN: the watcher gets its DOWN (data: the name), once. */
+static void mon_down(registry_t *g, const hdr_t *h, const char *name)
+{
+    size_t i;
+    if (!mon_find(g, name, h->aux, h->rid, &i))
+        return; /* (demonitored, or its DOWN given already) */
+    mon_drop(g, i);
+    sn_payload_t *p = sn_payload_text(name);
+    sn__send_down(g->sched, h->aux, h->holder, h->rid, h->err, &p);
+}
+
+/* The monitor at g->mons[i] goes: its owner forgets the watcher. */
+static void mon_forget(registry_t *g, size_t i)
+{
+    mon_t *m = &g->mons[i];
+    hdr_t h = {
+        .op = Q_DEMON, .namelen = (uint16_t)strlen(m->name), .origin = g->self, .rid = m->tag, .aux = m->watcher};
+    if (m->owner == g->self)
+        owner_watch(g, &h, m->name, NULL, 0);
+    else
+        send_to(g, m->owner, 0, &h, m->name, NULL, 0);
+    mon_drop(g, i);
+}
+
+/* The membership changed: a monitor whose owner went down asks the new
+ * owner; one whose owner is up goes with the record (ADOPT). Backwards:
+ * a DOWN given meanwhile (noproc here) drops the entry at i. */
+static void mons_again(registry_t *g)
+{
+    for (size_t i = g->nmons; i-- > 0;) {
+        mon_t *m = &g->mons[i];
+        bool up = bsearch(&m->owner, g->members, g->nmembers, sizeof *g->members, cmp_u32) != NULL;
+        uint32_t second;
+        rank(g, m->name, &m->owner, &second);
+        if (up || !m->owner)
+            continue;
+        hdr_t h = {
+            .op = Q_MON, .flags = F_AGAIN, .namelen = (uint16_t)strlen(m->name), .origin = g->self, .aux = m->watcher};
+        if (m->owner == g->self)
+            owner_watch(g, &h, m->name, (const char *)&m->tag, sizeof m->tag);
+        else
+            send_to(g, m->owner, 0, &h, m->name, (const char *)&m->tag, sizeof m->tag);
+    }
+}
+
+/* L_MON's answer: the monitor stands (0, the holder), or noproc and its
+ * DOWN at once; another error: no monitor. */
+static void mon_answer(registry_t *g, const pend_t *q, int err, sn_pid_t holder)
+{
+    if (err == 0 && !mon_add(g, q->name, q->pid, q->tag))
+        err = SN_ENOMEM; /* (the owner's watcher then finds no monitor here: dropped) */
+    complete(g, q->pid, q->tag, err, err == 0 ? sn_payload_pid(holder) : NULL);
+    if (err == SN_ENOPROC) {
+        sn_payload_t *p = sn_payload_text(q->name);
+        sn__send_down(g->sched, q->pid, SN_PID_NONE, q->tag, SN_ENOPROC, &p);
+    }
+}
+
+/* L_DEMON: the process's monitor of the name with that tag goes; 0, or
+ * SN_ENOPROC if there is none here. */
+static void mon_demonitor(registry_t *g, const hdr_t *h, const char *name)
+{
+    size_t i;
+    bool found = mon_find(g, name, h->aux, h->rid, &i) != NULL;
+    if (found)
+        mon_forget(g, i);
+    complete(g, h->aux, h->rid, found ? 0 : SN_ENOPROC, NULL);
+}
+
 /* A REG for a reserved name waits; false if it cannot (no memory). */
 static bool park(rec_t *rec, const hdr_t *h)
 {
@@ -492,7 +693,7 @@ static void owner_list(registry_t *g, const hdr_t *h)
 }
 
 /* A request for this node as owner (or copy holder). */
-static void owner_handle(registry_t *g, const hdr_t *h, const char *name)
+static void owner_handle(registry_t *g, const hdr_t *h, const char *name, const char *text, size_t textlen)
 {
     rec_t *rec = zhashx_lookup(g->recs, name);
     switch (h->op) {
@@ -505,6 +706,7 @@ static void owner_handle(registry_t *g, const hdr_t *h, const char *name)
             reply(g, h->origin, h->rid, SN_ENOPROC, SN_PID_NONE, NULL, 0);
             break;
         }
+        fire(g, name, rec->watchers, rec->nwatchers, rec->holder, SN_ENOPROC);
         uncopy(g, name, rec->holder);
         drop_rec(g, name, rec);
         reply(g, h->origin, h->rid, 0, h->holder, NULL, 0);
@@ -517,13 +719,46 @@ static void owner_handle(registry_t *g, const hdr_t *h, const char *name)
     case Q_LIST:
         owner_list(g, h);
         break;
+    case Q_MON:
+    case Q_DEMON:
+        owner_watch(g, h, name, text, textlen);
+        break;
     default:
         break;
     }
 }
 
+/* ADOPT: the record and its watchers (text), unless this node keeps
+ * another holder for the name: then they hear that theirs lost it. */
+static void adopt(registry_t *g, const hdr_t *h, const char *name, rec_t *rec, const char *text, size_t textlen)
+{
+    size_t nw = textlen / sizeof(watcher_t);
+    watcher_t *w = nw ? malloc(nw * sizeof *w) : NULL;
+    if (w)
+        memcpy(w, text, nw * sizeof *w);
+    else
+        nw = 0;
+    if (rec && rec->mtag && !sn_pid_eq(rec->holder, h->holder)) {
+        char a[SN_PID_STRLEN], b[SN_PID_STRLEN];
+        if (sn__log_level() >= SN__LOG_WARN)
+            sn__logf(g->self, SN__LOG_WARN, "name %s: kept its holder %s over %s (the membership changed)", name,
+                     sn_pid_format(rec->holder, a, sizeof a), sn_pid_format(h->holder, b, sizeof b));
+        fire(g, name, w, nw, h->holder, SN_ENOPROC);
+        free(w);
+        return;
+    }
+    if (rec && !rec->mtag)
+        rec->holder = h->holder;
+    if ((rec = own(g, name, h->holder)) != NULL) {
+        for (size_t i = 0; i < nw; i++)
+            watcher_add(rec, &w[i]);
+        send_copy(g, name, rec, 0);
+    }
+    free(w);
+}
+
 /* COPY, UNCOPY, ADOPT, ACK, INVAL: between registries. */
-static void peer_handle(registry_t *g, const hdr_t *h, const char *name)
+static void peer_handle(registry_t *g, const hdr_t *h, const char *name, const char *text, size_t textlen)
 {
     rec_t *rec = zhashx_lookup(g->recs, name);
     if (h->op == Q_COPY) {
@@ -535,20 +770,12 @@ static void peer_handle(registry_t *g, const hdr_t *h, const char *name)
         if (h->rid)
             send_to(g, h->origin, 0, &a, "", NULL, 0);
     } else if (h->op == Q_UNCOPY) {
-        if (rec && !rec->mtag && sn_pid_eq(rec->holder, h->holder))
+        if (rec && !rec->mtag && sn_pid_eq(rec->holder, h->holder)) {
+            fire(g, name, rec->watchers, rec->nwatchers, rec->holder, SN_ENOPROC); /* (watchers of the copy) */
             zhashx_delete(g->recs, name);
-    } else if (h->op == Q_ADOPT) {
-        if (rec && rec->mtag && !sn_pid_eq(rec->holder, h->holder)) {
-            char a[SN_PID_STRLEN], b[SN_PID_STRLEN];
-            if (sn__log_level() >= SN__LOG_WARN)
-                sn__logf(g->self, SN__LOG_WARN, "name %s: kept its holder %s over %s (the membership changed)", name,
-                         sn_pid_format(rec->holder, a, sizeof a), sn_pid_format(h->holder, b, sizeof b));
-            return;
         }
-        if (rec && !rec->mtag)
-            rec->holder = h->holder;
-        if ((rec = own(g, name, h->holder)) != NULL)
-            send_copy(g, name, rec, 0);
+    } else if (h->op == Q_ADOPT) {
+        adopt(g, h, name, rec, text, textlen);
     } else if (h->op == Q_ACK) {
         for (size_t i = 0; i < g->noack; i++)
             if (g->oack[i].rid == h->rid) {
@@ -629,6 +856,8 @@ static void l_answer(registry_t *g, uint64_t rid, int err, sn_pid_t holder, cons
         if (--q->remaining > 0)
             return;
         complete(g, q->pid, q->tag, 0, sn_payload_text(q->acc ? q->acc : ""));
+    } else if (q->op == L_MON) {
+        mon_answer(g, q, err, holder);
     } else if (err == SN_EEXIST) {
         complete(g, q->pid, q->tag, err, sn_payload_pid(holder));
     } else if (err) {
@@ -654,6 +883,9 @@ static void l_request(registry_t *g, hdr_t *h, const char *name)
             complete(g, h->aux, h->rid, 0, sn_payload_pid(c->pid));
             return;
         }
+    } else if (h->op == L_DEMON) {
+        mon_demonitor(g, h, name);
+        return;
     }
     pend_t *v = sn__grow(g->pend, &g->cappend, g->npend, sizeof *v, 16, 0);
     if (!v) {
@@ -664,11 +896,8 @@ static void l_request(registry_t *g, hdr_t *h, const char *name)
     pend_t *q = &g->pend[g->npend++];
     *q = (pend_t){.rid = new_id(g), .tag = h->rid, .pid = h->aux, .op = h->op, .since_ns = sn__relay_now_ns()};
     snprintf(q->name, sizeof q->name, "%s", name);
-    static const uint8_t ask[] = {[L_REG - L_REG] = Q_REG,
-                                  [L_GIVE - L_REG] = Q_GIVE,
-                                  [L_UNREG - L_REG] = Q_UNREG,
-                                  [L_WHERE - L_REG] = Q_WHERE,
-                                  [L_LIST - L_REG] = Q_LIST};
+    static const uint8_t ask[] = {[L_REG - L_REG] = Q_REG,     [L_GIVE - L_REG] = Q_GIVE, [L_UNREG - L_REG] = Q_UNREG,
+                                  [L_WHERE - L_REG] = Q_WHERE, [L_LIST - L_REG] = Q_LIST, [L_MON - L_REG] = Q_MON};
     hdr_t m = {.op = ask[h->op - L_REG],
                .flags = h->flags,
                .namelen = h->namelen,
@@ -680,18 +909,21 @@ static void l_request(registry_t *g, hdr_t *h, const char *name)
         q->remaining = (uint32_t)g->nmembers;
         for (size_t k = 0; k < g->nmembers; k++) {
             if (g->members[k] == g->self)
-                owner_handle(g, &m, name);
+                owner_handle(g, &m, name, NULL, 0);
             else
                 send_to(g, g->members[k], q->rid, &m, name, NULL, 0);
         }
         return;
     }
+    uint64_t tag = q->tag; /* (MON: the watcher's tag goes as text) */
+    const char *text = h->op == L_MON ? (const char *)&tag : NULL;
+    size_t textlen = text ? sizeof tag : 0;
     uint32_t owner, second;
     rank(g, name, &owner, &second);
     if (owner == g->self)
-        owner_handle(g, &m, name);
+        owner_handle(g, &m, name, text, textlen);
     else
-        send_to(g, owner, q->rid, &m, name, NULL, 0);
+        send_to(g, owner, q->rid, &m, name, text, textlen);
 }
 
 /* A send of ours (tag) came back with err: its request fails, or (a copy
@@ -708,11 +940,12 @@ static void send_failed(registry_t *g, uint64_t tag, int err)
         return;
     }
     hdr_t a = {.op = Q_ACK, .rid = tag};
-    peer_handle(g, &a, "");
+    peer_handle(g, &a, "", NULL, 0);
 }
 
-/* A DOWN: a holder of a record ended (the name ends), or a cached PID. */
-static void on_down(registry_t *g, uint64_t tag)
+/* A DOWN: a holder of a record ended (the name ends, its watchers hear
+ * why), a cached PID, or a process here that watched a name. */
+static void on_down(registry_t *g, uint64_t tag, int err)
 {
     char key[32];
     snprintf(key, sizeof key, "%" PRIx64, tag);
@@ -724,15 +957,31 @@ static void on_down(registry_t *g, uint64_t tag)
     if (what[0] == 'r') {
         rec_t *rec = zhashx_lookup(g->recs, name);
         if (rec && rec->mtag == tag) {
+            fire(g, name, rec->watchers, rec->nwatchers, rec->holder, err);
             uncopy(g, name, rec->holder);
             drop_rec(g, name, rec);
         }
+    } else if (what[0] == 'w') {
+        for (size_t i = 0; i < g->nmons; i++)
+            if (g->mons[i].wtag == tag) {
+                g->mons[i].wtag = 0; /* (its monitor gave this DOWN) */
+                mon_forget(g, i);
+                break;
+            }
     } else {
         cent_t *c = zhashx_lookup(g->cache, name);
         if (c && c->mtag == tag)
             cache_drop(g, name, SN_PID_NONE);
     }
     zhashx_delete(g->bytag, key);
+}
+
+/* ADOPT to the new owner: the record and its watchers, which go with it. */
+static void hand_on(registry_t *g, const char *name, rec_t *rec, uint32_t owner)
+{
+    hdr_t h = {.op = Q_ADOPT, .namelen = (uint16_t)strlen(name), .origin = g->self, .holder = rec->holder};
+    send_to(g, owner, 0, &h, name, (const char *)rec->watchers, rec->nwatchers * sizeof *rec->watchers);
+    rec->nwatchers = 0;
 }
 
 /* The membership changed: each record and copy goes where it belongs now. */
@@ -750,16 +999,13 @@ static void rebalance(registry_t *g)
             send_copy(g, name, rec, 0);
         } else if (second == g->self) {
             if (rec->mtag) { /* (a new owner came: it takes the record, we keep the copy) */
-                hdr_t h = {.op = Q_ADOPT, .namelen = (uint16_t)strlen(name), .origin = g->self, .holder = rec->holder};
-                send_to(g, owner, 0, &h, name, NULL, 0);
+                hand_on(g, name, rec, owner);
                 demonitor(g, rec->holder, &rec->mtag);
                 tell_cachers(g, name, rec);
             }
         } else {
-            if (rec->mtag) {
-                hdr_t h = {.op = Q_ADOPT, .namelen = (uint16_t)strlen(name), .origin = g->self, .holder = rec->holder};
-                send_to(g, owner, 0, &h, name, NULL, 0);
-            }
+            if (rec->mtag)
+                hand_on(g, name, rec, owner);
             drop_rec(g, name, rec);
         }
     }
@@ -769,8 +1015,10 @@ static void rebalance(registry_t *g)
 /* Every TICK_MS: the membership, and requests that waited too long. */
 static void tick(registry_t *g, sn_relay_t *r)
 {
-    if (members_look(g, r))
+    if (members_look(g, r)) {
         rebalance(g);
+        mons_again(g);
+    }
     uint64_t now = sn__relay_now_ns();
     for (size_t i = 0; i < g->npend;) {
         if (now - g->pend[i].since_ns > REQUEST_NS) {
@@ -816,10 +1064,12 @@ static void on_message(registry_t *g, const sn_event_t *e)
             bad_message(g, "a local request from a process");
     } else if (h.op == Q_REPLY) {
         l_answer(g, h.rid, h.err, h.holder, text, textlen);
-    } else if (h.op <= Q_LIST) {
-        owner_handle(g, &h, name);
+    } else if (h.op <= Q_LIST || h.op == Q_MON || h.op == Q_DEMON) {
+        owner_handle(g, &h, name, text, textlen);
+    } else if (h.op == Q_NDOWN) {
+        mon_down(g, &h, name);
     } else {
-        peer_handle(g, &h, name);
+        peer_handle(g, &h, name, text, textlen);
     }
 }
 
@@ -944,7 +1194,7 @@ static void registry_step(sn_ctx_t *ctx, registry_t *g, sn_event_t *ev, size_t n
         } else if (e->type == SN_EV_MESSAGE) {
             on_message(g, e);
         } else if (e->type == SN_EV_DOWN) {
-            on_down(g, e->tag);
+            on_down(g, e->tag, e->error);
         } else if (e->tag == TAG_TICK) {
             tick(g, r);
         } else if (e->error) {
@@ -1085,6 +1335,7 @@ static void names_close(sn_ctx_t *ctx, void *state)
         free(g->pend[i].acc);
     free(g->pend);
     free(g->oack);
+    free(g->mons);
     free(g->members);
     sn_payload_destroy(&st->h.arg);
     for (size_t i = 0; i < st->h.nheld; i++)
@@ -1104,7 +1355,8 @@ static const sn_type_t names_type = {.name = "sn.names",
 
 /* "sn.name.register" (target: the PID to register, none: the yielder),
  * "sn.name.give" (target: the new holder), "sn.name.unregister",
- * "sn.name.whereis", "sn.name.list": handed to this node's registry. */
+ * "sn.name.whereis", "sn.name.list", "sn.name.monitor",
+ * "sn.name.demonitor": handed to this node's registry. */
 static void name_command(sn_sched_t *sched, sn_request_t *req, void *arg)
 {
     int op = (int)(intptr_t)arg, rc = SN_EINVAL;
@@ -1156,11 +1408,9 @@ int sn__names_init(sn_relay_t *r)
     static const struct {
         const char *name;
         int op;
-    } cmds[] = {{"sn.name.register", L_REG},
-                {"sn.name.give", L_GIVE},
-                {"sn.name.unregister", L_UNREG},
-                {"sn.name.whereis", L_WHERE},
-                {"sn.name.list", L_LIST}};
+    } cmds[] = {{"sn.name.register", L_REG},   {"sn.name.give", L_GIVE}, {"sn.name.unregister", L_UNREG},
+                {"sn.name.whereis", L_WHERE},  {"sn.name.list", L_LIST}, {"sn.name.monitor", L_MON},
+                {"sn.name.demonitor", L_DEMON}};
     for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
         if (sn_command_id(r->sched, cmds[k].name) < 0) {
             int rc = sn_command_register(r->sched, cmds[k].name, name_command, (void *)(intptr_t)cmds[k].op);

@@ -217,6 +217,16 @@ int sn_out_name_whereis(sn_step_out_t *out, uint64_t tag, const char *name)
     return name_yield(out, "sn.name.whereis", tag, name);
 }
 
+int sn_out_name_monitor(sn_step_out_t *out, uint64_t tag, const char *name)
+{
+    return name_yield(out, "sn.name.monitor", tag, name);
+}
+
+int sn_out_name_demonitor(sn_step_out_t *out, uint64_t tag, const char *name)
+{
+    return name_yield(out, "sn.name.demonitor", tag, name);
+}
+
 void sn_out_done(sn_step_out_t *out, sn_payload_t **result)
 {
     out->status = SN_DONE;

@@ -385,6 +385,25 @@ int sn_out_name_unregister(sn_step_out_t *out, uint64_t tag, const char *name);
  * every move of the process; look it up again after a send comes back
  * with noproc. */
 int sn_out_name_whereis(sn_step_out_t *out, uint64_t tag, const char *name);
+/* Monitors the process that holds `name` (Erlang's monitor of a
+ * registered name): completes with 0 and the holder's PID as data once
+ * the name's owner watches it, then exactly one SN_EV_DOWN with `tag`
+ * comes (`from` the holder, data the name as text) when the holder ends
+ * (`error` its reason, SN_ENODEDOWN if its node went down) or drops the
+ * name (SN_ENOPROC). If no process holds the name it completes with
+ * SN_ENOPROC and the DOWN (noproc, `from` SN_PID_NONE) follows at once.
+ * Other errors (SN_ENODEDOWN, SN_ETIMEDOUT: the name's owner went down
+ * meanwhile) mean no monitor and no DOWN. The monitor is of the holder at
+ * the time: a name given up and registered again by another process
+ * gives the DOWN, and the watcher monitors the name again if it wants the
+ * next holder. It holds when the name's owner goes down (the next owner
+ * is asked) and follows the holder through every move. */
+int sn_out_name_monitor(sn_step_out_t *out, uint64_t tag, const char *name);
+/* Drops this process's monitor of `name` made with `tag`: completes (with
+ * `tag`) with 0, or SN_ENOPROC if there is none (its DOWN came already, or
+ * the process has moved since it asked: the monitor stays with the node it
+ * asked on). After a 0 no DOWN of it comes, except one already delivered. */
+int sn_out_name_demonitor(sn_step_out_t *out, uint64_t tag, const char *name);
 /* Finish with a result (takes ownership of *result, may be NULL). */
 void sn_out_done(sn_step_out_t *out, sn_payload_t **result);
 /* Fail with an error code and a reason (printf-style). */
