@@ -2,7 +2,8 @@
  * r->draining the node takes no spawn from clients (inbound.c), asks
  * nobody for work and takes no push (steal.c), and its status row says
  * `draining` (members.c). A drain moves each process of the node to
- * another node with move.c's push, a few at a time (DRAIN_INFLIGHT), to
+ * another node with move.c's push, a few at a time (DRAIN_INFLIGHT, in
+ * groups of DRAIN_GROUP bound for the same node: one push each), to
  * the node with the least load (its advertised processes plus those this
  * drain sent it), looks again at those that could not move yet, waits
  * for the rest to end until its deadline, and answers its client with
@@ -26,7 +27,9 @@
 #include "steal.h"
 
 #define DRAIN_DEFAULT_MS 30000
-#define DRAIN_INFLIGHT 256       /* moves under way at once */
+#define DRAIN_INFLIGHT 1024      /* moves under way at once */
+#define DRAIN_GROUP 64           /* moves to one node that start together (move.c: one push) */
+#define DRAIN_OPEN 4             /* groups filled at once in a scan (the oldest goes when a fifth node comes) */
 #define ATTEMPT_MS 500           /* one move's wait for its process to be Idle */
 #define RETRY_NS 100000000u      /* a process that did not move: looked at again after this */
 #define RESCAN_NS 500000000u     /* a look for processes that started here during the drain */
@@ -71,6 +74,20 @@ typedef struct move_arg {
     struct sn_drain *d;
     size_t i;
 } move_arg_t;
+
+/* Moves to one node, gathered by a scan and started together. */
+typedef struct batch {
+    uint32_t node;
+    size_t n;
+    sn_pid_t pid[DRAIN_GROUP];
+    void *arg[DRAIN_GROUP]; /* move_arg_t */
+} batch_t;
+
+/* The groups a scan fills (stack-local to it). */
+typedef struct batches {
+    batch_t b[DRAIN_OPEN];
+    size_t n;
+} batches_t;
 
 static uint16_t name_of(struct sn_drain *d, const char *s)
 {
@@ -183,8 +200,40 @@ static void moved(void *arg, int error, uint32_t node, const char *why)
     }
 }
 
-/* One look at entry i (WAIT or STUCK, due): a move starts, or it stays. */
-static void look(sn_relay_t *r, struct sn_drain *d, size_t i, uint64_t now)
+/* Starts the moves of batch b (move.c decides each: moved), b empty after. */
+static void go(sn_relay_t *r, batch_t *b)
+{
+    size_t n = b->n;
+    b->n = 0;
+    if (n)
+        sn__move_start_many(r, b->node, ATTEMPT_MS, moved, b->pid, b->arg, n);
+}
+
+/* Adds the move of pid to node (arg: its move_arg_t) to the scan's group
+ * for that node, which starts when full. */
+static void gather(sn_relay_t *r, batches_t *g, uint32_t node, sn_pid_t pid, void *arg)
+{
+    size_t k = 0;
+    while (k < g->n && g->b[k].node != node)
+        k++;
+    if (k == g->n && g->n == DRAIN_OPEN) {
+        k = 0;
+        go(r, &g->b[0]);
+    } else if (k == g->n) {
+        g->n++;
+    }
+    batch_t *b = &g->b[k];
+    if (b->node != node || !b->n)
+        *b = (batch_t){.node = node};
+    b->pid[b->n] = pid;
+    b->arg[b->n++] = arg;
+    if (b->n == DRAIN_GROUP)
+        go(r, b);
+}
+
+/* One look at entry i (WAIT or STUCK, due): its move joins a group of
+ * the scan (g), or it stays. */
+static void look(sn_relay_t *r, struct sn_drain *d, size_t i, uint64_t now, batches_t *g)
 {
     entry_t *e = &d->v[i];
     sn_proc_row_t row;
@@ -221,7 +270,7 @@ static void look(sn_relay_t *r, struct sn_drain *d, size_t i, uint64_t now)
     e->node = t->node;
     d->nwait--;
     d->inflight++;
-    sn__move_start(r, e->pid, t->node, ATTEMPT_MS, moved, a);
+    gather(r, g, t->node, e->pid, a);
 }
 
 static int by_pid(const void *a, const void *b)
@@ -387,13 +436,17 @@ static void finish(sn_relay_t *r, struct sn_drain *d, uint64_t now)
 static void scan(sn_relay_t *r, struct sn_drain *d, uint64_t now)
 {
     size_t seen = 0;
+    batches_t g;
+    g.n = 0;
     while (seen < SCAN_MAX && seen < d->n && d->inflight < DRAIN_INFLIGHT && (d->nwait || d->nstuck)) {
         size_t i = d->cursor++ % d->n;
         entry_t *e = &d->v[i];
         seen++;
         if ((e->state == E_WAIT || e->state == E_STUCK) && e->retry_ns <= now)
-            look(r, d, i, now);
+            look(r, d, i, now, &g);
     }
+    for (size_t k = 0; k < g.n; k++) /* (their decisions may come at once: moved) */
+        go(r, &g.b[k]);
     if (d->n)
         d->cursor %= d->n;
     d->next_look_ns = d->inflight >= DRAIN_INFLIGHT ? UINT64_MAX : seen >= SCAN_MAX ? now : now + RETRY_NS / 4;
