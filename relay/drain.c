@@ -55,7 +55,7 @@ typedef struct count {
 
 struct sn_drain {
     sn_relay_t *r;
-    entry_t *v; /* sorted by PID while no move is in flight (rescans add) */
+    entry_t *v; /* rescans add (while no move is in flight: moves hold indexes) */
     size_t n, cap, cursor, inflight, nwait, nstuck;
     char **names; /* type names and reasons, each once */
     size_t nnames, capnames;
@@ -273,46 +273,76 @@ static void look(sn_relay_t *r, struct sn_drain *d, size_t i, uint64_t now, batc
     gather(r, g, t->node, e->pid, a);
 }
 
+/* A row of a rescan's snapshot, by PID. */
+typedef struct seen_row {
+    sn_pid_t pid;
+    size_t row;
+} seen_row_t;
+
 static int by_pid(const void *a, const void *b)
 {
-    const entry_t *x = a, *y = b;
+    const seen_row_t *x = a, *y = b;
     if (x->pid.node != y->pid.node)
         return x->pid.node < y->pid.node ? -1 : 1;
     return x->pid.serial < y->pid.serial ? -1 : x->pid.serial > y->pid.serial;
 }
 
+/* Marks in known[] the rows of the snapshot (got of them) that the drain
+ * has an entry for: the rows sorted by PID, each entry looked up there
+ * (O(entries log rows): at the drain's start there are no entries, at
+ * its end few rows). Out of memory: false, nothing marked. */
+static bool mark_known(const struct sn_drain *d, const sn_proc_row_t *rows, size_t got, bool *known)
+{
+    if (!d->n || !got)
+        return true;
+    seen_row_t *key = malloc(got * sizeof *key);
+    if (!key)
+        return false;
+    for (size_t k = 0; k < got; k++)
+        key[k] = (seen_row_t){rows[k].pid, k};
+    qsort(key, got, sizeof *key, by_pid);
+    for (size_t i = 0; i < d->n; i++) {
+        seen_row_t want = {d->v[i].pid, 0}, *hit = bsearch(&want, key, got, sizeof *key, by_pid);
+        if (hit)
+            known[hit->row] = true;
+    }
+    free(key);
+    return true;
+}
+
 /* Adds this node's processes that the drain does not have yet (all of
  * them at its start; those that started here since, later). Only while no
- * move is in flight: it sorts the entries, whose indexes moves hold.
- * The names registry, the services supervisor and their helpers (types
- * sn.names, sn.services) are not the node's work: a drain leaves them. Returns how many it added. */
+ * move is in flight: entries may move in memory, and moves hold their
+ * indexes. The names registry, the services supervisor and their helpers
+ * (types sn.names, sn.services) are not the node's work: a drain leaves
+ * them. Returns how many it added. */
 static size_t rescan(sn_relay_t *r, struct sn_drain *d, uint64_t now)
 {
-    size_t total = sn__sched_snapshot(r->sched, NULL, 0, NULL), added = 0, had = d->n;
+    size_t total = sn__sched_snapshot(r->sched, NULL, 0, NULL), added = 0;
     sn_proc_row_t *rows = malloc((total + 1) * sizeof *rows);
     size_t got = rows ? sn__sched_snapshot(r->sched, rows, total, NULL) : 0;
     got = got < total ? got : total;
+    bool *known = calloc(got + 1, sizeof *known);
+    if (!known || !mark_known(d, rows, got, known))
+        got = 0; /* out of memory: looked for again at the next rescan */
     if (d->n + got > d->cap) {
         entry_t *v = realloc(d->v, (d->n + got) * sizeof *v);
         if (v) {
             d->v = v;
             d->cap = d->n + got;
         } else {
-            got = 0; /* out of memory: looked for again at the next rescan */
+            got = 0;
         }
     }
     for (size_t k = 0; k < got; k++) {
-        entry_t key = {.pid = rows[k].pid};
-        if ((had && bsearch(&key, d->v, had, sizeof key, by_pid)) || !strcmp(rows[k].type, "sn.names") ||
-            !strcmp(rows[k].type, "sn.services"))
+        if (known[k] || !strcmp(rows[k].type, "sn.names") || !strcmp(rows[k].type, "sn.services"))
             continue; /* (the node's names registry and supervisor stay: the copies on other nodes take over) */
         d->v[d->n++] = (entry_t){rows[k].pid, now, 0, name_of(d, rows[k].type), 0, E_WAIT};
         d->nwait++;
         added++;
     }
+    free(known);
     free(rows);
-    if (added)
-        qsort(d->v, d->n, sizeof *d->v, by_pid);
     d->rescan_ns = now + RESCAN_NS;
     return added;
 }
