@@ -2,7 +2,8 @@
  * r->draining the node takes no spawn from clients (inbound.c), asks
  * nobody for work and takes no push (steal.c), and its status row says
  * `draining` (members.c). A drain moves each process of the node to
- * another node with move.c's push, a few at a time (DRAIN_INFLIGHT), to
+ * another node with move.c's push, a few at a time (DRAIN_INFLIGHT, in
+ * groups of DRAIN_GROUP bound for the same node: one push each), to
  * the node with the least load (its advertised processes plus those this
  * drain sent it), looks again at those that could not move yet, waits
  * for the rest to end until its deadline, and answers its client with
@@ -26,7 +27,9 @@
 #include "steal.h"
 
 #define DRAIN_DEFAULT_MS 30000
-#define DRAIN_INFLIGHT 256       /* moves under way at once */
+#define DRAIN_INFLIGHT 1024      /* moves under way at once */
+#define DRAIN_GROUP 64           /* moves to one node that start together (move.c: one push) */
+#define DRAIN_OPEN 4             /* groups filled at once in a scan (the oldest goes when a fifth node comes) */
 #define ATTEMPT_MS 500           /* one move's wait for its process to be Idle */
 #define RETRY_NS 100000000u      /* a process that did not move: looked at again after this */
 #define RESCAN_NS 500000000u     /* a look for processes that started here during the drain */
@@ -52,7 +55,7 @@ typedef struct count {
 
 struct sn_drain {
     sn_relay_t *r;
-    entry_t *v; /* sorted by PID while no move is in flight (rescans add) */
+    entry_t *v; /* rescans add (while no move is in flight: moves hold indexes) */
     size_t n, cap, cursor, inflight, nwait, nstuck;
     char **names; /* type names and reasons, each once */
     size_t nnames, capnames;
@@ -71,6 +74,20 @@ typedef struct move_arg {
     struct sn_drain *d;
     size_t i;
 } move_arg_t;
+
+/* Moves to one node, gathered by a scan and started together. */
+typedef struct batch {
+    uint32_t node;
+    size_t n;
+    sn_pid_t pid[DRAIN_GROUP];
+    void *arg[DRAIN_GROUP]; /* move_arg_t */
+} batch_t;
+
+/* The groups a scan fills (stack-local to it). */
+typedef struct batches {
+    batch_t b[DRAIN_OPEN];
+    size_t n;
+} batches_t;
 
 static uint16_t name_of(struct sn_drain *d, const char *s)
 {
@@ -183,8 +200,40 @@ static void moved(void *arg, int error, uint32_t node, const char *why)
     }
 }
 
-/* One look at entry i (WAIT or STUCK, due): a move starts, or it stays. */
-static void look(sn_relay_t *r, struct sn_drain *d, size_t i, uint64_t now)
+/* Starts the moves of batch b (move.c decides each: moved), b empty after. */
+static void go(sn_relay_t *r, batch_t *b)
+{
+    size_t n = b->n;
+    b->n = 0;
+    if (n)
+        sn__move_start_many(r, b->node, ATTEMPT_MS, moved, b->pid, b->arg, n);
+}
+
+/* Adds the move of pid to node (arg: its move_arg_t) to the scan's group
+ * for that node, which starts when full. */
+static void gather(sn_relay_t *r, batches_t *g, uint32_t node, sn_pid_t pid, void *arg)
+{
+    size_t k = 0;
+    while (k < g->n && g->b[k].node != node)
+        k++;
+    if (k == g->n && g->n == DRAIN_OPEN) {
+        k = 0;
+        go(r, &g->b[0]);
+    } else if (k == g->n) {
+        g->n++;
+    }
+    batch_t *b = &g->b[k];
+    if (b->node != node || !b->n)
+        *b = (batch_t){.node = node};
+    b->pid[b->n] = pid;
+    b->arg[b->n++] = arg;
+    if (b->n == DRAIN_GROUP)
+        go(r, b);
+}
+
+/* One look at entry i (WAIT or STUCK, due): its move joins a group of
+ * the scan (g), or it stays. */
+static void look(sn_relay_t *r, struct sn_drain *d, size_t i, uint64_t now, batches_t *g)
 {
     entry_t *e = &d->v[i];
     sn_proc_row_t row;
@@ -221,49 +270,79 @@ static void look(sn_relay_t *r, struct sn_drain *d, size_t i, uint64_t now)
     e->node = t->node;
     d->nwait--;
     d->inflight++;
-    sn__move_start(r, e->pid, t->node, ATTEMPT_MS, moved, a);
+    gather(r, g, t->node, e->pid, a);
 }
+
+/* A row of a rescan's snapshot, by PID. */
+typedef struct seen_row {
+    sn_pid_t pid;
+    size_t row;
+} seen_row_t;
 
 static int by_pid(const void *a, const void *b)
 {
-    const entry_t *x = a, *y = b;
+    const seen_row_t *x = a, *y = b;
     if (x->pid.node != y->pid.node)
         return x->pid.node < y->pid.node ? -1 : 1;
     return x->pid.serial < y->pid.serial ? -1 : x->pid.serial > y->pid.serial;
 }
 
+/* Marks in known[] the rows of the snapshot (got of them) that the drain
+ * has an entry for: the rows sorted by PID, each entry looked up there
+ * (O(entries log rows): at the drain's start there are no entries, at
+ * its end few rows). Out of memory: false, nothing marked. */
+static bool mark_known(const struct sn_drain *d, const sn_proc_row_t *rows, size_t got, bool *known)
+{
+    if (!d->n || !got)
+        return true;
+    seen_row_t *key = malloc(got * sizeof *key);
+    if (!key)
+        return false;
+    for (size_t k = 0; k < got; k++)
+        key[k] = (seen_row_t){rows[k].pid, k};
+    qsort(key, got, sizeof *key, by_pid);
+    for (size_t i = 0; i < d->n; i++) {
+        seen_row_t want = {d->v[i].pid, 0}, *hit = bsearch(&want, key, got, sizeof *key, by_pid);
+        if (hit)
+            known[hit->row] = true;
+    }
+    free(key);
+    return true;
+}
+
 /* Adds this node's processes that the drain does not have yet (all of
  * them at its start; those that started here since, later). Only while no
- * move is in flight: it sorts the entries, whose indexes moves hold.
- * The names registry, the services supervisor and their helpers (types
- * sn.names, sn.services) are not the node's work: a drain leaves them. Returns how many it added. */
+ * move is in flight: entries may move in memory, and moves hold their
+ * indexes. The names registry, the services supervisor and their helpers
+ * (types sn.names, sn.services) are not the node's work: a drain leaves
+ * them. Returns how many it added. */
 static size_t rescan(sn_relay_t *r, struct sn_drain *d, uint64_t now)
 {
-    size_t total = sn__sched_snapshot(r->sched, NULL, 0, NULL), added = 0, had = d->n;
+    size_t total = sn__sched_snapshot(r->sched, NULL, 0, NULL), added = 0;
     sn_proc_row_t *rows = malloc((total + 1) * sizeof *rows);
     size_t got = rows ? sn__sched_snapshot(r->sched, rows, total, NULL) : 0;
     got = got < total ? got : total;
+    bool *known = calloc(got + 1, sizeof *known);
+    if (!known || !mark_known(d, rows, got, known))
+        got = 0; /* out of memory: looked for again at the next rescan */
     if (d->n + got > d->cap) {
         entry_t *v = realloc(d->v, (d->n + got) * sizeof *v);
         if (v) {
             d->v = v;
             d->cap = d->n + got;
         } else {
-            got = 0; /* out of memory: looked for again at the next rescan */
+            got = 0;
         }
     }
     for (size_t k = 0; k < got; k++) {
-        entry_t key = {.pid = rows[k].pid};
-        if ((had && bsearch(&key, d->v, had, sizeof key, by_pid)) || !strcmp(rows[k].type, "sn.names") ||
-            !strcmp(rows[k].type, "sn.services"))
+        if (known[k] || !strcmp(rows[k].type, "sn.names") || !strcmp(rows[k].type, "sn.services"))
             continue; /* (the node's names registry and supervisor stay: the copies on other nodes take over) */
         d->v[d->n++] = (entry_t){rows[k].pid, now, 0, name_of(d, rows[k].type), 0, E_WAIT};
         d->nwait++;
         added++;
     }
+    free(known);
     free(rows);
-    if (added)
-        qsort(d->v, d->n, sizeof *d->v, by_pid);
     d->rescan_ns = now + RESCAN_NS;
     return added;
 }
@@ -387,13 +466,17 @@ static void finish(sn_relay_t *r, struct sn_drain *d, uint64_t now)
 static void scan(sn_relay_t *r, struct sn_drain *d, uint64_t now)
 {
     size_t seen = 0;
+    batches_t g;
+    g.n = 0;
     while (seen < SCAN_MAX && seen < d->n && d->inflight < DRAIN_INFLIGHT && (d->nwait || d->nstuck)) {
         size_t i = d->cursor++ % d->n;
         entry_t *e = &d->v[i];
         seen++;
         if ((e->state == E_WAIT || e->state == E_STUCK) && e->retry_ns <= now)
-            look(r, d, i, now);
+            look(r, d, i, now, &g);
     }
+    for (size_t k = 0; k < g.n; k++) /* (their decisions may come at once: moved) */
+        go(r, &g.b[k]);
     if (d->n)
         d->cursor %= d->n;
     d->next_look_ns = d->inflight >= DRAIN_INFLIGHT ? UINT64_MAX : seen >= SCAN_MAX ? now : now + RETRY_NS / 4;

@@ -162,13 +162,17 @@ int sn__steal_init(sn_relay_t *r, const sn_relay_config_t *cfg)
     return 0;
 }
 
+/* Each migrant of offer o runs here again; a push's moves end with
+ * error, each after its process is back (move.c). */
 static void revert_offer(sn_relay_t *r, offer_t *o, int error, const char *why)
 {
-    if (o->id & SN__PUSH_ID)
-        sn__move_decided(r, o->id, error, why);
-    for (size_t i = 0; i < o->n; i++)
+    for (size_t i = 0; i < o->n; i++) {
+        sn_pid_t pid = o->m[i].pid;
         if (o->m[i].handle)
             sn__migrate_revert(r->sched, &o->m[i]);
+        if (o->id & SN__PUSH_ID)
+            sn__move_decided(r, o->id, pid, error, why);
+    }
     free(o->m);
 }
 
@@ -491,6 +495,20 @@ static void send_commit(sn_relay_t *r, peer_t *t, uint64_t id, const sn_pid_t *p
     } while (at < kept);
 }
 
+/* The outcome of each migrant of push o, once its commit went: those in
+ * done[0..ndone) (in the order of o's migrants) moved, the others ran
+ * here again (refused by the target, or not committed). */
+static void push_decided(sn_relay_t *r, const offer_t *o, const sn_pid_t *done, size_t ndone)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        bool moved = k < ndone && sn_pid_eq(done[k], o->m[i].pid);
+        k += moved;
+        sn__move_decided(r, o->id, o->m[i].pid, moved ? 0 : SN_EREFUSED,
+                         moved ? NULL : "the node refused it (its type there, draining or shutting down)");
+    }
+}
+
 static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
 {
     struct sn_steal *s = r->steal;
@@ -543,16 +561,16 @@ static void on_accept(sn_relay_t *r, peer_t *t, sn_frame_t *f)
     for (size_t k = 0; k < nfw; k++)
         sn_payload_destroy(&fw[k].payload);
     free(fw);
-    free(done);
-    if (o->id & SN__PUSH_ID)
-        sn__move_decided(r, o->id, ndone ? 0 : SN_EREFUSED,
-                         ndone ? NULL : "the node refused it (its type there, draining or shutting down)");
+    offer_t ended = *o;
+    drop_offer(s, o);
+    if (ended.id & SN__PUSH_ID)
+        push_decided(r, &ended, done, ndone);
     else if (ndone) {
         atomic_fetch_add_explicit(&r->steals_out, 1, memory_order_relaxed);
         sn__add(&t->m_steals_out, 1);
     }
-    free(o->m);
-    drop_offer(s, o);
+    free(done);
+    free(ended.m);
 }
 
 /* -------------------------------------------------------------- thief */
@@ -951,13 +969,16 @@ uint64_t sn__steal_next_ns(sn_relay_t *r)
             next = s->offers[i].deadline_ns;
     if (s->asked && s->asked_deadline_ns < next)
         next = s->asked_deadline_ns;
-    /* a node not yet joined has nobody to ask (sn__steal_tick returns
-     * early): its idle workers' want of work sets no timer, else a node
-     * waiting for an absent seed spins (cli.sh: the CPU of a join wait) */
+    /* a node not yet joined has nobody to ask, and a draining one asks
+     * nobody (sn__steal_tick returns early, next_try_ns stays in the
+     * past): its idle workers' want of work sets no timer, else a node
+     * waiting for an absent seed spins (cli.sh: the CPU of a join wait),
+     * and so does a draining one (schedbench drain) */
     if (!s->asked && atomic_load_explicit(&r->want_work, memory_order_relaxed) && s->next_try_ns < next &&
-        atomic_load_explicit(&r->joined, memory_order_relaxed) == 1)
+        atomic_load_explicit(&r->joined, memory_order_relaxed) == 1 && !r->draining)
         next = s->next_try_ns;
-    if (!s->asked && s->refill) { /* the refill look (a stored time: "now + 1 ms" here would never be due) */
+    if (!s->asked && s->refill &&
+        !r->draining) { /* the refill look (a stored time: "now + 1 ms" here would never be due) */
         uint64_t at = s->refill_at_ns > s->next_try_ns ? s->refill_at_ns : s->next_try_ns;
         if (at < next)
             next = at;
@@ -973,26 +994,27 @@ bool sn__steal_takes(peer_t *t, const sn_type_t *type)
     return thief_takes(t, type);
 }
 
-int sn__steal_push(sn_relay_t *r, peer_t *t, sn_migrant_t *m, uint64_t id)
+int sn__steal_push(sn_relay_t *r, peer_t *t, const sn_migrant_t *m, size_t n, uint64_t id)
 {
     struct sn_steal *s = r->steal;
     offer_t *o = sn__grow(s->offers, &s->capoffers, s->noffers, sizeof *o, 8, 0);
-    sn_migrant_t *keep = malloc(sizeof *keep);
-    if (!o || !keep) {
-        free(keep);
-        return SN_ENOMEM;
-    }
-    s->offers = o;
-    sn_wire_migrant_t w;
-    to_wire(m, &w, sn__relay_now_ns());
+    sn_migrant_t *keep = n ? malloc(n * sizeof *keep) : NULL;
+    sn_wire_migrant_t *w = keep ? malloc(n * sizeof *w) : NULL;
+    if (o)
+        s->offers = o;
     void *buf;
     size_t len;
-    if (sn_codec_encode_steal_offer(r->node, r->incarnation, id, &w, 1, &buf, &len) != 0) {
+    uint64_t now = sn__relay_now_ns();
+    for (size_t i = 0; w && i < n; i++)
+        to_wire(&m[i], &w[i], now);
+    if (!o || !w || sn_codec_encode_steal_offer(r->node, r->incarnation, id, w, n, &buf, &len) != 0) {
         free(keep);
+        free(w);
         return SN_ENOMEM;
     }
+    free(w);
     sn__relay_send_ordered(r, t, buf, len);
-    *keep = *m;
-    s->offers[s->noffers++] = (offer_t){id, t->node, sn__relay_now_ns() + OFFER_TIMEOUT_NS, keep, 1};
+    memcpy(keep, m, n * sizeof *keep);
+    s->offers[s->noffers++] = (offer_t){id, t->node, now + OFFER_TIMEOUT_NS, keep, n};
     return 0;
 }

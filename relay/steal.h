@@ -23,10 +23,12 @@ void sn__steal_tick(sn_relay_t *r, uint64_t now);
 void sn__steal_peer_gone(sn_relay_t *r, peer_t *p, bool gone);
 /* p's heartbeat now shows work to steal (it had none): ask at once. */
 void sn__steal_loaded(sn_relay_t *r, peer_t *p);
-/* Offers migrant m, frozen, to t unasked, as handover id (a push:
- * SN__PUSH_ID set); its outcome goes to sn__move_decided. 0, or SN_ENOMEM
- * with nothing sent (revert m). */
-int sn__steal_push(sn_relay_t *r, peer_t *t, sn_migrant_t *m, uint64_t id);
+/* Offers migrants m[0..n), frozen, to t unasked in one offer, as handover
+ * id (a push: SN__PUSH_ID set); each one's outcome goes to
+ * sn__move_decided, in the order of m. 0 (the migrants are steal.c's
+ * now), or SN_ENOMEM with nothing sent (the caller reverts them). Their
+ * states fit in half of max_frame together (move.c). */
+int sn__steal_push(sn_relay_t *r, peer_t *t, const sn_migrant_t *m, size_t n, uint64_t id);
 /* Does t take processes of type `type` (same version, movable there)? */
 bool sn__steal_takes(peer_t *t, const sn_type_t *type);
 /* p advertised its types: is it a steal partner? */

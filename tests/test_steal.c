@@ -11,6 +11,8 @@
  * after the abort (the abort again), and the accept of a thief the victim
  * held down meanwhile (only frozen), which gets the abort then; and the
  * commit of a victim the thief held down meanwhile, which still lands.
+ * A push by PID (move.c, as drain uses it) of several Idle processes goes
+ * as one offer, one accept and one commit, each process decided once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include "relay_fake.h"
 #include "peer.h"
 #include "steal.h"
+#include "move.h"
 #include "locate.h"
 
 #define N 8                                   /* movers on the victim; the thief, with none, gets half */
@@ -418,6 +421,80 @@ static void test_victim_held_down(void **state)
     assert_int_equal(on_v, N - (int)n);
 }
 
+/* Waits until every mover of the victim is Idle (it ran its first step). */
+static void all_idle(pair_t *p)
+{
+    uint64_t end = deadline_ns(WAIT_MS);
+    for (int i = 0; i < N; i++) {
+        sn_proc_row_t row = {0};
+        while ((sn__sched_proc(fake_sched(p->v), p->pids[i], &row) != 0 || row.state != SN_PS_IDLE) && now_ns() < end)
+            sleep_ms(1);
+        assert_int_equal(row.state, SN_PS_IDLE);
+    }
+}
+
+static int pushed[N], pushed_error[N];
+static uint32_t pushed_to[N];
+
+static void push_done(void *arg, int error, uint32_t node, const char *why)
+{
+    int i = (int)(intptr_t)arg;
+    (void)why;
+    pushed[i]++;
+    pushed_error[i] = error;
+    pushed_to[i] = node;
+}
+
+/* Moves by PID of several Idle processes to one node (drain's groups,
+ * sn__move_start_many): one offer carries them all, one accept, one
+ * commit; every process on exactly one side at each step, each move
+ * decided exactly once, a message sent mid-handover follows its process. */
+static void test_push_many(void **state)
+{
+    pair_t *p = *state;
+    movers_release(1);
+    all_idle(p);
+    memset(pushed, 0, sizeof pushed);
+    void *args[N];
+    for (int i = 0; i < N; i++)
+        args[i] = (void *)(intptr_t)i;
+    sn__move_start_many(&p->v->r, 2, 1000, push_done, p->pids, args, N);
+    sn_frame_t f;
+    assert_int_equal(fake_count(p->v, 2, SN_FRAME_STEAL_OFFER), 1);
+    assert_true(fake_peek(p->v, 2, SN_FRAME_STEAL_OFFER, &f));
+    assert_true((f.steal_id & SN__PUSH_ID) != 0);
+    assert_int_equal(f.nmigrants, N);
+    sn_frame_clear(&f);
+    send_u64(fake_sched(p->v), p->pids[3], 4242); /* frozen: it queues, and rides in the commit */
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(owner(p, p->pids[i]), 1);
+        assert_int_equal(pushed[i], 0);
+    }
+    assert_true(fake_pass(p->v, p->t, SN_FRAME_STEAL_OFFER, NULL));
+    assert_true(fake_peek(p->t, 1, SN_FRAME_STEAL_ACCEPT, &f));
+    assert_int_equal(f.npids, N);
+    sn_frame_clear(&f);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(owner(p, p->pids[i]), 1);
+    assert_true(fake_pass(p->t, p->v, SN_FRAME_STEAL_ACCEPT, NULL));
+    assert_int_equal(fake_count(p->v, 2, SN_FRAME_STEAL_COMMIT), 1);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(owner(p, p->pids[i]), 0); /* in flight: in neither table */
+        assert_int_equal(pushed[i], 1);            /* decided once, moved */
+        assert_int_equal(pushed_error[i], 0);
+        assert_int_equal(pushed_to[i], 2);
+    }
+    assert_true(fake_pass(p->v, p->t, SN_FRAME_STEAL_COMMIT, NULL));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(owner(p, p->pids[i]), 2);
+    assert_true(mover_wait_msgs(3, 1));
+    assert_int_equal(mover_msg(3, 0), 4242);
+    assert_int_equal(atomic_load(&g_mv.steps_on[3][2]), 1); /* (its one step there: the message) */
+    assert_int_equal(atomic_load(&p->v->r.steals_out), 0);  /* (a push is not a steal) */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(pushed[i], 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +504,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_thief_leaves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thief_held_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_victim_held_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_many, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
