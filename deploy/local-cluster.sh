@@ -28,8 +28,8 @@ Commands:
   status [--json]  the cluster table, as node 1 sees it
   client [-n I] CMD [ARGS...]
                    a client command (spawn, send, call, status, ps, kill,
-                   migrate, drain, undrain, whereis, names, types: see
-                   schednode --help)
+                   migrate, drain, undrain, whereis, names, service, types:
+                   see schednode --help)
                    against node I (default 1), with the cluster's client key
   endpoint I       node I's endpoint
   kill I [SIG]     send node I a signal (default TERM; TERM, INT and KILL
@@ -314,7 +314,7 @@ main() {
       local node=1
       if [ "${1:-}" = -n ]; then node=${2:?-n needs a node number}; shift 2; fi
       [[ $node =~ ^[0-9]+$ ]] && [ "$node" -ge 1 ] && [ "$node" -le "$n" ] || die "client: no node '$node' (1..$n)"
-      [ $# -gt 0 ] || die "client: which command? (spawn, send, call, status, ps, kill, migrate, drain, undrain, whereis, names, types)"
+      [ $# -gt 0 ] || die "client: which command? (spawn, send, call, status, ps, kill, migrate, drain, undrain, whereis, names, service, types)"
       client "$node" "$@" ;;
     endpoint)
       load_state
