@@ -216,15 +216,17 @@ static void gather(sn_relay_t *r, batches_t *g, uint32_t node, sn_pid_t pid, voi
     size_t k = 0;
     while (k < g->n && g->b[k].node != node)
         k++;
-    if (k == g->n && g->n == DRAIN_OPEN) {
-        k = 0;
-        go(r, &g->b[0]);
-    } else if (k == g->n) {
-        g->n++;
+    if (k == g->n) { /* a group for node: a slot not used yet, or the first one's, started first */
+        if (g->n == DRAIN_OPEN) {
+            k = 0;
+            go(r, &g->b[0]);
+        } else {
+            g->n++;
+        }
+        g->b[k].node = node;
+        g->b[k].n = 0;
     }
     batch_t *b = &g->b[k];
-    if (b->node != node || !b->n)
-        *b = (batch_t){.node = node};
     b->pid[b->n] = pid;
     b->arg[b->n++] = arg;
     if (b->n == DRAIN_GROUP)
