@@ -80,7 +80,9 @@
 # same, and more must hold: every sink lives to the end (none lost with a
 # node, none replaced), every drain exits 0 (everything moved: the sinks,
 # and the sources sleeping between their sends) and its node exits 0, and
-# no sink gets a DOWN before its stop.
+# no sink gets a DOWN before its stop but nodedown from a node that left
+# right after it drained the sink, before the watcher's node heard that
+# the monitor moved (not confirmed: docs/guarantees.md, "Known holes").
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -146,6 +148,9 @@ ismeta {
   else if ($1 == "FAULT") {
     if (!($2 in nfault)) { nfault[$2] = 0; fname[++nf] = $2 } nfault[$2]++
     if ($2 == "long-freeze" && NF >= 5) window($3 + 0, 0, $5 + 0, $4 + 0)
+    # a node upgraded (drained, then left) may leave before the watcher
+    # heard that a sink it held moved on: nodedown, not confirmed
+    if ($2 == "upgrade" && NF >= 5) window($3 + 0, 0, $5 + 0, $4 + 0)
     if ($2 == "freeze" && NF >= 5 && downmin && $4 + 0 >= downmin) window($3 + 0, 0, $5 + 0, $4 + 0)
     if ($2 == "cut" && NF >= 6) { window($3 + 0, $6 + 0, $5 + 0, $4 + 0); window($6 + 0, $3 + 0, $5 + 0, $4 + 0) }
   }
