@@ -20,15 +20,7 @@ DEMO=$(dirname "$SN")/schednode-demo.so # msink: the demo plugin
 
 declare -A port
 for n in 1 2 3; do port[$n]=$(free_port); done
-ep() { echo "tcp://127.0.0.1:${port[$1]}"; }
-start() { # node-id seed-id
-  local n=$1 seed=$2
-  "$SN" --load "$DEMO" -n "$n" -w 2 ${SN_SERVICES_LOG_LEVEL:+--log-level "$SN_SERVICES_LOG_LEVEL"} --listen "$(ep "$n")" --insecure --no-steal ${seed:+--join "$(ep "$seed")"} \
-    >>"$dir/node$n.log" 2>&1 &
-  pids+=($!)
-  eval "node_pid_$n=$!"
-  wait_for 100 grep -q "up: " "$dir/node$n.log" || { echo "node $n did not come up"; tail -20 "$dir/node$n.log"; return 1; }
-}
+node_flags=(-w 2 --insecure --no-steal ${SN_SERVICES_LOG_LEVEL:+--log-level "$SN_SERVICES_LOG_LEVEL"})
 at() { local n=$1; shift; timeout 10 "$SN" --insecure --timeout 5000 --connect "$(ep "$n")" "$@"; }
 quick() { local n=$1; shift; timeout 2 "$SN" --insecure --timeout 1500 --connect "$(ep "$n")" "$@" 2>/dev/null; }
 up() { [ "$(at "$1" status --json 2>/dev/null | jq '[.nodes[] | select(.state == "up")] | length')" = 3 ]; }
